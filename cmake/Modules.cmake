@@ -1,0 +1,38 @@
+# Conventions shared by every module.
+#
+#   kvroute_module(<name> SOURCES a.cc b.cc DEPS kvroute_common ...)
+#       a static library kvroute_<name>; include paths are rooted at src/ so code writes
+#       #include "kv/block_key.h".
+#   kvroute_test(<name> SOURCES a_test.cc ... DEPS kvroute_<name> ...)
+#       a GoogleTest binary kvroute_<name>_test, registered with CTest (label "unit").
+
+set(KVROUTE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-missing-field-initializers)
+if(KVROUTE_WERROR)
+  list(APPEND KVROUTE_WARNINGS -Werror)
+endif()
+
+add_library(kvroute_options INTERFACE)
+target_compile_options(kvroute_options INTERFACE ${KVROUTE_WARNINGS})
+target_include_directories(kvroute_options INTERFACE ${PROJECT_SOURCE_DIR}/src)
+target_compile_definitions(kvroute_options INTERFACE
+  BOOST_ASIO_SEPARATE_COMPILATION BOOST_BEAST_SEPARATE_COMPILATION
+  BOOST_ASIO_NO_DEPRECATED BOOST_JSON_NO_LIB=0
+  KVROUTE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+if(KVROUTE_SANITIZE)
+  target_compile_options(kvroute_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(kvroute_options INTERFACE -fsanitize=address,undefined)
+endif()
+
+function(kvroute_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(kvroute_${name} STATIC ${ARG_SOURCES})
+  target_link_libraries(kvroute_${name} PUBLIC kvroute_options ${ARG_DEPS})
+endfunction()
+
+include(GoogleTest)
+function(kvroute_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(kvroute_${name}_test ${ARG_SOURCES})
+  target_link_libraries(kvroute_${name}_test PRIVATE kvroute_options ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(kvroute_${name}_test PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+endfunction()
