@@ -1,0 +1,111 @@
+// Engine: a model server's scheduler and KV cache, simulated. No I/O, no threads, no clock of
+// its own: the caller passes `now` and is told how long each step takes. `kvroute sim` drives
+// it in (optionally sped-up) real time; `kvroute simulate` in virtual time.
+//
+// Lifecycle of a request (vLLM V1 semantics):
+//   Add() → waiting queue → scheduled (prefix-cache lookup, blocks allocated; prefill possibly
+//   chunked over several steps) → running (one token per step) → finished (blocks released;
+//   full blocks stay cached until evicted) — or preempted back to waiting (recompute) when KV
+//   memory runs out, or aborted.
+//
+// Step(now) plans one iteration (continuous batching under max_num_seqs and
+// max_num_batched_tokens), computes its duration from the roofline step-time model, and
+// returns the tokens produced and the KV events emitted. The caller makes the outputs visible
+// at now + duration and calls Step again then.
+//
+// Thread safety: none. One owner thread (or the simulator's event loop) calls every method.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/types.h"
+#include "engine/profile.h"
+#include "kv/kv_event.h"
+
+namespace kvroute::engine {
+
+struct EngineConfig {
+  std::uint32_t block_size = 16;             // tokens per KV block
+  std::uint32_t max_num_seqs = 256;          // requests in one batch
+  std::uint32_t max_num_batched_tokens = 8192;  // tokens (prefill + decode) in one step
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  std::int64_t num_gpu_blocks_override = 0;  // >0 replaces the profile-derived capacity
+  std::int64_t num_cpu_blocks = 0;           // host-memory tier capacity in blocks; 0 = no tier
+  double cpu_to_gpu_bandwidth_bytes_per_s = 25e9;  // cost of loading a CPU-tier hit
+  std::uint32_t max_model_len = 0;           // 0 = from the profile
+  // Block hashes in KV events: vLLM sha256_cbor with this PYTHONHASHSEED (low 64 bits).
+  std::string python_hash_seed = "0";
+  std::uint64_t seed = 0;                    // output tokens and stop lengths
+};
+
+enum class FinishReason { kStop, kLength, kAbort };
+
+struct RequestSpec {
+  std::string id;                   // unique among live requests
+  std::vector<TokenId> prompt;
+  std::uint32_t max_tokens = 16;    // output tokens at most
+  bool ignore_eos = false;          // false: stops at a seeded, deterministic EOS position
+  std::uint64_t seed = 0;           // output content; same seed + prompt → same output
+  std::string lora_name;            // enters block hashes (extra key)
+  std::string cache_salt;           // enters block 0's hash (extra key)
+};
+
+struct TokenEvent {
+  std::string request_id;
+  TokenId token = 0;
+  bool is_first = false;  // the first output token: TTFT ends here
+  std::optional<FinishReason> finished;
+  // Set on the first token: prompt tokens served from cache (GPU + CPU tier).
+  std::uint32_t cached_tokens = 0;
+};
+
+struct StepResult {
+  Nanos duration{0};             // 0 when there was nothing to do
+  std::vector<TokenEvent> tokens;  // in the order they were produced
+  std::vector<std::string> finished_without_token;  // aborted / rejected request ids
+  std::vector<kv::KvEvent> kv_events;  // one KvEventBatch's worth, in emission order
+  std::uint32_t num_prefill_tokens = 0;
+  std::uint32_t num_decode_tokens = 0;
+};
+
+struct EngineStats {
+  std::uint32_t num_running = 0;
+  std::uint32_t num_waiting = 0;
+  double kv_cache_usage = 0;              // 0..1, blocks in use by live requests / capacity
+  std::uint64_t prefix_cache_queries = 0;  // tokens (vLLM counts tokens)
+  std::uint64_t prefix_cache_hits = 0;     // tokens
+  std::uint64_t cpu_cache_hits = 0;        // tokens served from the CPU tier
+  std::uint64_t num_preemptions = 0;
+  std::uint64_t prompt_tokens = 0;
+  std::uint64_t generation_tokens = 0;
+  std::int64_t num_gpu_blocks = 0;
+  std::int64_t num_cpu_blocks = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Queues a request. Fails (returns an error message) if the prompt + max_tokens cannot fit
+  // max_model_len or the id is in use.
+  virtual std::optional<std::string> Add(RequestSpec spec) = 0;
+  // Stops a request; its blocks are released (cached blocks stay cached).
+  virtual void Abort(const std::string& request_id) = 0;
+  virtual bool HasWork() const = 0;
+  virtual StepResult Step(Nanos now) = 0;
+  virtual EngineStats Stats() const = 0;
+  virtual const EngineConfig& config() const = 0;
+  virtual const Profile& profile() const = 0;
+  // Drops every cached block (vLLM reset_prefix_cache); emits AllBlocksCleared on the next step.
+  virtual bool ResetPrefixCache() = 0;
+  // Engine hashes of the blocks cached per tier right now (tests, the e2e index check).
+  virtual std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const = 0;
+};
+
+std::unique_ptr<Engine> NewEngine(const Profile& profile, const EngineConfig& config);
+
+}  // namespace kvroute::engine
