@@ -28,31 +28,43 @@
 
 namespace kvroute::engine {
 
+enum class EventHash { kVllmSha256Cbor, kBlockKey };
+
 struct EngineConfig {
-  std::uint32_t block_size = 16;             // tokens per KV block
-  std::uint32_t max_num_seqs = 256;          // requests in one batch
+  std::uint32_t block_size = 16;                // tokens per KV block
+  std::uint32_t max_num_seqs = 256;             // requests in one batch
   std::uint32_t max_num_batched_tokens = 8192;  // tokens (prefill + decode) in one step
   bool enable_chunked_prefill = true;
   bool enable_prefix_caching = true;
   std::int64_t num_gpu_blocks_override = 0;  // >0 replaces the profile-derived capacity
   std::int64_t num_cpu_blocks = 0;           // host-memory tier capacity in blocks; 0 = no tier
   double cpu_to_gpu_bandwidth_bytes_per_s = 25e9;  // cost of loading a CPU-tier hit
-  std::uint32_t max_model_len = 0;           // 0 = from the profile
+  std::uint32_t max_model_len = 0;                 // 0 = from the profile
   // Block hashes in KV events: vLLM sha256_cbor with this PYTHONHASHSEED (low 64 bits).
   std::string python_hash_seed = "0";
-  std::uint64_t seed = 0;                    // output tokens and stop lengths
+  std::uint64_t seed = 0;  // output tokens and stop lengths
+  // Which hash goes into KV events (and CachedBlockHashes). kVllmSha256Cbor is what a real
+  // vLLM with --prefix-caching-hash-algo sha256_cbor sends; kBlockKey puts kvroute's own
+  // kv::BlockKey there (no SHA-256 per block: for the discrete-event simulator).
+  EventHash event_hash = EventHash::kVllmSha256Cbor;
+  // Output token ids are drawn from this palette (the sim fills it with ids of real words of
+  // its tokenizer). Empty means DefaultOutputVocabulary(): ids 1000..1999.
+  std::vector<TokenId> output_vocabulary;
 };
+
+// Ids 1000..1999: the palette used when EngineConfig::output_vocabulary is empty.
+std::vector<TokenId> DefaultOutputVocabulary();
 
 enum class FinishReason { kStop, kLength, kAbort };
 
 struct RequestSpec {
-  std::string id;                   // unique among live requests
+  std::string id;  // unique among live requests
   std::vector<TokenId> prompt;
-  std::uint32_t max_tokens = 16;    // output tokens at most
-  bool ignore_eos = false;          // false: stops at a seeded, deterministic EOS position
-  std::uint64_t seed = 0;           // output content; same seed + prompt → same output
-  std::string lora_name;            // enters block hashes (extra key)
-  std::string cache_salt;           // enters block 0's hash (extra key)
+  std::uint32_t max_tokens = 16;  // output tokens at most
+  bool ignore_eos = false;        // false: stops at a seeded, deterministic EOS position
+  std::uint64_t seed = 0;         // output content; same seed + prompt → same output
+  std::string lora_name;          // enters block hashes (extra key)
+  std::string cache_salt;         // enters block 0's hash (extra key)
 };
 
 struct TokenEvent {
@@ -65,10 +77,10 @@ struct TokenEvent {
 };
 
 struct StepResult {
-  Nanos duration{0};             // 0 when there was nothing to do
-  std::vector<TokenEvent> tokens;  // in the order they were produced
+  Nanos duration{0};                                // 0 when there was nothing to do
+  std::vector<TokenEvent> tokens;                   // in the order they were produced
   std::vector<std::string> finished_without_token;  // aborted / rejected request ids
-  std::vector<kv::KvEvent> kv_events;  // one KvEventBatch's worth, in emission order
+  std::vector<kv::KvEvent> kv_events;               // one KvEventBatch's worth, in emission order
   std::uint32_t num_prefill_tokens = 0;
   std::uint32_t num_decode_tokens = 0;
 };
@@ -76,7 +88,7 @@ struct StepResult {
 struct EngineStats {
   std::uint32_t num_running = 0;
   std::uint32_t num_waiting = 0;
-  double kv_cache_usage = 0;              // 0..1, blocks in use by live requests / capacity
+  double kv_cache_usage = 0;               // 0..1, blocks in use by live requests / capacity
   std::uint64_t prefix_cache_queries = 0;  // tokens (vLLM counts tokens)
   std::uint64_t prefix_cache_hits = 0;     // tokens
   std::uint64_t cpu_cache_hits = 0;        // tokens served from the CPU tier
