@@ -1,0 +1,518 @@
+// HttpServer implementation: Beast on Asio coroutines. See http_server.h for the contract and
+// README.md for the connection state machine.
+#include "net/http_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace kvroute::net {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Strand = asio::strand<asio::io_context::executor_type>;
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+// Awaitable adapters from the callback interfaces of http_types.h. The callback may run on
+// any thread; the completion is posted back to the connection's strand.
+template <typename Token>
+auto AsyncPull(std::shared_ptr<BodySource> source, Strand strand, Token&& token) {
+  return asio::async_initiate<Token, void(std::optional<std::string>)>(
+      [source, strand](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        source->Pull([h, strand](std::optional<std::string> piece) {
+          asio::post(strand, [h, piece = std::move(piece)]() mutable { (*h)(std::move(piece)); });
+        });
+      },
+      token);
+}
+
+template <typename Token>
+auto AsyncWait(std::shared_ptr<DeferredResponse> deferred, Strand strand, Token&& token) {
+  return asio::async_initiate<Token, void(HttpResponse)>(
+      [deferred, strand](auto handler) {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        deferred->Wait([h, strand](HttpResponse response) {
+          asio::post(strand,
+                     [h, response = std::move(response)]() mutable { (*h)(std::move(response)); });
+        });
+      },
+      token);
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  class Session;
+
+  explicit Impl(ServerOptions options)
+      : options_(std::move(options)), acceptor_(ioc_), work_(asio::make_work_guard(ioc_)) {}
+
+  // Constant after Start().
+  ServerOptions options_;
+  std::map<std::string, std::map<std::string, Handler>> routes_;  // path → method → handler
+  std::uint16_t port_ = 0;
+
+  asio::io_context ioc_;
+  tcp::acceptor acceptor_;  // touched only on ioc_ threads after Start
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopped_{false};
+
+  // Guarded by mu_.
+  std::mutex mu_;
+  std::condition_variable cv_;  // in_flight_ or sessions_ changed
+  std::size_t in_flight_ = 0;
+  std::uint64_t next_session_id_ = 0;
+  std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
+
+  asio::awaitable<void> AcceptLoop();
+  HandlerResult Dispatch(const HttpRequest& request) const;
+  void RequestStarted() {
+    std::lock_guard lock(mu_);
+    ++in_flight_;
+  }
+  void RequestFinished() {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    cv_.notify_all();
+  }
+  // Runs fn(session) on each live session's strand.
+  template <typename Fn>
+  void ForEachSession(Fn fn);
+};
+
+// One connection. Its coroutines (Run and, while an answer is pending, Watch) run on its strand;
+// every member below is touched only there.
+class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Impl* server, tcp::socket socket, Strand strand, std::uint64_t id)
+      : server_(server),
+        strand_(std::move(strand)),
+        stream_(std::move(socket)),
+        watch_done_(strand_),
+        id_(id) {}
+
+  asio::awaitable<void> Run();
+  // Posted by StopAccepting: a connection between requests is closed now.
+  void CloseIfIdle() {
+    if (idle_) Close();
+  }
+  // Posted by Shutdown at the deadline: cancel the pending answer and drop the connection.
+  void Cut() {
+    if (!busy_) return Close();
+    cut_ = true;
+    CancelAnswer();
+    Close();
+  }
+  const Strand& strand() const { return strand_; }
+  std::uint64_t id() const { return id_; }
+
+ private:
+  asio::awaitable<bool> Serve(http::request_parser<http::string_body>& parser);
+  asio::awaitable<bool> WriteFull(const HttpResponse& response, unsigned version, bool keep_alive);
+  asio::awaitable<bool> WriteStream(const HttpResponse& response, unsigned version,
+                                    bool keep_alive);
+  asio::awaitable<void> Watch();
+  asio::awaitable<void> StopWatching();
+  void StartWatching();
+  void CancelAnswer() {
+    if (active_stream_) active_stream_->Cancel();
+    if (active_deferred_) active_deferred_->Cancel();
+  }
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  Impl* server_;  // outlives every session (Shutdown waits for them)
+  Strand strand_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  asio::steady_timer watch_done_;  // signalled when Watch ends
+  std::array<char, 1024> watch_buf_{};
+  std::uint64_t id_;
+  bool idle_ = false;      // waiting for the next request's header
+  bool busy_ = false;      // a request is being answered
+  bool watching_ = false;  // Watch is running
+  bool cut_ = false;
+  std::shared_ptr<BodySource> active_stream_;
+  std::shared_ptr<DeferredResponse> active_deferred_;
+};
+
+asio::awaitable<void> HttpServer::Impl::Session::Run() {
+  const ServerOptions& opt = server_->options_;
+  for (;;) {
+    if (server_->draining_) break;
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(opt.body_limit);
+    parser.header_limit(64 * 1024);
+    idle_ = true;
+    stream_.expires_after(opt.idle_timeout);
+    auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kNoThrow);
+    idle_ = false;
+    if (hec == http::error::body_limit) {
+      server_->RequestStarted();
+      co_await WriteFull(TextResponse(413, "request body too large\n"), 11, false);
+      server_->RequestFinished();
+      break;
+    }
+    if (hec) break;  // EOF, idle timeout, closed at drain, malformed header
+    server_->RequestStarted();
+    bool keep_going = co_await Serve(parser);
+    server_->RequestFinished();
+    if (!keep_going) break;
+  }
+  Close();
+}
+
+// Reads the body, runs the handler and writes its answer. Returns whether the connection
+// can take another request.
+asio::awaitable<bool> HttpServer::Impl::Session::Serve(
+    http::request_parser<http::string_body>& parser) {
+  const ServerOptions& opt = server_->options_;
+  busy_ = true;
+  struct BusyReset {
+    Session* s;
+    ~BusyReset() {
+      s->busy_ = false;
+      s->active_stream_.reset();
+      s->active_deferred_.reset();
+    }
+  } busy_reset{this};
+
+  unsigned version = parser.get().version();
+  if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+    http::response<http::empty_body> cont{http::status::continue_, version};
+    stream_.expires_after(opt.write_timeout);
+    auto [cec, cn] = co_await http::async_write(stream_, cont, kNoThrow);
+    if (cec) co_return false;
+  }
+  stream_.expires_after(opt.read_timeout);
+  auto [ec, n] = co_await http::async_read(stream_, buffer_, parser, kNoThrow);
+  if (ec == http::error::body_limit) {
+    co_await WriteFull(TextResponse(413, "request body too large\n"), version, false);
+    co_return false;
+  }
+  if (ec) co_return false;
+  stream_.expires_never();
+
+  const auto& msg = parser.get();
+  bool keep_alive = msg.keep_alive();
+  if (server_->draining_) {
+    co_await WriteFull(TextResponse(503, "server is shutting down\n"), version, false);
+    co_return false;
+  }
+
+  HttpRequest request;
+  request.method = std::string(msg.method_string());
+  request.target = std::string(msg.target());
+  request.path = request.target.substr(0, request.target.find('?'));
+  for (const auto& field : msg) {
+    request.headers.emplace_back(Lower(field.name_string()), std::string(field.value()));
+  }
+  request.body = std::move(parser.get().body());
+  beast::error_code rec;
+  auto remote = stream_.socket().remote_endpoint(rec);
+  if (!rec) request.remote = remote.address().to_string() + ":" + std::to_string(remote.port());
+
+  HandlerResult result = server_->Dispatch(request);
+  if (auto* deferred = std::get_if<std::shared_ptr<DeferredResponse>>(&result)) {
+    active_deferred_ = *deferred;
+    StartWatching();
+    HttpResponse response = co_await AsyncWait(active_deferred_, strand_, asio::use_awaitable);
+    active_deferred_.reset();
+    if (cut_) {
+      co_await StopWatching();
+      co_return false;
+    }
+    result = std::move(response);
+  }
+  auto& response = std::get<HttpResponse>(result);
+  bool ok;
+  if (response.stream) {
+    active_stream_ = response.stream;
+    if (!watching_) StartWatching();
+    ok = co_await WriteStream(response, version, keep_alive);
+  } else {
+    ok = co_await WriteFull(response, version, keep_alive);
+  }
+  co_await StopWatching();
+  co_return ok&& keep_alive && !cut_ && !server_->draining_;
+}
+
+asio::awaitable<bool> HttpServer::Impl::Session::WriteFull(const HttpResponse& response,
+                                                           unsigned version, bool keep_alive) {
+  http::response<http::string_body> res{static_cast<http::status>(response.status), version};
+  res.set(http::field::server, server_->options_.server_name);
+  res.set(http::field::content_type, response.content_type);
+  for (const auto& [name, value] : response.headers) res.insert(name, value);
+  res.keep_alive(keep_alive && !server_->draining_);
+  res.body() = response.body;
+  res.prepare_payload();
+  stream_.expires_after(server_->options_.write_timeout);
+  auto [ec, n] = co_await http::async_write(stream_, res, kNoThrow);
+  stream_.expires_never();
+  co_return !ec;
+}
+
+asio::awaitable<bool> HttpServer::Impl::Session::WriteStream(const HttpResponse& response,
+                                                             unsigned version, bool keep_alive) {
+  const ServerOptions& opt = server_->options_;
+  http::response<http::empty_body> res{static_cast<http::status>(response.status), version};
+  res.set(http::field::server, opt.server_name);
+  res.set(http::field::content_type, response.content_type);
+  for (const auto& [name, value] : response.headers) res.insert(name, value);
+  res.keep_alive(keep_alive);
+  res.chunked(true);
+  http::response_serializer<http::empty_body> sr{res};
+  stream_.expires_after(opt.write_timeout);
+  auto [hec, hn] = co_await http::async_write_header(stream_, sr, kNoThrow);
+  stream_.expires_never();
+  if (hec) {
+    active_stream_->Cancel();
+    co_return false;
+  }
+  for (;;) {
+    std::optional<std::string> piece =
+        co_await AsyncPull(active_stream_, strand_, asio::use_awaitable);
+    if (!piece) break;
+    if (piece->empty()) continue;  // an empty chunk would end the body
+    stream_.expires_after(opt.write_timeout);
+    auto [ec, n] =
+        co_await asio::async_write(stream_, http::make_chunk(asio::buffer(*piece)), kNoThrow);
+    stream_.expires_never();
+    if (ec) {
+      active_stream_->Cancel();
+      co_return false;
+    }
+  }
+  if (cut_) co_return false;  // no last chunk: the client sees the body cut short
+  stream_.expires_after(opt.write_timeout);
+  auto [lec, ln] = co_await asio::async_write(stream_, http::make_chunk_last(), kNoThrow);
+  stream_.expires_never();
+  co_return !lec;
+}
+
+// While an answer is pending, a read on the socket tells us when the client goes away (EOF
+// or reset); HTTP clients send nothing while they wait for a response. Bytes that do arrive
+// are a pipelined next request: they are kept for the next read.
+void HttpServer::Impl::Session::StartWatching() {
+  watching_ = true;
+  watch_done_.expires_at(asio::steady_timer::time_point::max());
+  asio::co_spawn(
+      strand_, [self = shared_from_this()]() { return self->Watch(); }, asio::detached);
+}
+
+asio::awaitable<void> HttpServer::Impl::Session::Watch() {
+  auto [ec, n] = co_await stream_.socket().async_read_some(asio::buffer(watch_buf_), kNoThrow);
+  if (!ec && n > 0) {
+    auto dst = buffer_.prepare(n);
+    std::memcpy(dst.data(), watch_buf_.data(), n);
+    buffer_.commit(n);
+  } else if (ec != asio::error::operation_aborted) {
+    CancelAnswer();  // the client went away
+  }
+  watching_ = false;
+  watch_done_.cancel();
+}
+
+asio::awaitable<void> HttpServer::Impl::Session::StopWatching() {
+  if (!watching_) co_return;
+  beast::error_code ec;
+  stream_.socket().cancel(ec);
+  while (watching_) {
+    co_await watch_done_.async_wait(kNoThrow);
+  }
+}
+
+asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
+  Impl* self = this;
+  for (;;) {
+    Strand strand = asio::make_strand(ioc_);
+    auto [ec, socket] = co_await acceptor_.async_accept(strand, kNoThrow);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+      spdlog::warn("http: accept failed: {}", ec.message());
+      continue;
+    }
+    if (draining_) continue;  // socket closes on scope exit
+    socket.set_option(tcp::no_delay(true), ec);
+    std::shared_ptr<Session> session;
+    {
+      std::lock_guard lock(mu_);
+      std::uint64_t id = next_session_id_++;
+      session = std::make_shared<Session>(self, std::move(socket), strand, id);
+      sessions_[id] = session;
+    }
+    asio::co_spawn(session->strand(), session->Run(), [self, session](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          spdlog::warn("http: connection dropped: {}", ex.what());
+        }
+      }
+      std::lock_guard lock(self->mu_);
+      self->sessions_.erase(session->id());
+      self->cv_.notify_all();
+    });
+  }
+}
+
+HandlerResult HttpServer::Impl::Dispatch(const HttpRequest& request) const {
+  auto path_it = routes_.find(request.path);
+  if (path_it == routes_.end()) {
+    return JsonResponse(
+        404, R"({"error":{"message":"Not Found","type":"NotFoundError","param":null,"code":404}})");
+  }
+  auto method_it = path_it->second.find(request.method);
+  if (method_it == path_it->second.end()) {
+    HttpResponse r = JsonResponse(
+        405,
+        R"({"error":{"message":"Method Not Allowed","type":"MethodNotAllowed","param":null,"code":405}})");
+    std::string allow;
+    for (const auto& [method, h] : path_it->second) allow += (allow.empty() ? "" : ", ") + method;
+    r.headers.emplace_back("Allow", allow);
+    return r;
+  }
+  try {
+    return method_it->second(request);
+  } catch (const std::exception& e) {
+    // Handlers must not throw; if one does, only this request fails and nothing leaks.
+    spdlog::error("http: handler for {} {} threw: {}", request.method, request.path, e.what());
+    return JsonResponse(
+        500,
+        R"({"error":{"message":"Internal Server Error","type":"InternalServerError","param":null,"code":500}})");
+  }
+}
+
+template <typename Fn>
+void HttpServer::Impl::ForEachSession(Fn fn) {
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, weak] : sessions_) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) asio::post(s->strand(), [s, fn] { fn(*s); });
+}
+
+HttpServer::HttpServer(ServerOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}
+
+HttpServer::~HttpServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+void HttpServer::Handle(std::string method, std::string path, Handler handler) {
+  impl_->routes_[std::move(path)][std::move(method)] = std::move(handler);
+}
+
+std::expected<void, std::string> HttpServer::Start() {
+  Impl& s = *impl_;
+  if (s.started_.exchange(true)) return std::unexpected("server already started");
+  beast::error_code ec;
+  auto address = asio::ip::make_address(s.options_.host, ec);
+  if (ec) return std::unexpected("bad listen address '" + s.options_.host + "': " + ec.message());
+  tcp::endpoint endpoint(address, s.options_.port);
+  std::string where = s.options_.host + ":" + std::to_string(s.options_.port);
+  s.acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor_.bind(endpoint, ec);
+  if (!ec) s.acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return std::unexpected("cannot listen on " + where + ": " + ec.message());
+  s.port_ = s.acceptor_.local_endpoint().port();
+  asio::co_spawn(s.ioc_, s.AcceptLoop(), asio::detached);
+  int n = std::max(1, s.options_.threads);
+  for (int i = 0; i < n; ++i) {
+    s.threads_.emplace_back([impl = impl_.get()] { impl->ioc_.run(); });
+  }
+  return {};
+}
+
+std::uint16_t HttpServer::port() const { return impl_->port_; }
+
+void HttpServer::StopAccepting() {
+  Impl& s = *impl_;
+  if (s.draining_.exchange(true)) return;
+  if (!s.started_ || s.stopped_) return;
+  std::promise<void> closed;
+  asio::post(s.ioc_, [&s, &closed] {
+    beast::error_code ec;
+    s.acceptor_.close(ec);
+    closed.set_value();
+  });
+  closed.get_future().wait_for(std::chrono::seconds(5));
+  s.ForEachSession([](Impl::Session& session) { session.CloseIfIdle(); });
+}
+
+std::size_t HttpServer::Shutdown(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  if (!s.started_ || s.stopped_.load()) return 0;
+  StopAccepting();
+  std::size_t cut = 0;
+  {
+    std::unique_lock lock(s.mu_);
+    s.cv_.wait_for(lock, grace, [&s] { return s.in_flight_ == 0; });
+    cut = s.in_flight_;
+  }
+  s.ForEachSession([](Impl::Session& session) { session.Cut(); });
+  {
+    // Cut connections finish within a few scheduler turns; bounded in case a producer
+    // ignores Cancel.
+    std::unique_lock lock(s.mu_);
+    s.cv_.wait_for(lock, std::chrono::seconds(5), [&s] { return s.sessions_.empty(); });
+  }
+  s.stopped_ = true;
+  s.work_.reset();
+  s.ioc_.stop();
+  for (auto& t : s.threads_) {
+    if (t.joinable()) t.join();
+  }
+  return cut;
+}
+
+std::size_t HttpServer::InFlight() const {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->in_flight_;
+}
+
+}  // namespace kvroute::net

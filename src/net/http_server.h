@@ -1,0 +1,83 @@
+// HttpServer: the HTTP/1.1 server of `kvroute sim` and `kvroute serve`.
+//
+// Asio + Beast with C++20 coroutines on a small fixed pool of threads; one coroutine per
+// connection on its own strand; keep-alive; per-connection body limit (413); read timeout
+// for a request in progress, idle timeout between keep-alive requests, write timeout per
+// write. Handlers are looked up by (method, exact path); an unknown path is 404, a known
+// path with another method 405. Handlers answer at once, later (DeferredResponse) or as a
+// stream (HttpResponse::stream, chunked transfer encoding, one write awaited at a time).
+// While a deferred or streamed answer is pending the connection watches its socket, so a
+// client that disconnects cancels the answer (BodySource::Cancel → the producer aborts).
+//
+// Graceful shutdown (vLLM --shutdown-timeout semantics):
+//   StopAccepting()  closes the listener; idle keep-alive connections are closed; requests
+//                    already being served continue, and further requests on their
+//                    connections are refused with 503 + Connection: close.
+//   Shutdown(grace)  StopAccepting, waits until no request is in flight or `grace` passed,
+//                    then cancels whatever remains (streams are cut, producers cancelled),
+//                    stops the threads and joins them.
+//
+// Beast stays in http_server.cc: this header includes no Asio/Beast.
+//
+// Ownership: the caller owns the server; handlers are copied into it at registration.
+// Thread safety: Handle() only before Start(). Start, StopAccepting, Shutdown, port and
+// InFlight may be called from any thread, but not from a handler (Shutdown joins the
+// handler threads). Handlers run concurrently on the pool threads.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <string>
+
+#include "net/http_types.h"
+
+namespace kvroute::net {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";      // address to bind; "0.0.0.0" or "::" for all
+  std::uint16_t port = 0;              // 0: the OS picks one (read it back with port())
+  int threads = 2;                     // I/O threads running handlers and sockets
+  std::size_t body_limit = 16u << 20;  // bytes of request body; larger → 413
+  // A request's header+body must arrive within this once its first byte came.
+  std::chrono::milliseconds read_timeout{30'000};
+  // A keep-alive connection with no request in progress is closed after this.
+  std::chrono::milliseconds idle_timeout{75'000};
+  // One write (one response, or one piece of a stream) must be taken by the client within this.
+  std::chrono::milliseconds write_timeout{60'000};
+  // Value of the Server header.
+  std::string server_name = "kvroute";
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerOptions options);
+  ~HttpServer();  // Shutdown(0) if still running
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Registers a handler for an exact path. REQUIRES: before Start().
+  void Handle(std::string method, std::string path, Handler handler);
+
+  // Binds, listens and starts the threads. Error text names the address on failure.
+  std::expected<void, std::string> Start();
+
+  // The bound port (meaningful after a successful Start).
+  std::uint16_t port() const;
+
+  void StopAccepting();
+
+  // Returns the number of requests that were cut at the deadline.
+  std::size_t Shutdown(std::chrono::milliseconds grace);
+
+  // Requests received and not yet fully answered.
+  std::size_t InFlight() const;
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kvroute::net

@@ -1,0 +1,256 @@
+#include "net/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "net/body_queue.h"
+#include "net/test_client.h"
+
+namespace kvroute::net {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TestClient;
+
+// Produces `count` pieces of `size` bytes, each only when pulled, and counts pulls: a
+// producer that can never run ahead of the socket.
+class CountingSource final : public BodySource {
+ public:
+  CountingSource(int count, std::size_t size) : count_(count), size_(size) {}
+  void Pull(Deliver deliver) override {
+    int n = pulls_.fetch_add(1);
+    if (n >= count_ || cancelled_) return deliver(std::nullopt);
+    deliver(std::string(size_, static_cast<char>('a' + n % 26)));
+  }
+  void Cancel() override { cancelled_ = true; }
+  int pulls() const { return pulls_; }
+
+ private:
+  const int count_;
+  const std::size_t size_;
+  std::atomic<int> pulls_{0};
+  std::atomic<bool> cancelled_{false};
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions options = {}) {
+    server_ = std::make_unique<HttpServer>(options);
+    server_->Handle("GET", "/hello",
+                    [](const HttpRequest&) -> HandlerResult { return TextResponse(200, "hello"); });
+    server_->Handle("POST", "/echo", [](const HttpRequest& r) -> HandlerResult {
+      return TextResponse(200, r.body);
+    });
+    server_->Handle("GET", "/stream", [this](const HttpRequest&) -> HandlerResult {
+      HttpResponse r;
+      r.content_type = "text/event-stream";
+      r.stream = stream_;
+      return r;
+    });
+    server_->Handle("GET", "/deferred", [this](const HttpRequest&) -> HandlerResult {
+      deferred_started_.set_value();
+      return std::shared_ptr<DeferredResponse>(deferred_);
+    });
+    ASSERT_TRUE(server_->Start().has_value());
+    ASSERT_NE(server_->port(), 0);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown(0ms);
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  std::shared_ptr<BodySource> stream_;
+  std::shared_ptr<DeferredSlot> deferred_;
+  std::promise<void> deferred_started_;
+};
+
+TEST_F(HttpServerTest, AnswersARegisteredPath) {
+  StartServer();
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/hello")));
+  auto r = c.ReadResponse();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello");
+}
+
+TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  StartServer();
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  for (int i = 0; i < 3; ++i) {
+    std::string body = "n=" + std::to_string(i);
+    ASSERT_TRUE(c.Send(TestClient::Post("/echo", body)));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r.complete);
+    EXPECT_EQ(r.body, body);
+  }
+}
+
+TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405) {
+  StartServer();
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/nope")));
+  EXPECT_EQ(c.ReadResponse().status, 404);
+  ASSERT_TRUE(c.Send(TestClient::Get("/echo")));
+  auto r = c.ReadResponse();
+  EXPECT_EQ(r.status, 405);
+  EXPECT_NE(r.head.find("Allow: POST"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, BodyOverTheLimitIs413) {
+  StartServer({.body_limit = 100});
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Post("/echo", std::string(1000, 'x'))));
+  EXPECT_EQ(c.ReadResponse().status, 413);
+}
+
+TEST_F(HttpServerTest, BodyAtTheLimitIsAccepted) {
+  StartServer({.body_limit = 100});
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Post("/echo", std::string(100, 'x'))));
+  auto r = c.ReadResponse();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.size(), 100u);
+}
+
+TEST_F(HttpServerTest, StreamsPiecesAsChunksInOrder) {
+  auto q = std::make_shared<ChunkQueue>();
+  stream_ = q;
+  StartServer();
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/stream")));
+  std::thread producer([q] {
+    for (int i = 0; i < 50; ++i) q->Push("data: " + std::to_string(i) + "\n\n");
+    q->Close();
+  });
+  auto r = c.ReadResponse();
+  producer.join();
+  ASSERT_TRUE(r.complete);
+  EXPECT_TRUE(r.chunked);
+  std::string expected;
+  for (int i = 0; i < 50; ++i) expected += "data: " + std::to_string(i) + "\n\n";
+  EXPECT_EQ(r.body, expected);
+}
+
+TEST_F(HttpServerTest, SlowReaderHoldsBackAPullBasedProducer) {
+  // 64 pieces of 1 MiB: far more than loopback socket buffers hold. While the client reads
+  // nothing, the server can pull only as much as the kernel accepted.
+  auto source = std::make_shared<CountingSource>(64, 1u << 20);
+  stream_ = source;
+  StartServer();
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/stream")));
+  std::this_thread::sleep_for(300ms);  // let the server fill the socket buffers
+  EXPECT_LT(source->pulls(), 64);
+  auto r = c.ReadResponse(30s);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.body.size(), 64u << 20);
+  EXPECT_EQ(source->pulls(), 65);  // 64 pieces + the end
+}
+
+TEST_F(HttpServerTest, ClientDisconnectCancelsTheStream) {
+  std::promise<void> cancelled;
+  auto q = std::make_shared<ChunkQueue>([&cancelled] { cancelled.set_value(); });
+  stream_ = q;
+  StartServer();
+  {
+    TestClient c;
+    ASSERT_TRUE(c.Connect(server_->port()));
+    ASSERT_TRUE(c.Send(TestClient::Get("/stream")));
+    q->Push("data: first\n\n");
+    ASSERT_FALSE(c.ReadSome(20, 5s).empty());
+  }  // the client hangs up while the producer still has work
+  EXPECT_EQ(cancelled.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(q->cancelled());
+}
+
+TEST_F(HttpServerTest, ClientDisconnectCancelsADeferredResponse) {
+  std::promise<void> cancelled;
+  deferred_ = std::make_shared<DeferredSlot>([&cancelled] { cancelled.set_value(); });
+  StartServer();
+  {
+    TestClient c;
+    ASSERT_TRUE(c.Connect(server_->port()));
+    ASSERT_TRUE(c.Send(TestClient::Get("/deferred")));
+    deferred_started_.get_future().wait();
+  }
+  EXPECT_EQ(cancelled.get_future().wait_for(10s), std::future_status::ready);
+}
+
+TEST_F(HttpServerTest, ShutdownWaitsForInFlightRequests) {
+  deferred_ = std::make_shared<DeferredSlot>();
+  StartServer();
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/deferred")));
+  deferred_started_.get_future().wait();
+  auto cut = std::async(std::launch::async, [this] { return server_->Shutdown(30s); });
+  // Once new connections are refused the server is draining; the in-flight request must
+  // still complete.
+  for (int i = 0; i < 500; ++i) {
+    TestClient probe;
+    if (!probe.Connect(server_->port())) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(server_->InFlight(), 1u);
+  deferred_->Set(TextResponse(200, "done"));
+  auto r = c.ReadResponse();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "done");
+  EXPECT_EQ(cut.get(), 0u);
+}
+
+TEST_F(HttpServerTest, ShutdownCutsWhatRemainsAtTheDeadline) {
+  std::atomic<bool> cancelled{false};
+  deferred_ = std::make_shared<DeferredSlot>([&cancelled] { cancelled = true; });
+  StartServer();
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/deferred")));
+  deferred_started_.get_future().wait();
+  EXPECT_EQ(server_->Shutdown(50ms), 1u);
+  EXPECT_TRUE(cancelled);
+  auto r = c.ReadResponse(5s);
+  EXPECT_NE(r.status, 200);
+}
+
+TEST_F(HttpServerTest, StopAcceptingRefusesNewConnectionsAndClosesIdleOnes) {
+  StartServer();
+  TestClient idle;
+  ASSERT_TRUE(idle.Connect(server_->port()));
+  ASSERT_TRUE(idle.Send(TestClient::Get("/hello")));
+  ASSERT_EQ(idle.ReadResponse().status, 200);
+  server_->StopAccepting();
+  EXPECT_TRUE(idle.WaitClosed(5s));
+  TestClient late;
+  EXPECT_FALSE(late.Connect(server_->port()));
+}
+
+TEST_F(HttpServerTest, HandlerExceptionBecomes500) {
+  server_ = std::make_unique<HttpServer>(ServerOptions{});
+  server_->Handle("GET", "/throw",
+                  [](const HttpRequest&) -> HandlerResult { throw std::runtime_error("boom"); });
+  ASSERT_TRUE(server_->Start().has_value());
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/throw")));
+  auto r = c.ReadResponse();
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body.find("boom"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvroute::net
