@@ -34,7 +34,10 @@ struct Usage {
 };
 
 // {"prompt_tokens","total_tokens","completion_tokens"[,"prompt_tokens_details"]} (vLLM order).
-boost::json::object UsageJson(const Usage& usage);
+// Without cached_tokens, prompt_tokens_details is null when `null_details` (vLLM's full
+// model_dump(): non-streaming responses, completion chunks) and left out otherwise (vLLM's
+// exclude_unset / exclude_none dumps: chat chunks, final usage chunks).
+boost::json::object UsageJson(const Usage& usage, bool null_details);
 
 // "<prefix><32 lowercase hex digits>" from 128 random bits, like vLLM's random_uuid().hex.
 std::string MakeResponseId(std::string_view prefix, std::uint64_t random_hi,
@@ -50,15 +53,21 @@ struct Finish {
   std::optional<std::string> stop_string;
 };
 
-// A /v1/completions answer: object "text_completion", one choice
-// {index, text, logprobs: null, finish_reason, stop_reason, prompt_logprobs: null}.
+// A /v1/completions answer (vLLM main's CompletionResponse.model_dump()):
+// {id, object: "text_completion", created, model, choices: [{index, text, logprobs: null,
+//  finish_reason, stop_reason, token_ids: null, prompt_logprobs: null,
+//  prompt_token_ids: null}], service_tier: null, system_fingerprint: null, usage,
+//  kv_transfer_params: <object or null>}
 boost::json::object CompletionResponseJson(const ResponseMeta& meta, std::string_view text,
                                            const Finish& finish, const Usage& usage,
                                            const boost::json::object* kv_transfer_params);
 
-// A /v1/chat/completions answer: object "chat.completion", one choice
-// {index, message: {role: "assistant", content, tool_calls: []}, logprobs: null,
-//  finish_reason, stop_reason}.
+// A /v1/chat/completions answer (vLLM main's ChatCompletionResponse.model_dump()):
+// {id, object: "chat.completion", created, model, choices: [{index, message: {role:
+//  "assistant", content, refusal: null, annotations: null, audio: null, function_call: null,
+//  tool_calls: [], reasoning: null}, logprobs: null, finish_reason, stop_reason,
+//  token_ids: null}], service_tier: null, system_fingerprint: null, usage,
+//  prompt_logprobs: null, prompt_token_ids: null, kv_transfer_params: <object or null>}
 boost::json::object ChatCompletionResponseJson(const ResponseMeta& meta, std::string_view content,
                                                const Finish& finish, const Usage& usage,
                                                const boost::json::object* kv_transfer_params);

@@ -43,7 +43,7 @@ struct DetokenizeRequest {
 std::expected<TokenizeRequest, ApiError> ParseTokenizeRequest(std::string_view body);
 std::expected<DetokenizeRequest, ApiError> ParseDetokenizeRequest(std::string_view body);
 
-// {"count": n, "max_model_len": m, "tokens": [...], "token_strs": [...]?}
+// {"count": n, "max_model_len": m, "tokens": [...], "token_strs": [...] or null}
 boost::json::object TokenizeResponseJson(const std::vector<TokenId>& tokens,
                                          std::int64_t max_model_len,
                                          const std::optional<std::vector<std::string>>& token_strs);
