@@ -118,6 +118,12 @@ class Engine {
   virtual std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const = 0;
 };
 
+// Fills the defaults a config leaves open: max_model_len from the profile, the output palette,
+// and num_gpu_blocks_override from the profile's memory arithmetic when it is 0 (so
+// config().num_gpu_blocks_override of an engine is always its real capacity).
+EngineConfig ResolveConfig(const Profile& profile, EngineConfig config);
+
+// config() of the returned engine is ResolveConfig(profile, config).
 std::unique_ptr<Engine> NewEngine(const Profile& profile, const EngineConfig& config);
 
 }  // namespace kvroute::engine

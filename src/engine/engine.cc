@@ -1,0 +1,64 @@
+// NewEngine: resolves an EngineConfig against a Profile and wraps the Scheduler.
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "engine/scheduler.h"
+#include "engine/step_time.h"
+
+namespace kvroute::engine {
+namespace {
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const Profile& profile, const EngineConfig& config, std::int64_t num_gpu_blocks)
+      : profile_(profile), config_(config), scheduler_(profile_, config_, num_gpu_blocks) {}
+
+  std::optional<std::string> Add(RequestSpec spec) override {
+    return scheduler_.Add(std::move(spec));
+  }
+  void Abort(const std::string& request_id) override { scheduler_.Abort(request_id); }
+  bool HasWork() const override { return scheduler_.HasWork(); }
+  StepResult Step(Nanos now) override { return scheduler_.Step(now); }
+  EngineStats Stats() const override { return scheduler_.Stats(); }
+  const EngineConfig& config() const override { return config_; }
+  const Profile& profile() const override { return profile_; }
+  bool ResetPrefixCache() override { return scheduler_.ResetPrefixCache(); }
+  std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const override {
+    return scheduler_.CachedBlockHashes(tier);
+  }
+
+ private:
+  Profile profile_;
+  EngineConfig config_;
+  Scheduler scheduler_;
+};
+
+}  // namespace
+
+std::vector<TokenId> DefaultOutputVocabulary() {
+  std::vector<TokenId> ids(1000);
+  for (TokenId i = 0; i < 1000; ++i) ids[i] = 1000 + i;
+  return ids;
+}
+
+EngineConfig ResolveConfig(const Profile& profile, EngineConfig config) {
+  if (config.block_size == 0) config.block_size = kv::kDefaultBlockSize;
+  if (config.max_num_seqs == 0) config.max_num_seqs = 1;
+  if (config.max_num_batched_tokens == 0) config.max_num_batched_tokens = 1;
+  if (config.max_model_len == 0) config.max_model_len = profile.max_model_len;
+  if (config.num_cpu_blocks < 0) config.num_cpu_blocks = 0;
+  if (config.cpu_to_gpu_bandwidth_bytes_per_s <= 0) config.cpu_to_gpu_bandwidth_bytes_per_s = 25e9;
+  if (config.output_vocabulary.empty()) config.output_vocabulary = DefaultOutputVocabulary();
+  if (config.num_gpu_blocks_override <= 0) {
+    config.num_gpu_blocks_override = StepTimeModel(profile).NumGpuBlocks(config.block_size);
+  }
+  return config;
+}
+
+std::unique_ptr<Engine> NewEngine(const Profile& profile, const EngineConfig& config) {
+  const EngineConfig resolved = ResolveConfig(profile, config);
+  return std::make_unique<EngineImpl>(profile, resolved, resolved.num_gpu_blocks_override);
+}
+
+}  // namespace kvroute::engine

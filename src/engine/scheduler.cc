@@ -1,0 +1,333 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+namespace kvroute::engine {
+
+Scheduler::Scheduler(const Profile& profile, const EngineConfig& config,
+                     std::int64_t num_gpu_blocks)
+    : profile_(profile),
+      config_(config),
+      step_time_(profile_),
+      hasher_(config_.block_size, config_.event_hash, config_.python_hash_seed),
+      cpu_tier_(config_.num_cpu_blocks, config_.block_size),
+      pool_(num_gpu_blocks, config_.block_size, config_.num_cpu_blocks > 0 ? &cpu_tier_ : nullptr) {
+  stats_.num_gpu_blocks = pool_.num_blocks();
+  stats_.num_cpu_blocks = cpu_tier_.capacity();
+}
+
+std::optional<std::string> Scheduler::Add(RequestSpec spec) {
+  if (spec.prompt.empty()) return "prompt is empty";
+  if (requests_.contains(spec.id)) return "request id '" + spec.id + "' is in use";
+  const std::uint64_t total = spec.prompt.size() + std::uint64_t{spec.max_tokens};
+  if (total > config_.max_model_len) {
+    return "prompt (" + std::to_string(spec.prompt.size()) + " tokens) + max_tokens (" +
+           std::to_string(spec.max_tokens) + ") exceeds max_model_len " +
+           std::to_string(config_.max_model_len);
+  }
+  // A request that cannot fit the whole cache would wait forever.
+  const std::uint64_t blocks = (total + config_.block_size - 1) / config_.block_size;
+  if (static_cast<std::int64_t>(blocks) > pool_.num_blocks()) {
+    return "request needs " + std::to_string(blocks) + " KV blocks; the cache has " +
+           std::to_string(pool_.num_blocks());
+  }
+  auto req = std::make_unique<Request>(std::move(spec), next_arrival_++, config_.seed);
+  hasher_.Extend(req.get());
+  waiting_.push_back(req.get());
+  requests_.emplace(req->spec.id, std::move(req));
+  return std::nullopt;
+}
+
+void Scheduler::Abort(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  Request* req = it->second.get();
+  if (req->running) {
+    FreeBlocks(req);
+    running_.erase(std::find(running_.begin(), running_.end(), req));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), req));
+  }
+  aborted_.push_back(request_id);
+  requests_.erase(it);
+}
+
+bool Scheduler::HasWork() const {
+  return !waiting_.empty() || !running_.empty() || !aborted_.empty() || pending_clear_;
+}
+
+std::int64_t Scheduler::BlocksNeeded(const Request& req, std::uint64_t num_new) const {
+  const std::uint64_t bs = config_.block_size;
+  const auto want = static_cast<std::int64_t>((req.num_computed + num_new + bs - 1) / bs);
+  return std::max<std::int64_t>(0, want - static_cast<std::int64_t>(req.blocks.size()));
+}
+
+void Scheduler::FreeBlocks(Request* req) {
+  // Tail first, so the free queue evicts a sequence's tail before its (more shared) head.
+  std::vector<BlockId> reversed(req->blocks.rbegin(), req->blocks.rend());
+  pool_.Free(reversed);
+  req->blocks.clear();
+  req->num_cached_blocks = 0;
+}
+
+void Scheduler::Preempt(Request* req) {
+  FreeBlocks(req);
+  req->num_computed = 0;
+  req->running = false;
+  waiting_.push_front(req);
+  ++stats_.num_preemptions;
+}
+
+bool Scheduler::ScheduleRunning(std::uint32_t* budget, std::vector<Scheduled>* out,
+                                std::vector<kv::KvEvent>* events) {
+  bool preempted = false;
+  for (std::size_t i = 0; i < running_.size() && *budget > 0; ++i) {
+    Request* req = running_[i];
+    std::uint64_t num_new = req->num_tokens() - req->num_computed;
+    if (num_new == 0) continue;
+    if (!config_.enable_chunked_prefill && num_new > *budget) continue;
+    num_new = std::min<std::uint64_t>(num_new, *budget);
+    bool self_preempted = false;
+    std::vector<BlockId> fresh;
+    while (!pool_.Allocate(BlocksNeeded(*req, num_new), events, &fresh)) {
+      // Victims come from the back, past index i, so nothing already scheduled is touched.
+      Request* victim = running_.back();
+      running_.pop_back();
+      Preempt(victim);
+      preempted = true;
+      if (victim == req) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    req->blocks.insert(req->blocks.end(), fresh.begin(), fresh.end());
+    out->push_back({req, static_cast<std::uint32_t>(num_new), req->num_computed});
+    *budget -= static_cast<std::uint32_t>(num_new);
+  }
+  return preempted;
+}
+
+BlockMeta Scheduler::MetaFor(const Request& req, std::size_t i) const {
+  BlockMeta m;
+  m.key = req.keys[i];
+  m.hash = req.hashes[i];
+  if (i > 0) m.parent_hash = req.hashes[i - 1];
+  m.lora_name = req.spec.lora_name;
+  if (cpu_tier_.capacity() > 0) {
+    const auto* begin = req.tokens.data() + i * config_.block_size;
+    m.tokens.assign(begin, begin + config_.block_size);
+  }
+  return m;
+}
+
+void Scheduler::EmitStored(const std::vector<BlockMeta>& run,
+                           std::vector<kv::KvEvent>* events) const {
+  if (run.empty()) return;
+  std::vector<const BlockMeta*> ptrs;
+  for (const BlockMeta& m : run) ptrs.push_back(&m);
+  events->push_back(MakeBlockStored(ptrs, config_.block_size, "GPU"));
+}
+
+void Scheduler::ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* out,
+                                std::vector<kv::KvEvent>* events, double* load_bytes) {
+  const std::uint32_t bs = config_.block_size;
+  while (!waiting_.empty() && *budget > 0 && running_.size() < config_.max_num_seqs) {
+    Request* req = waiting_.front();
+    // Prefix hit: consecutive full blocks held by GPU or CPU. vLLM always recomputes at least
+    // the last token (its logits are needed), so the hit stops one token short of the end.
+    struct Hit {
+      std::optional<BlockId> gpu;
+      const BlockMeta* cpu = nullptr;
+    };
+    std::vector<Hit> hits;
+    if (config_.enable_prefix_caching) {
+      const std::size_t max_blocks =
+          std::min<std::size_t>(req->keys.size(), (req->num_tokens() - 1) / bs);
+      for (std::size_t i = 0; i < max_blocks; ++i) {
+        if (auto id = pool_.Lookup(req->keys[i])) {
+          hits.push_back({.gpu = id});
+        } else if (const BlockMeta* m = cpu_tier_.Find(req->keys[i])) {
+          hits.push_back({.cpu = m});
+        } else {
+          break;
+        }
+      }
+    }
+    const std::uint64_t hit_tokens = hits.size() * std::uint64_t{bs};
+    std::uint64_t num_new = req->num_tokens() - hit_tokens;
+    if (!config_.enable_chunked_prefill && num_new > *budget) break;
+    num_new = std::min<std::uint64_t>(num_new, *budget);
+    std::int64_t gpu_hits_free = 0;
+    std::int64_t cpu_hits = 0;
+    for (const Hit& h : hits) {
+      if (h.gpu) gpu_hits_free += pool_.ref_count(*h.gpu) == 0 ? 1 : 0;
+      if (h.cpu) ++cpu_hits;
+    }
+    const std::uint64_t total_blocks = (hit_tokens + num_new + bs - 1) / bs;
+    const auto new_blocks =
+        static_cast<std::int64_t>(total_blocks) - static_cast<std::int64_t>(hits.size());
+    // Touching free GPU hits removes them from the free queue, so they do not count as free.
+    if (cpu_hits + new_blocks > pool_.num_free() - gpu_hits_free) break;
+
+    // Commit. CPU-tier metas are copied now: the allocation below may evict them.
+    std::vector<BlockMeta> loaded;
+    for (const Hit& h : hits) {
+      if (h.gpu) pool_.Touch(*h.gpu);
+      if (h.cpu) loaded.push_back(*h.cpu);
+    }
+    std::vector<BlockId> fresh;
+    pool_.Allocate(cpu_hits + new_blocks, events, &fresh);
+    std::size_t next_fresh = 0;
+    std::size_t next_loaded = 0;
+    std::vector<BlockMeta> run;  // loaded blocks, consecutive: one BlockStored per run
+    for (std::size_t i = 0; i < hits.size(); ++i) {
+      if (hits[i].gpu) {
+        EmitStored(run, events);
+        run.clear();
+        req->blocks.push_back(*hits[i].gpu);
+        continue;
+      }
+      const BlockId id = fresh[next_fresh++];
+      BlockMeta meta = loaded[next_loaded++];
+      cpu_tier_.Touch(meta.key);
+      meta.tokens.assign(req->tokens.begin() + i * bs, req->tokens.begin() + (i + 1) * bs);
+      run.push_back(meta);
+      pool_.Cache(id, std::move(meta));
+      req->blocks.push_back(id);
+    }
+    EmitStored(run, events);
+    req->blocks.insert(req->blocks.end(), fresh.begin() + next_fresh, fresh.end());
+    *load_bytes += static_cast<double>(cpu_hits) * bs * step_time_.KvBytesPerTokenTransfer();
+
+    stats_.prefix_cache_queries += req->num_tokens();
+    stats_.prefix_cache_hits += hit_tokens;
+    stats_.cpu_cache_hits += cpu_hits * std::uint64_t{bs};
+    if (!req->cached_tokens) req->cached_tokens = static_cast<std::uint32_t>(hit_tokens);
+    req->num_computed = hit_tokens;
+    req->num_cached_blocks = static_cast<std::uint32_t>(hits.size());
+    req->running = true;
+    waiting_.pop_front();
+    running_.push_back(req);
+    out->push_back({req, static_cast<std::uint32_t>(num_new), hit_tokens});
+    *budget -= static_cast<std::uint32_t>(num_new);
+  }
+}
+
+void Scheduler::CacheFullBlocks(Request* req, std::vector<kv::KvEvent>* events) {
+  if (!config_.enable_prefix_caching) return;
+  const std::size_t full =
+      std::min<std::size_t>(req->num_computed / config_.block_size, req->keys.size());
+  std::vector<BlockMeta> run;
+  for (std::size_t i = req->num_cached_blocks; i < full; ++i) {
+    BlockMeta meta = MetaFor(*req, i);
+    if (!pool_.Cache(req->blocks[i], meta)) {
+      // Another request cached this block first: this copy stays private, and the event
+      // for the blocks after it names it as parent (the chain is the same).
+      EmitStored(run, events);
+      run.clear();
+      continue;
+    }
+    if (meta.tokens.empty()) {
+      const auto* begin = req->tokens.data() + i * config_.block_size;
+      meta.tokens.assign(begin, begin + config_.block_size);
+    }
+    run.push_back(std::move(meta));
+  }
+  EmitStored(run, events);
+  req->num_cached_blocks =
+      static_cast<std::uint32_t>(std::max<std::size_t>(full, req->num_cached_blocks));
+}
+
+StepResult Scheduler::Step(Nanos /*now*/) {
+  StepResult result;
+  std::vector<kv::KvEvent>& events = result.kv_events;
+  if (pending_clear_) {
+    events.push_back(kv::AllBlocksCleared{});
+    pending_clear_ = false;
+  }
+  result.finished_without_token = std::move(aborted_);
+  aborted_.clear();
+
+  std::uint32_t budget = config_.max_num_batched_tokens;
+  std::vector<Scheduled> scheduled;
+  double load_bytes = 0;
+  const bool preempted = ScheduleRunning(&budget, &scheduled, &events);
+  if (!preempted) ScheduleWaiting(&budget, &scheduled, &events, &load_bytes);
+  if (scheduled.empty()) return result;
+
+  std::vector<SeqWork> work;
+  work.reserve(scheduled.size());
+  for (const Scheduled& s : scheduled) work.push_back({s.num_new, s.context});
+  result.duration = step_time_.StepTime(work) +
+                    FromSeconds(load_bytes / config_.cpu_to_gpu_bandwidth_bytes_per_s);
+
+  const auto palette = std::span<const TokenId>(config_.output_vocabulary);
+  std::vector<Request*> finished;
+  for (const Scheduled& s : scheduled) {
+    Request* req = s.req;
+    if (s.context < req->num_prompt_tokens) {
+      result.num_prefill_tokens += s.num_new;
+    } else {
+      result.num_decode_tokens += s.num_new;
+    }
+    req->num_computed += s.num_new;
+    CacheFullBlocks(req, &events);
+    if (req->num_computed < req->num_tokens()) continue;  // a prefill chunk: no token yet
+    TokenEvent tok;
+    tok.request_id = req->spec.id;
+    tok.token = req->plan.Token(req->num_output, palette);
+    tok.is_first = req->num_output == 0;
+    if (tok.is_first) {
+      tok.cached_tokens = req->cached_tokens.value_or(0);
+      stats_.prompt_tokens += req->num_prompt_tokens;
+    }
+    req->tokens.push_back(tok.token);
+    ++req->num_output;
+    ++stats_.generation_tokens;
+    hasher_.Extend(req);
+    if (req->num_output >= req->plan.length()) {
+      tok.finished = req->plan.reason();
+      finished.push_back(req);
+    }
+    result.tokens.push_back(std::move(tok));
+  }
+  for (Request* req : finished) {
+    FreeBlocks(req);
+    running_.erase(std::find(running_.begin(), running_.end(), req));
+    const std::string id = req->spec.id;  // the key must outlive the node it names
+    requests_.erase(id);
+  }
+  return result;
+}
+
+EngineStats Scheduler::Stats() const {
+  EngineStats s = stats_;
+  s.num_running = static_cast<std::uint32_t>(running_.size());
+  s.num_waiting = static_cast<std::uint32_t>(waiting_.size());
+  s.kv_cache_usage =
+      pool_.num_blocks() == 0 ? 0.0 : static_cast<double>(pool_.num_used()) / pool_.num_blocks();
+  return s;
+}
+
+bool Scheduler::ResetPrefixCache() {
+  // vLLM refuses while blocks are in use (a running request's blocks cannot be forgotten).
+  if (pool_.num_used() > 0) return false;
+  pool_.ClearCache();
+  cpu_tier_.Clear();
+  pending_clear_ = true;
+  return true;
+}
+
+std::vector<kv::EngineHash> Scheduler::CachedBlockHashes(kv::Tier tier) const {
+  switch (tier) {
+    case kv::Tier::kGpu:
+      return pool_.CachedHashes();
+    case kv::Tier::kCpu:
+      return cpu_tier_.Hashes();
+    default:
+      return {};
+  }
+}
+
+}  // namespace kvroute::engine

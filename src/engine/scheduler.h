@@ -1,0 +1,86 @@
+// Scheduler: vLLM V1's continuous-batching loop over the paged KV cache — the body of Engine.
+//
+// Each Step:
+//   1. running requests, oldest first: the next prefill chunk or one decode token each,
+//      within the token budget (max_num_batched_tokens). A request that needs a block when
+//      none is free preempts the newest running request (recompute: its blocks are freed and
+//      stay cached; it goes back to the front of the waiting queue), possibly itself.
+//   2. if nobody was preempted: waiting requests FCFS while max_num_seqs, the budget and free
+//      blocks allow. A newly scheduled request first takes its prefix hit (GPU blocks touched,
+//      CPU-tier blocks loaded back, capped at prompt − 1 tokens as in vLLM).
+//   3. the step's duration from the StepTimeModel, plus CPU→GPU load time of tier hits.
+//   4. KV becomes computed; newly full blocks are cached (one BlockStored per request);
+//      requests whose whole sequence is computed sample one token; finished ones free their
+//      blocks tail first.
+//
+// Ownership: owns requests, the block pool and the CPU tier. Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_pool.h"
+#include "engine/cpu_tier.h"
+#include "engine/engine.h"
+#include "engine/request.h"
+#include "engine/step_time.h"
+
+namespace kvroute::engine {
+
+class Scheduler {
+ public:
+  // `config` must be resolved: max_model_len, block size and output_vocabulary set;
+  // `num_gpu_blocks` the GPU capacity.
+  Scheduler(const Profile& profile, const EngineConfig& config, std::int64_t num_gpu_blocks);
+
+  std::optional<std::string> Add(RequestSpec spec);
+  void Abort(const std::string& request_id);
+  bool HasWork() const;
+  StepResult Step(Nanos now);
+  EngineStats Stats() const;
+  bool ResetPrefixCache();
+  std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const;
+
+  const BlockPool& pool() const { return pool_; }
+  const StepTimeModel& step_time() const { return step_time_; }
+
+ private:
+  struct Scheduled {
+    Request* req;
+    std::uint32_t num_new;
+    std::uint64_t context;  // tokens computed before this step
+  };
+
+  bool ScheduleRunning(std::uint32_t* budget, std::vector<Scheduled>* out,
+                       std::vector<kv::KvEvent>* events);
+  void ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* out,
+                       std::vector<kv::KvEvent>* events, double* load_bytes);
+  std::int64_t BlocksNeeded(const Request& req, std::uint64_t num_new) const;
+  void Preempt(Request* req);
+  void FreeBlocks(Request* req);
+  void CacheFullBlocks(Request* req, std::vector<kv::KvEvent>* events);
+  BlockMeta MetaFor(const Request& req, std::size_t block_index) const;
+  void EmitStored(const std::vector<BlockMeta>& run, std::vector<kv::KvEvent>* events) const;
+
+  Profile profile_;
+  EngineConfig config_;
+  StepTimeModel step_time_;
+  BlockHasher hasher_;
+  CpuTier cpu_tier_;
+  BlockPool pool_;
+
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;  // admission order: back() is the newest
+  std::uint64_t next_arrival_ = 0;
+  std::vector<std::string> aborted_;  // reported by the next Step
+  bool pending_clear_ = false;        // AllBlocksCleared owed to the next Step
+  EngineStats stats_;
+};
+
+}  // namespace kvroute::engine
