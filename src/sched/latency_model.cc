@@ -1,0 +1,105 @@
+#include "sched/latency_model.h"
+
+#include <algorithm>
+
+namespace kvroute::sched {
+namespace {
+
+constexpr int kGpu = static_cast<int>(kv::Tier::kGpu);
+
+bool Loadable(const WorkerSnapshot& worker, int tier) {
+  const auto& bw = worker.tier_load_bytes_per_s[tier];
+  return bw.has_value() && *bw > 0 && worker.kv_bytes_per_block.has_value() &&
+         *worker.kv_bytes_per_block >= 0;
+}
+
+}  // namespace
+
+std::uint32_t LayeredHits::total() const {
+  std::uint32_t sum = mixed_blocks;
+  for (auto b : blocks) sum += b;
+  return sum;
+}
+
+LayeredHits LayerHits(const CacheView& view, std::uint32_t num_full_blocks) {
+  LayeredHits hits;
+  std::uint32_t covered = 0;
+  for (int t = 0; t < kv::kNumTiers; ++t) {
+    const std::uint32_t depth = std::min(view.depth_blocks[t], num_full_blocks);
+    if (depth > covered) {
+      hits.blocks[t] = depth - covered;
+      covered = depth;
+    }
+  }
+  // The "any" depth can only be deeper than every single tier (the caller's value is
+  // clamped up, so a smaller one never erases a tier hit).
+  const std::uint32_t any = std::min(view.any_depth_blocks, num_full_blocks);
+  if (any > covered) hits.mixed_blocks = any - covered;
+  return hits;
+}
+
+LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
+                  const WorkerSnapshot& worker) {
+  const LayeredHits hits = LayerHits(view, request.num_full_blocks);
+  LoadPlan plan;
+  plan.load_blocks[kGpu] = hits.blocks[kGpu];
+  int slowest = -1;  // slowest loadable lower tier, for the mixed blocks
+  for (int t = kGpu + 1; t < kv::kNumTiers; ++t) {
+    if (!Loadable(worker, t)) continue;
+    plan.load_blocks[t] = hits.blocks[t];
+    if (slowest < 0 || *worker.tier_load_bytes_per_s[t] < *worker.tier_load_bytes_per_s[slowest]) {
+      slowest = t;
+    }
+  }
+  if (slowest >= 0) plan.load_blocks[slowest] += hits.mixed_blocks;
+  for (int t = 0; t < kv::kNumTiers; ++t) {
+    plan.hit_blocks += plan.load_blocks[t];
+    if (t != kGpu && plan.load_blocks[t] > 0) {
+      plan.load_s +=
+          plan.load_blocks[t] * *worker.kv_bytes_per_block / *worker.tier_load_bytes_per_s[t];
+    }
+  }
+  const std::uint64_t hit_tokens = static_cast<std::uint64_t>(plan.hit_blocks) * request.block_size;
+  plan.uncached_tokens =
+      request.prompt_tokens > hit_tokens ? request.prompt_tokens - hit_tokens : 0;
+  return plan;
+}
+
+std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& request,
+                                                       const CacheView& view,
+                                                       const WorkerSnapshot& worker) {
+  if (!worker.prefill_tokens_per_s || !(*worker.prefill_tokens_per_s > 0)) {
+    return std::unexpected("worker '" + worker.name + "' has no prefill_tokens_per_s");
+  }
+  const double rate = *worker.prefill_tokens_per_s;
+  const LoadPlan plan = PlanLoad(request, view, worker);
+  TtftPrediction p;
+  p.queue_s = static_cast<double>(worker.pending_prefill_tokens) / rate;
+  p.prefill_s = static_cast<double>(plan.uncached_tokens) / rate;
+  p.load_s = plan.load_s;
+  return p;
+}
+
+std::expected<double, std::string> PredictItl(const RequestProfile& request, const CacheView& view,
+                                              const WorkerSnapshot& worker) {
+  if (!worker.decode_step) {
+    return std::unexpected("worker '" + worker.name + "' has no decode_step model");
+  }
+  const std::uint64_t gpu_tokens =
+      static_cast<std::uint64_t>(std::min(view.depth(kv::Tier::kGpu), request.num_full_blocks)) *
+      request.block_size;
+  const std::uint64_t added =
+      (request.prompt_tokens > gpu_tokens ? request.prompt_tokens - gpu_tokens : 0) +
+      request.predicted_output_tokens;
+  const double kv_tokens = static_cast<double>(worker.active_kv_blocks) * request.block_size +
+                           static_cast<double>(added);
+  return worker.decode_step->Seconds(worker.inflight_requests + 1.0, kv_tokens);
+}
+
+double PrefixHitRatio(const RequestProfile& request, const CacheView& view) {
+  if (request.num_full_blocks == 0) return 0;
+  const std::uint32_t hit = LayerHits(view, request.num_full_blocks).total();
+  return static_cast<double>(hit) / request.num_full_blocks;
+}
+
+}  // namespace kvroute::sched

@@ -1,0 +1,99 @@
+// Built-in policies, written in the same YAML users write, so presets and user policies go
+// through one parser. Numbers here are the published defaults of the router each preset
+// reproduces (router-anchors.md), or operator targets (SLOs) — never calibrated rates.
+#include <array>
+#include <utility>
+
+#include "sched/registry.h"
+
+namespace kvroute::sched {
+namespace {
+
+constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kPresets = {{
+    {"round_robin", R"(
+name: round_robin
+filters: [{name: healthy}, {name: not_draining}, {name: model}]
+picker: {name: round_robin}
+)"},
+    {"random", R"(
+name: random
+filters: [{name: healthy}, {name: not_draining}, {name: model}]
+picker: {name: random}
+)"},
+    {"least_load", R"(
+name: least_load
+filters: [{name: healthy}, {name: not_draining}, {name: model}]
+scorers: [{name: inflight_requests}]
+picker: {name: argmin}
+)"},
+    // llm-d's earlier approximate-prefix blend (prefix 3 + queue 2 + kv-util 2) over the
+    // prefix depths the caller took from kvroute's predicted-blocks index.
+    {"approx_prefix", R"(
+name: approx_prefix
+filters: [{name: healthy}, {name: not_draining}, {name: model}]
+scorers:
+  - {name: prefix_miss, weight: 3}
+  - {name: inflight_normalized, weight: 2}
+  - {name: kv_usage, weight: 2}
+picker: {name: argmin}
+)"},
+    // Dynamo's defaults: credit 1 / 0.75 / 0.25 / 0, prefill_load_scale 1, temperature 0.
+    {"dynamo_cost", R"(
+name: dynamo_cost
+filters: [{name: healthy}, {name: not_draining}, {name: model}]
+scorers:
+  - name: dynamo_cost
+    prefill_load_scale: 1.0
+    host_weight: 0.75
+    disk_weight: 0.25
+    shared_weight: 0.0
+    active_request_weight: 0.0
+picker: {name: softmax, temperature: 0.0}
+)"},
+    // llm-d "sticky until saturated": affinity filter (>= 0.80, tau = rate x 14 s) +
+    // token-load scorer + max-score picker (argmin of cost).
+    {"llmd_sticky", R"(
+name: llmd_sticky
+filters:
+  - {name: healthy}
+  - {name: not_draining}
+  - {name: model}
+  - {name: prefix_affinity, threshold: 0.80, max_ttft_penalty_s: 14.0, if_all_dropped: keep_all}
+scorers: [{name: token_load, token_limit: 4194304}]
+picker: {name: argmin}
+)"},
+    // kvroute's default: lowest predicted TTFT subject to an ITL guard.
+    {"predicted_latency", R"(
+name: predicted_latency
+filters:
+  - {name: healthy}
+  - {name: not_draining}
+  - {name: model}
+  - {name: itl_guard, itl_slo_s: 0.1, if_all_dropped: keep_all}
+scorers: [{name: predicted_ttft}]
+picker: {name: softmax, temperature: 0.0}
+)"},
+}};
+
+}  // namespace
+
+std::string_view BuiltinPolicyYaml(std::string_view preset) {
+  for (const auto& [name, yaml] : kPresets) {
+    if (name == preset) return yaml;
+  }
+  return {};
+}
+
+std::vector<std::string_view> BuiltinPolicyNames() {
+  std::vector<std::string_view> out;
+  for (const auto& p : kPresets) out.push_back(p.first);
+  return out;
+}
+
+std::expected<std::shared_ptr<const Policy>, ConfigError> BuiltinPolicy(std::string_view preset) {
+  std::string yaml = "preset: ";
+  yaml += preset;
+  return Registry::Builtin().ParsePolicy(yaml);
+}
+
+}  // namespace kvroute::sched

@@ -1,0 +1,143 @@
+#include "sched/scorers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "sched/latency_model.h"
+
+namespace kvroute::sched {
+namespace {
+
+using Costs = std::vector<double>;
+
+// A scorer whose cost for a candidate depends only on that candidate.
+template <typename Fn>
+class PerCandidateScorer final : public Scorer {
+ public:
+  PerCandidateScorer(std::string_view name, Inputs needs, Fn fn)
+      : name_(name), needs_(needs), fn_(std::move(fn)) {}
+  std::string_view Name() const override { return name_; }
+  Inputs Needs() const override { return needs_; }
+  std::expected<Costs, SchedError> Score(const RequestProfile& request,
+                                         std::span<const Candidate> candidates) const override {
+    Costs out;
+    out.reserve(candidates.size());
+    for (const Candidate& c : candidates) {
+      std::expected<double, SchedError> cost = fn_(request, c);
+      if (!cost) return std::unexpected(std::move(cost.error()));
+      out.push_back(*cost);
+    }
+    return out;
+  }
+
+ private:
+  std::string_view name_;
+  Inputs needs_;
+  Fn fn_;
+};
+
+template <typename Fn>
+std::shared_ptr<const Scorer> Make(std::string_view name, Inputs needs, Fn fn) {
+  return std::make_shared<const PerCandidateScorer<Fn>>(name, needs, std::move(fn));
+}
+
+using Result = std::expected<double, SchedError>;
+
+class InflightNormalized final : public Scorer {
+ public:
+  std::string_view Name() const override { return "inflight_normalized"; }
+  Inputs Needs() const override { return kRouterLoad; }
+  std::expected<Costs, SchedError> Score(const RequestProfile&,
+                                         std::span<const Candidate> candidates) const override {
+    Costs out;
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -lo;
+    for (const Candidate& c : candidates) {
+      out.push_back(c.worker->inflight_requests);
+      lo = std::min(lo, out.back());
+      hi = std::max(hi, out.back());
+    }
+    // Equal loads: nobody is worse, all cost 0 (and 0/0 is avoided).
+    for (double& v : out) v = hi > lo ? (v - lo) / (hi - lo) : 0.0;
+    return out;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Scorer> NewInflightRequestsScorer() {
+  return Make("inflight_requests", kRouterLoad,
+              [](const RequestProfile&, const Candidate& c) -> Result {
+                return static_cast<double>(c.worker->inflight_requests);
+              });
+}
+
+std::shared_ptr<const Scorer> NewInflightNormalizedScorer() {
+  return std::make_shared<const InflightNormalized>();
+}
+
+std::shared_ptr<const Scorer> NewKvUsageScorer() {
+  return Make("kv_usage", kRouterLoad, [](const RequestProfile&, const Candidate& c) -> Result {
+    const WorkerSnapshot& w = *c.worker;
+    // Unknown capacity is treated as full: prefer workers we know have room.
+    if (w.kv_capacity_blocks == 0) return 1.0;
+    return std::min(1.0, static_cast<double>(w.active_kv_blocks) / w.kv_capacity_blocks);
+  });
+}
+
+std::shared_ptr<const Scorer> NewPrefixMissScorer() {
+  return Make("prefix_miss", kCacheView, [](const RequestProfile& r, const Candidate& c) -> Result {
+    return 1.0 - PrefixHitRatio(r, c.cache);
+  });
+}
+
+std::shared_ptr<const Scorer> NewTokenLoadScorer(const TokenLoadOptions& options) {
+  return Make("token_load", kCacheView | kRouterLoad,
+              [options](const RequestProfile& r, const Candidate& c) -> Result {
+                const double hit = PrefixHitRatio(r, c.cache);
+                const double tokens = static_cast<double>(c.worker->pending_prefill_tokens) +
+                                      static_cast<double>(r.prompt_tokens) * (1.0 - hit);
+                return std::min(1.0, tokens / options.token_limit);
+              });
+}
+
+std::shared_ptr<const Scorer> NewDynamoCostScorer(const DynamoCostOptions& o) {
+  return Make(
+      "dynamo_cost", kCacheView | kRouterLoad,
+      [o](const RequestProfile& r, const Candidate& c) -> Result {
+        const WorkerSnapshot& w = *c.worker;
+        const double bs = r.block_size;
+        const LayeredHits hits = LayerHits(c.cache, r.num_full_blocks);
+        const auto tier = [&](kv::Tier t) {
+          return static_cast<double>(hits.blocks[static_cast<int>(t)]);
+        };
+        const double raw_prefill_blocks =
+            static_cast<double>(w.pending_prefill_tokens + r.prompt_tokens) / bs;
+        const double credit = tier(kv::Tier::kGpu) * 1.0 + tier(kv::Tier::kCpu) * o.host_weight +
+                              tier(kv::Tier::kDisk) * o.disk_weight +
+                              tier(kv::Tier::kShared) * o.shared_weight;
+        const std::uint64_t request_blocks = (r.prompt_tokens + r.block_size - 1) / r.block_size;
+        const std::uint64_t gpu_held = hits.blocks[static_cast<int>(kv::Tier::kGpu)];
+        const double decode_blocks = static_cast<double>(
+            w.active_kv_blocks + (request_blocks > gpu_held ? request_blocks - gpu_held : 0));
+        return o.prefill_load_scale * std::max(0.0, raw_prefill_blocks - credit) + decode_blocks +
+               o.active_request_weight * w.inflight_requests;
+      });
+}
+
+std::shared_ptr<const Scorer> NewPredictedTtftScorer() {
+  return Make(
+      "predicted_ttft", kCacheView | kRouterLoad | kRates,
+      [](const RequestProfile& r, const Candidate& c) -> Result {
+        std::expected<TtftPrediction, std::string> p = PredictTtft(r, c.cache, *c.worker);
+        if (!p) {
+          return std::unexpected(SchedError{SchedError::Code::kMissingInput,
+                                            fmt::format("scorer 'predicted_ttft': {}", p.error())});
+        }
+        return p->total_s();
+      });
+}
+
+}  // namespace kvroute::sched
