@@ -7,8 +7,8 @@ namespace {
 
 TEST(SimpleTokenizerTest, RoundTripsArbitraryText) {
   SimpleTokenizer tok;
-  for (std::string text : {"", "hello", "hello world", "  multiple   spaces\n\n", "héllo 🙂 日本語",
-                           "a<|im_start|>b<|x|>c<|", "tab\tsep"}) {
+  for (std::string text : {"", "hello", "hello world", "  multiple   spaces\n\n",
+                           "héllo 🙂 日本語", "a<|im_start|>b<|x|>c<|", "tab\tsep"}) {
     auto ids = tok.Encode(text, false);
     auto back = tok.Decode(ids);
     ASSERT_TRUE(back.has_value());
@@ -45,7 +45,9 @@ TEST(SimpleTokenizerTest, ChatTemplateIsChatMl) {
   req.messages = {{.role = "system", .content = "be brief"}, {.role = "user", .content = "hi"}};
   auto text = tok.RenderChat(req);
   ASSERT_TRUE(text.has_value());
-  EXPECT_EQ(*text, "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*text,
+            "<|im_start|>system\nbe "
+            "brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   // A later turn's prompt starts with the earlier turn's prompt (minus the generation prompt).
   req.add_generation_prompt = false;
   auto turn1 = tok.EncodeChat(req).value();
