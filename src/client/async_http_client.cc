@@ -1,0 +1,433 @@
+// AsyncHttpClient implementation: Beast parsers on a pooled beast::tcp_stream. See the header
+// for the contract and README.md for the connection life cycle.
+#include "client/async_http_client.h"
+
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <deque>
+#include <map>
+#include <mutex>
+
+namespace kvroute::client {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using SteadyTime = std::chrono::steady_clock::time_point;
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string OriginOf(const ClientRequest& r) {
+  Url u{r.host, r.port, "/"};
+  return u.Origin();
+}
+
+// The deadlines of one exchange. Each wait runs under min(its own limit, the total deadline);
+// when the total deadline is the binding one the error is kTotalTimeout.
+class Deadlines {
+ public:
+  explicit Deadlines(const Timeouts& t) : timeouts_(t) {
+    if (t.total.count() > 0) total_ = std::chrono::steady_clock::now() + t.total;
+  }
+  const Timeouts& timeouts() const { return timeouts_; }
+  // Arms `stream` for one wait of at most `limit` (0: only the total deadline). Returns true
+  // when the total deadline is the one that will fire.
+  bool Arm(beast::tcp_stream& stream, std::chrono::milliseconds limit) const {
+    std::optional<SteadyTime> at;
+    bool total_binds = false;
+    if (limit.count() > 0) at = std::chrono::steady_clock::now() + limit;
+    if (total_ && (!at || *total_ <= *at)) {
+      at = total_;
+      total_binds = true;
+    }
+    if (at) {
+      stream.expires_at(*at);
+    } else {
+      stream.expires_never();
+    }
+    return total_binds;
+  }
+
+ private:
+  Timeouts timeouts_;
+  std::optional<SteadyTime> total_;
+};
+
+bool IsPeerGone(const beast::error_code& ec) {
+  return ec == asio::error::eof || ec == http::error::end_of_stream ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == http::error::partial_message || ec == asio::error::connection_aborted;
+}
+
+ClientError Error(ErrorKind kind, std::string text) { return ClientError{kind, std::move(text)}; }
+
+}  // namespace
+
+// One TCP connection, owned by exactly one place at a time: the pool's idle list, a request
+// being sent, or the ResponseStream reading its response.
+struct Connection {
+  explicit Connection(asio::any_io_executor ex) : stream(std::move(ex)) {}
+  beast::tcp_stream stream;
+  beast::flat_buffer buffer;  // bytes read past the previous response (normally none)
+  std::string origin;
+  SteadyTime idle_since{};
+  bool reused = false;  // served at least one earlier response
+  void Close() {
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.socket().close(ec);
+  }
+};
+
+class AsyncHttpClient::Pool {
+ public:
+  Pool(asio::any_io_executor ex, ClientOptions options)
+      : executor_(std::move(ex)), options_(std::move(options)) {}
+
+  const asio::any_io_executor& executor() const { return executor_; }
+  const ClientOptions& options() const { return options_; }
+
+  // The most recently used live idle connection to `origin`, or null.
+  std::unique_ptr<Connection> TakeIdle(const std::string& origin) {
+    std::unique_ptr<Connection> conn;
+    std::vector<std::unique_ptr<Connection>> expired;
+    {
+      std::lock_guard lock(mu_);
+      auto it = idle_.find(origin);
+      if (it == idle_.end()) return nullptr;
+      auto& list = it->second;
+      const auto now = std::chrono::steady_clock::now();
+      // Oldest at the front: expire from there, reuse from the back (warmest).
+      while (!list.empty() && now - list.front()->idle_since >= options_.idle_expiry) {
+        expired.push_back(std::move(list.front()));
+        list.pop_front();
+      }
+      if (!list.empty()) {
+        conn = std::move(list.back());
+        list.pop_back();
+      }
+    }
+    for (auto& c : expired) c->Close();
+    return conn;
+  }
+
+  void Give(std::unique_ptr<Connection> conn) {
+    conn->idle_since = std::chrono::steady_clock::now();
+    conn->reused = true;
+    conn->stream.expires_never();
+    std::unique_ptr<Connection> evicted;
+    {
+      std::lock_guard lock(mu_);
+      auto& list = idle_[conn->origin];
+      list.push_back(std::move(conn));
+      if (list.size() > options_.max_idle_per_origin) {
+        evicted = std::move(list.front());
+        list.pop_front();
+      }
+    }
+    if (evicted) evicted->Close();
+  }
+
+  void CloseIdle() {
+    std::map<std::string, std::deque<std::unique_ptr<Connection>>> all;
+    {
+      std::lock_guard lock(mu_);
+      all.swap(idle_);
+    }
+    for (auto& [origin, list] : all) {
+      for (auto& c : list) c->Close();
+    }
+  }
+
+  std::size_t IdleCount() const {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& [origin, list] : idle_) n += list.size();
+    return n;
+  }
+
+  asio::awaitable<std::expected<std::unique_ptr<Connection>, ClientError>> Connect(
+      const ClientRequest& request, const Deadlines& deadlines) {
+    auto conn = std::make_unique<Connection>(executor_);
+    conn->origin = OriginOf(request);
+    tcp::resolver resolver(executor_);
+    auto [rec, endpoints] =
+        co_await resolver.async_resolve(request.host, std::to_string(request.port), kNoThrow);
+    if (rec) {
+      co_return std::unexpected(
+          Error(ErrorKind::kConnectRefused, "resolve " + conn->origin + ": " + rec.message()));
+    }
+    bool total_binds = deadlines.Arm(conn->stream, deadlines.timeouts().connect);
+    auto [cec, ep] = co_await conn->stream.async_connect(endpoints, kNoThrow);
+    if (cec == beast::error::timeout) {
+      co_return std::unexpected(
+          Error(total_binds ? ErrorKind::kTotalTimeout : ErrorKind::kConnectTimeout,
+                "connect " + conn->origin + ": timed out"));
+    }
+    if (cec) {
+      co_return std::unexpected(
+          Error(ErrorKind::kConnectRefused, "connect " + conn->origin + ": " + cec.message()));
+    }
+    conn->stream.socket().set_option(tcp::no_delay(true));
+    opened_.fetch_add(1, std::memory_order_relaxed);
+    co_return conn;
+  }
+
+  std::uint64_t opened() const { return opened_.load(std::memory_order_relaxed); }
+
+ private:
+  const asio::any_io_executor executor_;
+  const ClientOptions options_;
+  std::atomic<std::uint64_t> opened_{0};
+  mutable std::mutex mu_;
+  // Guarded by mu_. Per origin, oldest first.
+  std::map<std::string, std::deque<std::unique_ptr<Connection>>> idle_;
+};
+
+// The reading side of one response. Touched by the coroutine that owns the ResponseStream;
+// Cancel() only sets an atomic flag and posts the socket close onto the executor.
+class ResponseStream::Impl {
+ public:
+  using Parser = http::response_parser<http::string_body>;
+
+  Impl(std::shared_ptr<AsyncHttpClient::Pool> pool, std::unique_ptr<Connection> conn,
+       std::unique_ptr<Parser> parser, Deadlines deadlines)
+      : pool_(std::move(pool)),
+        executor_(pool_->executor()),
+        conn_(std::move(conn)),
+        parser_(std::move(parser)),
+        deadlines_(deadlines) {
+    const auto& msg = parser_->get();
+    status_ = static_cast<int>(msg.result_int());
+    for (const auto& field : msg) {
+      headers_.emplace_back(Lower(field.name_string()), std::string(field.value()));
+    }
+  }
+  ~Impl() {
+    if (conn_) conn_->Close();  // abandoned before the end: never reused
+  }
+
+  int status() const { return status_; }
+  const net::HeaderList& headers() const { return headers_; }
+
+  asio::awaitable<std::expected<std::optional<std::string>, ClientError>> Next() {
+    if (error_) co_return std::unexpected(*error_);
+    if (cancelled_.load()) co_return std::unexpected(Fail(ErrorKind::kCancelled, "cancelled"));
+    for (;;) {
+      auto& body = parser_->get().body();
+      if (!body.empty()) {
+        std::string piece = std::move(body);
+        body.clear();
+        if (parser_->is_done()) Finish();
+        co_return std::optional<std::string>(std::move(piece));
+      }
+      if (parser_->is_done()) {
+        Finish();
+        co_return std::optional<std::string>();
+      }
+      if (!conn_) co_return std::optional<std::string>();
+      bool total_binds = deadlines_.Arm(conn_->stream, deadlines_.timeouts().idle);
+      auto [ec, n] =
+          co_await http::async_read_some(conn_->stream, conn_->buffer, *parser_, kNoThrow);
+      if (cancelled_.load()) co_return std::unexpected(Fail(ErrorKind::kCancelled, "cancelled"));
+      if (ec == http::error::need_buffer) continue;
+      if (ec == beast::error::timeout) {
+        co_return std::unexpected(
+            Fail(total_binds ? ErrorKind::kTotalTimeout : ErrorKind::kIdleTimeout,
+                 "no body bytes from " + origin() + " in time"));
+      }
+      if (ec && IsPeerGone(ec)) {
+        co_return std::unexpected(
+            Fail(ErrorKind::kClosedEarly, origin() + " closed the stream: " + ec.message()));
+      }
+      if (ec == asio::error::operation_aborted) {
+        co_return std::unexpected(Fail(ErrorKind::kCancelled, "cancelled"));
+      }
+      if (ec) co_return std::unexpected(Fail(ErrorKind::kProtocol, origin() + ": " + ec.message()));
+    }
+  }
+
+  void Cancel(std::shared_ptr<Impl> self) {
+    if (cancelled_.exchange(true)) return;
+    asio::post(executor_, [self = std::move(self)] {
+      if (self->conn_) self->conn_->Close();  // a pending read completes with an error
+    });
+  }
+
+ private:
+  std::string origin() const { return conn_ ? conn_->origin : std::string("peer"); }
+
+  ClientError Fail(ErrorKind kind, std::string text) {
+    if (!error_) error_ = Error(kind, std::move(text));
+    if (conn_) {
+      conn_->Close();
+      conn_.reset();
+    }
+    return *error_;
+  }
+
+  // The body ended: the connection is clean and goes back to the pool if both sides agree.
+  void Finish() {
+    if (!conn_) return;
+    if (parser_->get().keep_alive() && !cancelled_.load()) {
+      pool_->Give(std::move(conn_));
+    } else {
+      conn_->Close();
+      conn_.reset();
+    }
+  }
+
+  std::shared_ptr<AsyncHttpClient::Pool> pool_;
+  asio::any_io_executor executor_;
+  std::unique_ptr<Connection> conn_;  // null once given back or closed
+  std::unique_ptr<Parser> parser_;
+  Deadlines deadlines_;
+  int status_ = 0;
+  net::HeaderList headers_;
+  std::optional<ClientError> error_;
+  std::atomic<bool> cancelled_{false};
+};
+
+ResponseStream::ResponseStream(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ResponseStream::~ResponseStream() = default;
+int ResponseStream::status() const { return impl_->status(); }
+const net::HeaderList& ResponseStream::headers() const { return impl_->headers(); }
+std::string_view ResponseStream::Header(std::string_view lower_name) const {
+  for (const auto& [name, value] : impl_->headers()) {
+    if (name == lower_name) return value;
+  }
+  return {};
+}
+asio::awaitable<std::expected<std::optional<std::string>, ClientError>> ResponseStream::Next() {
+  return impl_->Next();
+}
+void ResponseStream::Cancel() { impl_->Cancel(impl_); }
+
+namespace {
+
+http::request<http::string_body> BuildRequest(const ClientRequest& r, const ClientOptions& opt) {
+  http::request<http::string_body> req;
+  http::verb verb = http::string_to_verb(r.method);
+  if (verb == http::verb::unknown) {
+    req.method_string(r.method);
+  } else {
+    req.method(verb);
+  }
+  req.target(r.target);
+  req.version(11);
+  req.set(http::field::host, OriginOf(r));
+  req.set(http::field::user_agent, opt.user_agent);
+  if (!r.content_type.empty()) req.set(http::field::content_type, r.content_type);
+  for (const auto& [name, value] : r.headers) req.set(name, value);
+  req.keep_alive(true);
+  req.body() = r.body;
+  req.prepare_payload();
+  return req;
+}
+
+asio::awaitable<std::expected<std::unique_ptr<ResponseStream>, ClientError>> OpenStream(
+    std::shared_ptr<AsyncHttpClient::Pool> pool, ClientRequest request,
+    std::optional<std::uint64_t> body_limit) {
+  const Deadlines deadlines(request.timeouts.value_or(pool->options().timeouts));
+  const std::string origin = OriginOf(request);
+  auto req = BuildRequest(request, pool->options());
+  // A pooled connection may have been closed by the server while idle; such a failure (before
+  // any response byte) is retried once on a fresh connection.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<Connection> conn = attempt == 0 ? pool->TakeIdle(origin) : nullptr;
+    if (!conn) {
+      auto connected = co_await pool->Connect(request, deadlines);
+      if (!connected) co_return std::unexpected(connected.error());
+      conn = std::move(*connected);
+    }
+    const bool reused = conn->reused;
+    bool total_binds = deadlines.Arm(conn->stream, deadlines.timeouts().first_byte);
+    auto [wec, wn] = co_await http::async_write(conn->stream, req, kNoThrow);
+    if (wec) {
+      conn->Close();
+      if (reused && IsPeerGone(wec)) continue;
+      if (wec == beast::error::timeout) {
+        co_return std::unexpected(
+            Error(total_binds ? ErrorKind::kTotalTimeout : ErrorKind::kFirstByteTimeout,
+                  "sending to " + origin + " timed out"));
+      }
+      co_return std::unexpected(
+          Error(ErrorKind::kClosedEarly, "sending to " + origin + ": " + wec.message()));
+    }
+    auto parser = std::make_unique<ResponseStream::Impl::Parser>();
+    parser->header_limit(64 * 1024);
+    parser->body_limit(body_limit ? boost::optional<std::uint64_t>(*body_limit) : boost::none);
+    if (request.method == "HEAD") parser->skip(true);
+    total_binds = deadlines.Arm(conn->stream, deadlines.timeouts().first_byte);
+    auto [hec, hn] =
+        co_await http::async_read_header(conn->stream, conn->buffer, *parser, kNoThrow);
+    if (hec) {
+      const bool got_nothing = !parser->got_some() && conn->buffer.size() == 0;
+      conn->Close();
+      if (reused && got_nothing && IsPeerGone(hec)) continue;
+      if (hec == beast::error::timeout) {
+        co_return std::unexpected(
+            Error(total_binds ? ErrorKind::kTotalTimeout : ErrorKind::kFirstByteTimeout,
+                  "no response headers from " + origin + " in time"));
+      }
+      if (IsPeerGone(hec)) {
+        co_return std::unexpected(Error(ErrorKind::kClosedEarly,
+                                        origin + " closed before the response: " + hec.message()));
+      }
+      co_return std::unexpected(
+          Error(ErrorKind::kProtocol, "bad response from " + origin + ": " + hec.message()));
+    }
+    auto impl =
+        std::make_shared<ResponseStream::Impl>(pool, std::move(conn), std::move(parser), deadlines);
+    co_return std::make_unique<ResponseStream>(std::move(impl));
+  }
+  co_return std::unexpected(
+      Error(ErrorKind::kClosedEarly, origin + " closed the connection twice before answering"));
+}
+
+}  // namespace
+
+AsyncHttpClient::AsyncHttpClient(asio::any_io_executor executor, ClientOptions options)
+    : pool_(std::make_shared<Pool>(std::move(executor), std::move(options))) {}
+
+AsyncHttpClient::~AsyncHttpClient() { pool_->CloseIdle(); }
+
+asio::awaitable<std::expected<std::unique_ptr<ResponseStream>, ClientError>>
+AsyncHttpClient::Stream(ClientRequest request) {
+  return OpenStream(pool_, std::move(request), std::nullopt);
+}
+
+asio::awaitable<std::expected<ClientResponse, ClientError>> AsyncHttpClient::Send(
+    ClientRequest request) {
+  auto stream = co_await OpenStream(pool_, std::move(request), pool_->options().max_body_bytes);
+  if (!stream) co_return std::unexpected(stream.error());
+  ClientResponse response;
+  response.status = (*stream)->status();
+  response.headers = (*stream)->headers();
+  for (;;) {
+    auto piece = co_await (*stream)->Next();
+    if (!piece) co_return std::unexpected(piece.error());
+    if (!*piece) break;
+    response.body += **piece;
+  }
+  co_return response;
+}
+
+void AsyncHttpClient::CloseIdle() { pool_->CloseIdle(); }
+std::uint64_t AsyncHttpClient::connections_opened() const { return pool_->opened(); }
+std::size_t AsyncHttpClient::idle_connections() const { return pool_->IdleCount(); }
+
+}  // namespace kvroute::client
