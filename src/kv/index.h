@@ -1,0 +1,183 @@
+// KvIndex: the global KV block index. For each canonical block key (kv::BlockKey) it knows
+// which workers hold the block, in which tiers (GPU, CPU, DISK, SHARED), fed by the engines'
+// own KV events (kv::KvEventBatch, vLLM format). A lookup takes a prompt's chain of block keys
+// and returns, for every worker holding block 0, its consecutive prefix depth per tier and
+// over "any tier": matching stops at the worker's FIRST missing block (exact, never skipping
+// holes). See kv/README.md section "Index" for the design, the proof that the jump search is
+// exact, and the memory layout.
+//
+// Dual keys: engines name blocks by their own hashes (EngineHash), which kvroute cannot
+// reproduce in general. Each worker keeps a map EngineHash -> canonical node, built from the
+// token ids carried by BlockStored:
+//   key_0 = keyer.Next(parent_key, tokens_of_block_0),
+//   parent_key = key mapped from parent_block_hash, or keyer.Root(lora_name, "") for block 0.
+// cache_salt is not visible in events, so blocks of salted requests are indexed as unsalted:
+// a salted request cannot be matched precisely (kv/README.md).
+//
+// Ownership: owns all index state; the BlockKeyer is copied in.
+// Thread safety: every public method may be called from any thread concurrently. Writers
+// (ApplyBatch, RemoveWorker, MarkStale, ClearStale, Restore) take an exclusive lock per call;
+// readers (Lookup, counters, Dump) a shared one. The caller preserves per-worker event order
+// (one subscriber thread per worker, or one for all).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <expected>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/types.h"
+#include "kv/block_key.h"
+#include "kv/index_flat_map.h"
+#include "kv/kv_event.h"
+
+namespace kvroute::kv {
+
+// One worker's match for a prompt.
+struct WorkerMatch {
+  WorkerId worker = 0;
+  // Consecutive prefix depth in blocks, per tier (indexed by Tier).
+  std::array<std::uint32_t, kNumTiers> depth{};
+  // Consecutive prefix depth where each block may be in any tier (>= every depth[t]).
+  std::uint32_t any_depth = 0;
+  // The worker was marked stale (events lost or lagging): the scheduler should down-weight.
+  bool stale = false;
+  bool operator==(const WorkerMatch&) const = default;
+};
+
+// Why events were not applied. All monotonically increasing since construction.
+struct IndexCounters {
+  std::uint64_t batches = 0;
+  std::uint64_t blocks_stored = 0;          // block stores applied (duplicates included)
+  std::uint64_t blocks_removed = 0;         // block removals applied
+  std::uint64_t clears = 0;                 // AllBlocksCleared applied
+  std::uint64_t unknown_removals = 0;       // removal of a hash (or tier) the worker does not hold
+  std::uint64_t unknown_parent_runs = 0;    // BlockStored whose parent hash was unknown: skipped
+  std::uint64_t unknown_parent_blocks = 0;  // blocks in those runs
+  std::uint64_t unknown_medium = 0;         // events whose medium is not a known tier: skipped
+  std::uint64_t ignored_group = 0;          // events of a non-main KV cache group: skipped
+  std::uint64_t block_size_mismatch = 0;    // BlockStored whose block_size != keyer's: skipped
+  std::uint64_t malformed = 0;              // token count != blocks * block_size: skipped
+  std::uint64_t hash_conflicts = 0;         // engine hash already mapped to a different key
+  std::uint64_t ref_overflow = 0;           // > 65535 copies of one block in one tier: ignored
+  // Last block size seen in a BlockStored (0 = none yet); the parity check compares it with
+  // the keyer's to report a mismatch instead of silently matching nothing.
+  std::uint32_t last_event_block_size = 0;
+};
+
+// Sizes for memory reporting.
+struct IndexStats {
+  std::size_t workers = 0;
+  std::size_t nodes = 0;          // distinct canonical blocks
+  std::size_t entries = 0;        // (block, worker) pairs with at least one tier held
+  std::size_t engine_hashes = 0;  // engine-hash mappings over all workers
+};
+
+class KvIndex {
+ public:
+  explicit KvIndex(const BlockKeyer& keyer);
+  KvIndex(const KvIndex&) = delete;
+  KvIndex& operator=(const KvIndex&) = delete;
+
+  const BlockKeyer& keyer() const { return keyer_; }
+
+  // Applies one batch of `worker`'s events in order. Creates the worker on first use.
+  void ApplyBatch(WorkerId worker, const KvEventBatch& batch);
+  void ApplyEvent(WorkerId worker, const KvEvent& event);
+
+  // Each worker holding keys[0] in some tier, with its depths. Order unspecified. Workers not
+  // listed have depth 0 everywhere.
+  std::vector<WorkerMatch> Lookup(std::span<const BlockKey> keys) const;
+
+  // Forgets everything about `worker` (it left, or it will be resynced from scratch).
+  void RemoveWorker(WorkerId worker);
+
+  // Staleness: the worker's entries stay, but lookups flag them until ClearStale, an
+  // AllBlocksCleared from the worker, or RemoveWorker.
+  void MarkStale(WorkerId worker);
+  void ClearStale(WorkerId worker);
+
+  IndexCounters counters() const;
+  IndexStats stats() const;
+
+  // Snapshot: a binary, versioned, checksummed image of the whole index (kv/README.md
+  // "Snapshot format"); equal contents give byte-equal images. Restore replaces the contents
+  // only if the image is intact and consistent; otherwise it returns an error and leaves the
+  // index unchanged.
+  std::string Dump() const;
+  std::expected<void, std::string> Restore(std::string_view image);
+
+ private:
+  static constexpr std::uint32_t kNoNode = 0xFFFFFFFFu;
+  static constexpr std::uint16_t kMaxCount = 0xFFFF;
+
+  // A (node, worker) pair. ref[t] counts stores minus removals of this block in tier t;
+  // kids[t] counts this node's children that the worker holds in tier t (kept so that a
+  // worker's "orphans" - held blocks whose parent it does not hold - are known exactly; see
+  // README). An entry with all refs 0 but some kids > 0 is a placeholder for a hole.
+  struct Entry {
+    std::uint32_t slot;
+    std::array<std::uint16_t, kNumTiers> ref;
+    std::array<std::uint16_t, kNumTiers> kids;
+  };
+  // One canonical block. Exists while some worker has an entry or it has child nodes, so the
+  // node set is closed under parents (lookups rely on it).
+  struct Node {
+    BlockKey key = 0;
+    std::uint32_t parent = kNoNode;
+    std::uint32_t num_children = 0;
+    std::vector<Entry> holders;  // sorted by slot
+  };
+  struct EngineRef {
+    std::uint32_t node;
+    std::uint32_t refs;  // stores minus removals of this engine hash, all tiers
+  };
+  struct WorkerState {
+    WorkerId id = 0;
+    bool live = false;
+    bool stale = false;
+    IndexFlatMap<EngineRef> engine;
+    // Held (block, tier) pairs whose parent block the worker does not hold in that tier.
+    std::array<std::int64_t, kNumTiers> orphans{};
+    // Set when a kids counter saturated: orphan tracking for that tier is no longer exact, so
+    // lookups scan it block by block until the worker is cleared.
+    std::array<bool, kNumTiers> untracked{};
+  };
+
+  // --- everything below is guarded by mu_ ---
+  std::uint32_t SlotFor(WorkerId worker);  // creates
+  const std::uint32_t* FindSlot(WorkerId worker) const;
+  void ApplyLocked(std::uint32_t slot, const KvEvent& event);
+  void ApplyStored(std::uint32_t slot, const BlockStored& e);
+  void ApplyRemoved(std::uint32_t slot, const BlockRemoved& e);
+  void PurgeWorker(std::uint32_t slot);  // drops every entry of the worker, keeps the slot
+  std::uint32_t GetOrCreateNode(BlockKey key, std::uint32_t parent);
+  void MaybeDeleteNode(std::uint32_t node);
+  Entry* FindEntry(std::uint32_t node, std::uint32_t slot);
+  Entry& GetOrCreateEntry(std::uint32_t node, std::uint32_t slot);
+  void MaybeEraseEntry(std::uint32_t node, std::uint32_t slot);
+  void AddRef(std::uint32_t slot, std::uint32_t node, int tier);
+  void DropRef(std::uint32_t slot, std::uint32_t node, int tier);
+  void OnHeld(std::uint32_t slot, std::uint32_t node, int tier);
+  void OnReleased(std::uint32_t slot, std::uint32_t node, int tier);
+  std::uint8_t DirtyMask(std::uint32_t slot) const;
+  void ResetLocked();
+
+  const BlockKeyer keyer_;
+  mutable std::shared_mutex mu_;
+  IndexFlatMap<std::uint32_t> node_of_key_;
+  std::vector<Node> nodes_;
+  std::vector<std::uint32_t> free_nodes_;
+  IndexFlatMap<std::uint32_t> slot_of_worker_;
+  std::vector<WorkerState> workers_;  // by slot; slots are reused after RemoveWorker
+  std::vector<std::uint32_t> free_slots_;
+  std::size_t num_entries_ = 0;
+  IndexCounters counters_;
+  std::vector<BlockKey> scratch_keys_;
+};
+
+}  // namespace kvroute::kv

@@ -1,0 +1,355 @@
+// KvIndex write path: applying events, worker lifecycle, node and entry bookkeeping.
+// The invariants maintained here are listed in kv/README.md ("Index").
+#include <algorithm>
+#include <cassert>
+
+#include "kv/index.h"
+
+namespace kvroute::kv {
+namespace {
+
+bool AnyRef(const std::array<std::uint16_t, kNumTiers>& ref) {
+  return (ref[0] | ref[1] | ref[2] | ref[3]) != 0;
+}
+
+// vLLM hybrid models send one event stream per KV cache group; only the main attention
+// group describes the prefix a request can reuse.
+bool IsMainGroup(const std::optional<std::int64_t>& group_idx,
+                 const std::optional<std::string>& kind) {
+  if (group_idx.has_value() && *group_idx != 0) return false;
+  if (kind.has_value() && *kind != "full_attention" && *kind != "mla_attention" &&
+      *kind != "sink_full_attention") {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+KvIndex::KvIndex(const BlockKeyer& keyer) : keyer_(keyer) {}
+
+void KvIndex::ApplyBatch(WorkerId worker, const KvEventBatch& batch) {
+  std::unique_lock lock(mu_);
+  std::uint32_t slot = SlotFor(worker);
+  ++counters_.batches;
+  for (const KvEvent& event : batch.events) ApplyLocked(slot, event);
+}
+
+void KvIndex::ApplyEvent(WorkerId worker, const KvEvent& event) {
+  std::unique_lock lock(mu_);
+  ApplyLocked(SlotFor(worker), event);
+}
+
+void KvIndex::ApplyLocked(std::uint32_t slot, const KvEvent& event) {
+  if (const auto* stored = std::get_if<BlockStored>(&event)) {
+    ApplyStored(slot, *stored);
+  } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
+    ApplyRemoved(slot, *removed);
+  } else {
+    ++counters_.clears;
+    PurgeWorker(slot);
+    workers_[slot].stale = false;  // a clear is a resync point
+  }
+}
+
+void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
+  if (!IsMainGroup(e.group_idx, e.kv_cache_spec_kind)) {
+    ++counters_.ignored_group;
+    return;
+  }
+  std::optional<Tier> tier = TierFromMedium(e.medium.value_or("GPU"));
+  if (!tier) {
+    ++counters_.unknown_medium;
+    return;
+  }
+  counters_.last_event_block_size = e.block_size;
+  if (e.block_size != keyer_.block_size()) {
+    ++counters_.block_size_mismatch;
+    return;
+  }
+  const std::size_t n = e.block_hashes.size();
+  if (e.token_ids.size() != n * e.block_size) {
+    ++counters_.malformed;
+    return;
+  }
+  std::uint32_t parent_node = kNoNode;
+  BlockKey parent_key;
+  if (e.parent_block_hash.has_value()) {
+    const EngineRef* parent = workers_[slot].engine.Find(*e.parent_block_hash);
+    if (parent == nullptr) {
+      // Without the parent's key the run cannot be keyed; guessing would index wrong keys.
+      ++counters_.unknown_parent_runs;
+      counters_.unknown_parent_blocks += n;
+      return;
+    }
+    parent_node = parent->node;
+    parent_key = nodes_[parent_node].key;
+  } else {
+    parent_key = keyer_.Root(e.lora_name.value_or(""), "");
+  }
+  scratch_keys_.clear();
+  keyer_.AppendKeys(e.token_ids, parent_key, &scratch_keys_);
+  const int t = static_cast<int>(*tier);
+  for (std::size_t i = 0; i < n; ++i) {
+    const BlockKey key = scratch_keys_[i];
+    auto [ref, inserted] = workers_[slot].engine.Insert(e.block_hashes[i], EngineRef{kNoNode, 0});
+    std::uint32_t node;
+    if (inserted) {
+      node = GetOrCreateNode(key, parent_node);
+      // GetOrCreateNode does not touch the worker's engine map, so `ref` is still valid.
+      ref->node = node;
+    } else {
+      node = ref->node;
+      if (nodes_[node].key != key) {
+        // The engine reused a hash for different content (or its hash is not a chain hash).
+        // Keep the first mapping and stop: later blocks would chain from a wrong parent.
+        ++counters_.hash_conflicts;
+        if (ref->refs == 0) workers_[slot].engine.Erase(e.block_hashes[i]);
+        return;
+      }
+    }
+    Entry& entry = GetOrCreateEntry(node, slot);
+    if (entry.ref[t] == kMaxCount) {
+      ++counters_.ref_overflow;
+    } else {
+      ++ref->refs;
+      AddRef(slot, node, t);
+      ++counters_.blocks_stored;
+    }
+    MaybeEraseEntry(node, slot);
+    parent_node = node;
+  }
+}
+
+void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
+  if (!IsMainGroup(e.group_idx, std::nullopt)) {
+    ++counters_.ignored_group;
+    return;
+  }
+  std::optional<Tier> tier = TierFromMedium(e.medium.value_or("GPU"));
+  if (!tier) {
+    ++counters_.unknown_medium;
+    return;
+  }
+  const int t = static_cast<int>(*tier);
+  WorkerState& w = workers_[slot];
+  for (EngineHash hash : e.block_hashes) {
+    EngineRef* ref = w.engine.Find(hash);
+    Entry* entry = ref == nullptr ? nullptr : FindEntry(ref->node, slot);
+    if (entry == nullptr || entry->ref[t] == 0) {
+      ++counters_.unknown_removals;
+      continue;
+    }
+    std::uint32_t node = ref->node;
+    if (--ref->refs == 0) w.engine.Erase(hash);
+    DropRef(slot, node, t);
+    ++counters_.blocks_removed;
+  }
+}
+
+void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
+  Entry& entry = *FindEntry(node, slot);
+  bool was_held = AnyRef(entry.ref);
+  if (entry.ref[tier]++ == 0) {
+    if (!was_held) ++num_entries_;
+    OnHeld(slot, node, tier);
+  }
+}
+
+void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, int tier) {
+  Entry& entry = *FindEntry(node, slot);
+  assert(entry.ref[tier] > 0);
+  if (--entry.ref[tier] == 0) {
+    if (!AnyRef(entry.ref)) --num_entries_;
+    OnReleased(slot, node, tier);  // may erase the entry and the node
+  }
+}
+
+// (slot, tier) now holds `node`. The node becomes an orphan if its parent is not held; the
+// node's held children stop being orphans.
+void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, int tier) {
+  WorkerState& w = workers_[slot];
+  const std::uint32_t parent = nodes_[node].parent;
+  if (parent != kNoNode) {
+    Entry& pe = GetOrCreateEntry(parent, slot);
+    if (pe.ref[tier] == 0) ++w.orphans[tier];
+    if (pe.kids[tier] == kMaxCount) {
+      w.untracked[tier] = true;
+    } else {
+      ++pe.kids[tier];
+    }
+  }
+  w.orphans[tier] -= FindEntry(node, slot)->kids[tier];
+}
+
+// (slot, tier) no longer holds `node`: the reverse of OnHeld.
+void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, int tier) {
+  WorkerState& w = workers_[slot];
+  const std::uint32_t parent = nodes_[node].parent;
+  if (parent != kNoNode) {
+    Entry* pe = FindEntry(parent, slot);
+    if (pe != nullptr && pe->kids[tier] > 0) {
+      --pe->kids[tier];
+      if (pe->ref[tier] == 0) --w.orphans[tier];
+      MaybeEraseEntry(parent, slot);
+    } else {
+      w.untracked[tier] = true;  // only after a saturated counter
+    }
+  }
+  w.orphans[tier] += FindEntry(node, slot)->kids[tier];
+  MaybeEraseEntry(node, slot);
+}
+
+KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) {
+  std::vector<Entry>& h = nodes_[node].holders;
+  auto it = std::lower_bound(h.begin(), h.end(), slot,
+                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  return (it != h.end() && it->slot == slot) ? &*it : nullptr;
+}
+
+KvIndex::Entry& KvIndex::GetOrCreateEntry(std::uint32_t node, std::uint32_t slot) {
+  std::vector<Entry>& h = nodes_[node].holders;
+  auto it = std::lower_bound(h.begin(), h.end(), slot,
+                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  if (it != h.end() && it->slot == slot) return *it;
+  return *h.insert(it, Entry{slot, {}, {}});
+}
+
+void KvIndex::MaybeEraseEntry(std::uint32_t node, std::uint32_t slot) {
+  std::vector<Entry>& h = nodes_[node].holders;
+  auto it = std::lower_bound(h.begin(), h.end(), slot,
+                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  if (it == h.end() || it->slot != slot) return;
+  if (AnyRef(it->ref) || AnyRef(it->kids)) return;
+  h.erase(it);
+  MaybeDeleteNode(node);
+}
+
+std::uint32_t KvIndex::GetOrCreateNode(BlockKey key, std::uint32_t parent) {
+  auto [id, inserted] = node_of_key_.Insert(key, kNoNode);
+  if (!inserted) return *id;
+  std::uint32_t node;
+  if (!free_nodes_.empty()) {
+    node = free_nodes_.back();
+    free_nodes_.pop_back();
+  } else {
+    node = static_cast<std::uint32_t>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  *id = node;
+  Node& n = nodes_[node];
+  n.key = key;
+  n.parent = parent;
+  n.num_children = 0;
+  if (parent != kNoNode) ++nodes_[parent].num_children;
+  return node;
+}
+
+// Deletes empty childless nodes, walking up: keeps the node set closed under parents.
+void KvIndex::MaybeDeleteNode(std::uint32_t node) {
+  while (node != kNoNode) {
+    Node& n = nodes_[node];
+    if (!n.holders.empty() || n.num_children != 0) return;
+    std::uint32_t parent = n.parent;
+    node_of_key_.Erase(n.key);
+    std::vector<Entry>().swap(n.holders);
+    n.parent = kNoNode;
+    free_nodes_.push_back(node);
+    if (parent != kNoNode) --nodes_[parent].num_children;
+    node = parent;
+  }
+}
+
+std::uint32_t KvIndex::SlotFor(WorkerId worker) {
+  auto [slot, inserted] = slot_of_worker_.Insert(worker, 0);
+  if (!inserted) return *slot;
+  if (!free_slots_.empty()) {
+    *slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    *slot = static_cast<std::uint32_t>(workers_.size());
+    workers_.emplace_back();
+  }
+  WorkerState& w = workers_[*slot];
+  w = WorkerState{};
+  w.id = worker;
+  w.live = true;
+  return *slot;
+}
+
+const std::uint32_t* KvIndex::FindSlot(WorkerId worker) const {
+  return slot_of_worker_.Find(worker);
+}
+
+void KvIndex::PurgeWorker(std::uint32_t slot) {
+  WorkerState& w = workers_[slot];
+  std::vector<std::uint32_t> held;
+  held.reserve(w.engine.size());
+  w.engine.ForEach([&](std::uint64_t, const EngineRef& r) { held.push_back(r.node); });
+  w.engine.Clear();
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  // Dropping every ref through the normal path also clears kids counters and placeholder
+  // entries, and deletes nodes nobody needs any more. Nodes are only freed once every entry
+  // in their subtree is gone, and each id in `held` keeps its entry until its own turn.
+  for (std::uint32_t node : held) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      Entry* e = FindEntry(node, slot);
+      if (e == nullptr) break;
+      while (e != nullptr && e->ref[t] > 0) {
+        DropRef(slot, node, t);
+        e = FindEntry(node, slot);
+      }
+    }
+  }
+  w.orphans = {};
+  w.untracked = {};
+}
+
+void KvIndex::RemoveWorker(WorkerId worker) {
+  std::unique_lock lock(mu_);
+  const std::uint32_t* found = FindSlot(worker);
+  if (found == nullptr) return;
+  std::uint32_t slot = *found;
+  PurgeWorker(slot);
+  slot_of_worker_.Erase(worker);
+  workers_[slot] = WorkerState{};
+  free_slots_.push_back(slot);
+}
+
+void KvIndex::MarkStale(WorkerId worker) {
+  std::unique_lock lock(mu_);
+  workers_[SlotFor(worker)].stale = true;
+}
+
+void KvIndex::ClearStale(WorkerId worker) {
+  std::unique_lock lock(mu_);
+  if (const std::uint32_t* slot = FindSlot(worker)) workers_[*slot].stale = false;
+}
+
+IndexCounters KvIndex::counters() const {
+  std::shared_lock lock(mu_);
+  return counters_;
+}
+
+IndexStats KvIndex::stats() const {
+  std::shared_lock lock(mu_);
+  IndexStats s;
+  s.workers = slot_of_worker_.size();
+  s.nodes = node_of_key_.size();
+  s.entries = num_entries_;
+  for (const WorkerState& w : workers_) s.engine_hashes += w.engine.size();
+  return s;
+}
+
+void KvIndex::ResetLocked() {
+  node_of_key_.Clear();
+  nodes_.clear();
+  free_nodes_.clear();
+  slot_of_worker_.Clear();
+  workers_.clear();
+  free_slots_.clear();
+  num_entries_ = 0;
+}
+
+}  // namespace kvroute::kv

@@ -1,0 +1,101 @@
+// Lookup: consecutive prefix depth per worker and tier, stopping at the first missing block.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kv/index.h"
+#include "kv/index_test_util.h"
+
+namespace kvroute::kv {
+namespace {
+
+using testing::Batch;
+using testing::ByWorker;
+using testing::Match;
+using testing::PromptKeys;
+using testing::Remove;
+using testing::Store;
+
+std::vector<std::uint32_t> Range(std::uint32_t from, std::uint32_t to) {
+  std::vector<std::uint32_t> v(to - from);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+std::vector<EngineHash> Hashes(std::uint64_t from, std::uint64_t to) {
+  std::vector<EngineHash> v(to - from);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+class IndexLookupTest : public ::testing::Test {
+ protected:
+  BlockKeyer keyer_;
+  KvIndex index_{keyer_};
+};
+
+TEST_F(IndexLookupTest, EmptyPromptOrEmptyIndexMatchesNothing) {
+  EXPECT_TRUE(index_.Lookup({}).empty());
+  EXPECT_TRUE(index_.Lookup(PromptKeys(keyer_, {1, 2})).empty());
+}
+
+TEST_F(IndexLookupTest, PromptDivergingMidwayMatchesUpToTheDivergence) {
+  index_.ApplyBatch(1, Batch({Store({1, 2, 3, 4}, std::nullopt, {1, 2, 3, 4})}));
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, {1, 2, 9, 4})))[1].depth[0], 2u);
+}
+
+TEST_F(IndexLookupTest, HoleStopsTheMatchAtTheFirstMissingBlock) {
+  index_.ApplyBatch(1, Batch({Store(Hashes(100, 140), std::nullopt, Range(0, 40))}));
+  index_.ApplyBatch(1, Batch({Remove({117})}));  // block 17 evicted, 18..39 still held
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 40))));
+  EXPECT_EQ(m[1], Match(1, 17, 0, 0, 0, 17));
+}
+
+TEST_F(IndexLookupTest, HoleInOneTierIsCoveredByAnotherForAnyTier) {
+  index_.ApplyBatch(1, Batch({Store(Hashes(100, 110), std::nullopt, Range(0, 10), "GPU"),
+                              Store(Hashes(100, 110), std::nullopt, Range(0, 10), "CPU"),
+                              Remove({104}, "GPU"), Remove({107}, "CPU")}));
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 10))));
+  EXPECT_EQ(m[1], Match(1, 4, 7, 0, 0, 10));
+}
+
+TEST_F(IndexLookupTest, WorkersReportTheirOwnDepths) {
+  for (WorkerId w = 1; w <= 50; ++w) {
+    index_.ApplyBatch(w, Batch({Store(Hashes(1000, 1000 + 2 * w), std::nullopt, Range(0, 2 * w))}));
+  }
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 64))));
+  ASSERT_EQ(m.size(), 50u);
+  for (WorkerId w = 1; w <= 50; ++w) {
+    EXPECT_EQ(m[w], Match(w, std::min(2 * w, 64u), 0, 0, 0, std::min(2 * w, 64u))) << w;
+  }
+}
+
+TEST_F(IndexLookupTest, HealedHoleMatchesFullDepthAgain) {
+  index_.ApplyBatch(1, Batch({Store(Hashes(100, 120), std::nullopt, Range(0, 20)), Remove({105}),
+                              Store({105}, 104, {5})}));
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 20))))[1].depth[0], 20u);
+}
+
+TEST_F(IndexLookupTest, HoleOfOneWorkerDoesNotShortenAnother) {
+  index_.ApplyBatch(1, Batch({Store(Hashes(100, 120), std::nullopt, Range(0, 20)), Remove({110})}));
+  index_.ApplyBatch(2, Batch({Store(Hashes(500, 520), std::nullopt, Range(0, 20))}));
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 20))));
+  EXPECT_EQ(m[1].depth[0], 10u);
+  EXPECT_EQ(m[2].depth[0], 20u);
+}
+
+TEST_F(IndexLookupTest, BranchesShareTheirCommonPrefix) {
+  index_.ApplyBatch(1,
+                    Batch({Store({1, 2, 3}, std::nullopt, {1, 2, 3}), Store({14, 15}, 2, {4, 5})}));
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, {1, 2, 4, 5})))[1].depth[0], 4u);
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, {1, 2, 3, 5})))[1].depth[0], 3u);
+}
+
+TEST_F(IndexLookupTest, WorkerNotHoldingBlockZeroIsNotReported) {
+  // Worker 1 holds block 1 only in CPU under a GPU parent it then evicted.
+  index_.ApplyBatch(1,
+                    Batch({Store({1}, std::nullopt, {1}), Store({2}, 1, {2}, "CPU"), Remove({1})}));
+  EXPECT_TRUE(index_.Lookup(PromptKeys(keyer_, {1, 2})).empty());
+}
+
+}  // namespace
+}  // namespace kvroute::kv

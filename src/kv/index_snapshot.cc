@@ -1,0 +1,269 @@
+// KvIndex snapshot: Dump() and Restore(). Format (all integers little-endian):
+//
+//   magic "KVRIDX\r\n" (8 bytes) | u32 version (=1) | u32 block_size | u64 keyer seed
+//   u64 node_count   then per node:   u64 key | u8 has_parent | u64 parent_key
+//   u64 worker_count then per worker: u32 id | u8 stale
+//       u64 hash_count  then per hash:  u64 engine_hash | u64 node_key | u32 refs
+//       u64 entry_count then per entry: u64 node_key | u16 ref[4]
+//   u64 XXH3_64 of every byte before it
+//
+// Derived state (kids counters, orphan counts, node child counts) is rebuilt on restore by
+// the same code paths that maintain it live, so a snapshot cannot carry inconsistent derived
+// state. Event counters are not part of the snapshot.
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <unordered_map>
+
+#include "kv/index.h"
+
+namespace kvroute::kv {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "snapshot assumes little-endian");
+
+constexpr char kMagic[8] = {'K', 'V', 'R', 'I', 'D', 'X', '\r', '\n'};
+constexpr std::uint32_t kVersion = 1;
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  void PutBytes(const char* p, std::size_t n) { out_.append(p, n); }
+  std::string& str() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (in_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(v, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  // A count is plausible only if that many records of `record_bytes` can still follow.
+  bool GetCount(std::uint64_t* n, std::size_t record_bytes) {
+    return Get(n) && *n <= (in_.size() - pos_) / record_bytes;
+  }
+  bool AtEnd() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  std::size_t pos_ = 0;
+};
+
+struct NodeRec {
+  BlockKey key;
+  bool has_parent;
+  BlockKey parent;
+};
+struct HashRec {
+  EngineHash hash;
+  BlockKey node;
+  std::uint32_t refs;
+};
+struct EntryRec {
+  BlockKey node;
+  std::array<std::uint16_t, kNumTiers> ref;
+};
+struct WorkerRec {
+  WorkerId id;
+  bool stale;
+  std::vector<HashRec> hashes;
+  std::vector<EntryRec> entries;
+};
+
+}  // namespace
+
+std::string KvIndex::Dump() const {
+  std::shared_lock lock(mu_);
+  // Records are written in sorted order so equal index contents give equal images.
+  Writer w;
+  w.PutBytes(kMagic, sizeof(kMagic));
+  w.Put<std::uint32_t>(kVersion);
+  w.Put<std::uint32_t>(keyer_.block_size());
+  w.Put<std::uint64_t>(keyer_.seed());
+  std::vector<std::pair<BlockKey, std::uint32_t>> nodes;
+  nodes.reserve(node_of_key_.size());
+  node_of_key_.ForEach(
+      [&](std::uint64_t key, const std::uint32_t& id) { nodes.emplace_back(key, id); });
+  std::sort(nodes.begin(), nodes.end());
+  w.Put<std::uint64_t>(nodes.size());
+  for (const auto& [key, id] : nodes) {
+    const Node& n = nodes_[id];
+    w.Put<std::uint64_t>(key);
+    w.Put<std::uint8_t>(n.parent != kNoNode);
+    w.Put<std::uint64_t>(n.parent != kNoNode ? nodes_[n.parent].key : 0);
+  }
+  std::vector<std::pair<WorkerId, std::uint32_t>> workers;
+  for (std::uint32_t slot = 0; slot < workers_.size(); ++slot) {
+    if (workers_[slot].live) workers.emplace_back(workers_[slot].id, slot);
+  }
+  std::sort(workers.begin(), workers.end());
+  w.Put<std::uint64_t>(workers.size());
+  for (const auto& [id, slot] : workers) {
+    const WorkerState& ws = workers_[slot];
+    w.Put<std::uint32_t>(id);
+    w.Put<std::uint8_t>(ws.stale);
+    std::vector<std::pair<EngineHash, EngineRef>> hashes;
+    hashes.reserve(ws.engine.size());
+    ws.engine.ForEach(
+        [&](std::uint64_t hash, const EngineRef& r) { hashes.emplace_back(hash, r); });
+    std::sort(hashes.begin(), hashes.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    w.Put<std::uint64_t>(hashes.size());
+    std::vector<std::pair<BlockKey, std::uint32_t>> held;
+    for (const auto& [hash, r] : hashes) {
+      w.Put<std::uint64_t>(hash);
+      w.Put<std::uint64_t>(nodes_[r.node].key);
+      w.Put<std::uint32_t>(r.refs);
+      held.emplace_back(nodes_[r.node].key, r.node);
+    }
+    std::sort(held.begin(), held.end());
+    held.erase(std::unique(held.begin(), held.end()), held.end());
+    w.Put<std::uint64_t>(held.size());
+    for (const auto& [key, node] : held) {
+      const std::vector<Entry>& h = nodes_[node].holders;
+      auto it = std::lower_bound(h.begin(), h.end(), slot,
+                                 [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+      w.Put<std::uint64_t>(key);
+      for (int t = 0; t < kNumTiers; ++t) w.Put<std::uint16_t>(it->ref[t]);
+    }
+  }
+  w.Put<std::uint64_t>(XXH3_64bits(w.str().data(), w.str().size()));
+  return std::move(w.str());
+}
+
+std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
+  using Err = std::unexpected<std::string>;
+  if (image.size() < sizeof(kMagic) + 8 + 8 + 8) return Err("snapshot: truncated");
+  if (std::memcmp(image.data(), kMagic, sizeof(kMagic)) != 0) return Err("snapshot: bad magic");
+  std::uint64_t stored_sum;
+  std::memcpy(&stored_sum, image.data() + image.size() - 8, 8);
+  const std::string_view body = image.substr(0, image.size() - 8);
+  if (XXH3_64bits(body.data(), body.size()) != stored_sum) return Err("snapshot: bad checksum");
+
+  Reader r(body.substr(sizeof(kMagic)));
+  std::uint32_t version, block_size;
+  std::uint64_t seed;
+  if (!r.Get(&version) || version != kVersion) return Err("snapshot: unsupported version");
+  if (!r.Get(&block_size) || !r.Get(&seed)) return Err("snapshot: truncated header");
+  if (block_size != keyer_.block_size() || seed != keyer_.seed()) {
+    return Err("snapshot: block size or key seed differs from this index's keyer");
+  }
+  // Parse everything before touching the index, so a bad image leaves it unchanged.
+  std::uint64_t count;
+  if (!r.GetCount(&count, 17)) return Err("snapshot: bad node count");
+  std::vector<NodeRec> nodes(count);
+  std::unordered_map<BlockKey, std::uint32_t> index_of;
+  index_of.reserve(count);
+  for (auto& n : nodes) {
+    std::uint8_t hp;
+    if (!r.Get(&n.key) || !r.Get(&hp) || !r.Get(&n.parent)) return Err("snapshot: truncated");
+    n.has_parent = hp != 0;
+    if (!index_of.emplace(n.key, &n - nodes.data()).second) return Err("snapshot: dup node");
+  }
+  // Every parent exists and parent links are acyclic.
+  std::vector<std::uint8_t> state(nodes.size(), 0);  // 0 new, 1 on path, 2 checked
+  std::vector<std::uint32_t> path;
+  for (std::uint32_t start = 0; start < nodes.size(); ++start) {
+    path.clear();
+    std::uint32_t cur = start;
+    while (state[cur] == 0) {
+      state[cur] = 1;
+      path.push_back(cur);
+      if (!nodes[cur].has_parent) break;
+      auto it = index_of.find(nodes[cur].parent);
+      if (it == index_of.end()) return Err("snapshot: node parent missing");
+      cur = it->second;
+      if (state[cur] == 1) return Err("snapshot: parent cycle");
+    }
+    for (std::uint32_t p : path) state[p] = 2;
+  }
+  if (!r.GetCount(&count, 13)) return Err("snapshot: bad worker count");
+  std::vector<WorkerRec> workers(count);
+  std::unordered_map<WorkerId, bool> seen_workers;
+  for (auto& w : workers) {
+    std::uint8_t stale;
+    if (!r.Get(&w.id) || !r.Get(&stale)) return Err("snapshot: truncated");
+    if (!seen_workers.emplace(w.id, true).second) return Err("snapshot: duplicate worker");
+    w.stale = stale != 0;
+    if (!r.GetCount(&count, 20)) return Err("snapshot: bad hash count");
+    w.hashes.resize(count);
+    std::unordered_map<BlockKey, std::uint64_t> refs_by_node;
+    std::unordered_map<EngineHash, bool> seen_hashes;
+    for (auto& h : w.hashes) {
+      if (!r.Get(&h.hash) || !r.Get(&h.node) || !r.Get(&h.refs)) return Err("snapshot: truncated");
+      if (h.refs == 0 || !index_of.contains(h.node)) return Err("snapshot: bad hash record");
+      if (!seen_hashes.emplace(h.hash, true).second) return Err("snapshot: duplicate hash");
+      refs_by_node[h.node] += h.refs;
+    }
+    if (!r.GetCount(&count, 16)) return Err("snapshot: bad entry count");
+    w.entries.resize(count);
+    for (auto& e : w.entries) {
+      if (!r.Get(&e.node)) return Err("snapshot: truncated");
+      std::uint64_t total = 0;
+      for (auto& v : e.ref) {
+        if (!r.Get(&v)) return Err("snapshot: truncated");
+        total += v;
+      }
+      auto it = refs_by_node.find(e.node);
+      if (it == refs_by_node.end() || it->second != total) {
+        return Err("snapshot: entry refs disagree with hash refs");
+      }
+      refs_by_node.erase(it);  // also rejects duplicate entries
+    }
+    if (!refs_by_node.empty()) return Err("snapshot: hash without entry");
+  }
+  if (!r.AtEnd()) return Err("snapshot: trailing bytes");
+
+  std::unique_lock lock(mu_);
+  ResetLocked();
+  nodes_.resize(nodes.size());
+  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
+    nodes_[i].key = nodes[i].key;
+    node_of_key_.Insert(nodes[i].key, i);
+  }
+  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
+    if (!nodes[i].has_parent) continue;
+    const std::uint32_t p = index_of.at(nodes[i].parent);
+    nodes_[i].parent = p;
+    ++nodes_[p].num_children;
+  }
+  for (const WorkerRec& w : workers) {
+    const std::uint32_t slot = SlotFor(w.id);
+    workers_[slot].stale = w.stale;
+    for (const HashRec& h : w.hashes) {
+      workers_[slot].engine.Insert(h.hash, EngineRef{index_of.at(h.node), h.refs});
+    }
+    for (const EntryRec& e : w.entries) {
+      const std::uint32_t node = index_of.at(e.node);
+      GetOrCreateEntry(node, slot);
+      for (int t = 0; t < kNumTiers; ++t) {
+        if (e.ref[t] == 0) continue;
+        AddRef(slot, node, t);  // 0 -> 1 runs the orphan bookkeeping
+        FindEntry(node, slot)->ref[t] = e.ref[t];
+      }
+    }
+  }
+  // Nodes that nothing needs (a hand-made image could list them) are dropped as live
+  // operation would have.
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].holders.empty() && nodes_[i].num_children == 0 &&
+        node_of_key_.Find(nodes_[i].key) != nullptr) {
+      MaybeDeleteNode(i);
+    }
+  }
+  return {};
+}
+
+}  // namespace kvroute::kv
