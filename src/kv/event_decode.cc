@@ -1,6 +1,7 @@
 #include "kv/event_decode.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -463,6 +464,8 @@ class Decoder {
     if (!Next(&t, "ts")) return false;
     switch (t.kind) {
       case Tok::kFloat:
+        // NaN or infinity would poison every age computed from ts downstream.
+        if (!std::isfinite(t.f)) return Fail(DecodeError::kInvalidValue, "ts");
         *out = t.f;
         return true;
       case Tok::kUint:

@@ -9,7 +9,7 @@
 //   - hashes: int64 (kept as two's complement), uint64, or bin (last 8 bytes big-endian;
 //     shorter bins are read as a big-endian number);
 //   - token_ids: ints, or [t, t+1] bigram pairs (EAGLE) of which the first element is kept;
-//   - ts: float32, float64 or an int.
+//   - ts: float32, float64 or an int; NaN and infinities are rejected.
 // Events with an unknown tag are skipped and counted, not errors: a newer engine may add event
 // types the index does not need. A nil medium stays nullopt, which kv_event.h defines as GPU.
 //
@@ -41,7 +41,7 @@ enum class DecodeError : std::uint8_t {
   kTooLarge,        // a count or length exceeds the bytes left
   kTooDeep,         // nesting deeper than kMaxDecodeDepth
   kMissingField,    // a required field is absent (array too short, map key missing)
-  kInvalidValue,    // right type, value out of range (token id >= 2^32, block_size 0, ...)
+  kInvalidValue,    // right type, value out of range (token id >= 2^32, block_size 0, NaN ts)
 };
 
 const char* DecodeErrorName(DecodeError error);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -312,6 +313,13 @@ TEST(EventDecodeMalformedTest, OutOfRangeValuesAreRejected) {
   EXPECT_EQ(ErrorOf(Mp().Arr(3).F64(0).Arr(0).U64(1ULL << 63).bytes), DecodeError::kInvalidValue);
   EXPECT_EQ(ErrorOf(Mp().Arr(2).F64(0).Arr(1).Arr(2).S("BlockRemoved").Arr(1).B(0xc4).B(0).bytes),
             DecodeError::kInvalidValue);  // empty bin hash
+}
+
+TEST(EventDecodeMalformedTest, NonFiniteTimestampIsRejected) {
+  EXPECT_EQ(ErrorOf(Mp().Arr(2).F64(std::numeric_limits<double>::quiet_NaN()).Arr(0).bytes),
+            DecodeError::kInvalidValue);
+  EXPECT_EQ(ErrorOf(Mp().Arr(2).F64(std::numeric_limits<double>::infinity()).Arr(0).bytes),
+            DecodeError::kInvalidValue);
 }
 
 TEST(EventDecodeMalformedTest, ReservedByteIsAnError) {
