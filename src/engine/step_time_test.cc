@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <vector>
 
 namespace kvroute::engine {
@@ -35,6 +36,8 @@ TEST(StepTimeTest, EveryProfileMatchesEveryAnchor) {
     const StepTimeModel model(p);
     for (const Anchor& a : p.anchors) {
       const double v = Predict(model, a);
+      std::printf("%-20s %-22s predicted %10.4g  band [%.4g, %.4g]  %s\n", name.c_str(),
+                  AnchorMetricName(a.metric), v, a.min, a.max, a.name.c_str());
       EXPECT_GE(v, a.min) << name << " / " << a.name << " (" << AnchorMetricName(a.metric) << ")";
       EXPECT_LE(v, a.max) << name << " / " << a.name << " (" << AnchorMetricName(a.metric) << ")";
       ++checked;
