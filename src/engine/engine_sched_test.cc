@@ -76,14 +76,20 @@ TEST(EngineSchedTest, LongPromptIsChunkedOverSteps) {
   for (const StepResult& s : run.steps) EXPECT_GT(s.duration.count(), 0);
 }
 
-TEST(EngineSchedTest, WithoutChunkingAPromptOverTheBudgetWaits) {
+TEST(EngineSchedTest, WithoutChunkingPromptsRunWholeAndOversizedOnesAreRefused) {
   EngineConfig c = Config(256, 32);
   c.enable_chunked_prefill = false;
   auto engine = NewEngine(TestProfile(), c);
-  ASSERT_FALSE(engine->Add(Req("a", Seq(100), 2)));
+  EXPECT_TRUE(engine->Add(Req("big", Seq(100), 2)).has_value());  // would never fit a step
+  ASSERT_FALSE(engine->Add(Req("a", Seq(20), 4)));
+  ASSERT_FALSE(engine->Add(Req("b", Seq(20, 500), 4)));
   const StepResult r = engine->Step(Nanos(0));
-  EXPECT_EQ(r.num_prefill_tokens, 0u);
+  // "b" does not fit the 12 tokens left and is not split: it waits for the next step.
+  EXPECT_EQ(r.num_prefill_tokens, 20u);
   EXPECT_EQ(engine->Stats().num_waiting, 1u);
+  Trace run;
+  Drive(*engine, &run);
+  EXPECT_EQ(run.tokens["b"].size(), 4u);
 }
 
 TEST(EngineSchedTest, DecodesOfRunningRequestsGoBeforeNewPrefills) {

@@ -25,6 +25,12 @@ std::optional<std::string> Scheduler::Add(RequestSpec spec) {
            std::to_string(spec.max_tokens) + ") exceeds max_model_len " +
            std::to_string(config_.max_model_len);
   }
+  // Without chunked prefill a (re)computation must fit one step's budget, or it would wait
+  // forever (vLLM enforces max_num_batched_tokens >= max_model_len in that mode).
+  if (!config_.enable_chunked_prefill && total > config_.max_num_batched_tokens) {
+    return "prompt + max_tokens (" + std::to_string(total) + ") exceeds max_num_batched_tokens " +
+           std::to_string(config_.max_num_batched_tokens) + " with chunked prefill disabled";
+  }
   // A request that cannot fit the whole cache would wait forever.
   const std::uint64_t blocks = (total + config_.block_size - 1) / config_.block_size;
   if (static_cast<std::int64_t>(blocks) > pool_.num_blocks()) {
