@@ -75,6 +75,7 @@ Registry MakeBuiltin() {
               [](Params&) -> Made<Scorer> { return NewInflightRequestsScorer(); });
   r.AddScorer("inflight_normalized",
               [](Params&) -> Made<Scorer> { return NewInflightNormalizedScorer(); });
+  r.AddScorer("engine_queue", [](Params&) -> Made<Scorer> { return NewEngineQueueScorer(); });
   r.AddScorer("kv_usage", [](Params&) -> Made<Scorer> { return NewKvUsageScorer(); });
   r.AddScorer("prefix_miss", [](Params&) -> Made<Scorer> { return NewPrefixMissScorer(); });
   r.AddScorer("predicted_ttft", [](Params&) -> Made<Scorer> { return NewPredictedTtftScorer(); });

@@ -65,7 +65,42 @@ class InflightNormalized final : public Scorer {
   }
 };
 
+// Min-max normalised engine queue length; unknown queues cost the maximum (1) so that a
+// worker we cannot see is never preferred over one we know is idle.
+class EngineQueue final : public Scorer {
+ public:
+  std::string_view Name() const override { return "engine_queue"; }
+  Inputs Needs() const override { return kScrapedMetrics; }
+  std::expected<Costs, SchedError> Score(const RequestProfile&,
+                                         std::span<const Candidate> candidates) const override {
+    std::vector<std::optional<double>> waiting;
+    double lo = std::numeric_limits<double>::infinity();
+    double hi = -lo;
+    for (const Candidate& c : candidates) {
+      const auto& s = c.worker->scraped;
+      waiting.push_back(s && s->num_waiting ? std::optional<double>(*s->num_waiting)
+                                            : std::nullopt);
+      if (waiting.back()) {
+        lo = std::min(lo, *waiting.back());
+        hi = std::max(hi, *waiting.back());
+      }
+    }
+    Costs out;
+    for (const auto& w : waiting) {
+      if (!w)
+        out.push_back(1.0);
+      else
+        out.push_back(hi > lo ? (*w - lo) / (hi - lo) : 0.0);
+    }
+    return out;
+  }
+};
+
 }  // namespace
+
+std::shared_ptr<const Scorer> NewEngineQueueScorer() {
+  return std::make_shared<const EngineQueue>();
+}
 
 std::shared_ptr<const Scorer> NewInflightRequestsScorer() {
   return Make("inflight_requests", kRouterLoad,

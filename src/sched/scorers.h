@@ -4,6 +4,8 @@
 //   inflight_requests   router-side in-flight requests (count)
 //   inflight_normalized the same, min-max normalised over the candidates to [0, 1]
 //   kv_usage            router-side active_kv_blocks / kv_capacity_blocks (1 when unknown)
+//   engine_queue        scraped num_waiting, min-max normalised to [0, 1]; a worker with no
+//                       scrape (or no num_waiting) costs 1, the worst seen (llm-d queue-scorer)
 //   prefix_miss         1 - prefix hit ratio (any tier), in [0, 1]
 //   token_load          llm-d's look-ahead token load: min(1, (pending_prefill_tokens +
 //                       prompt_tokens * (1 - hit ratio)) / token_limit)
@@ -22,6 +24,7 @@ namespace kvroute::sched {
 std::shared_ptr<const Scorer> NewInflightRequestsScorer();
 std::shared_ptr<const Scorer> NewInflightNormalizedScorer();
 std::shared_ptr<const Scorer> NewKvUsageScorer();
+std::shared_ptr<const Scorer> NewEngineQueueScorer();
 std::shared_ptr<const Scorer> NewPrefixMissScorer();
 
 struct TokenLoadOptions {
