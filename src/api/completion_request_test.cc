@@ -88,6 +88,13 @@ TEST(CompletionRequest, InvalidUtf8IsAMalformedBody) {
   EXPECT_EQ(e.param, "");
 }
 
+TEST(CompletionRequest, DuplicateKeysKeepTheLastValueLikePython) {
+  // Python's json (vLLM) keeps the last duplicate; so must we, or the router would route on a
+  // different model than the engine serves.
+  const CompletionRequest r = ParseOk(R"({"model":"a","prompt":"x","model":"b"})");
+  EXPECT_EQ(r.params.model, "b");
+}
+
 TEST(CompletionRequest, ParsesFromAnAlreadyParsedObject) {
   boost::json::object obj{{"model", "m"}, {"prompt", "p"}};
   auto r = ParseCompletionRequest(std::move(obj));

@@ -90,8 +90,12 @@ std::expected<GenerationParams, ApiError> ParseGenerationParams(const boost::jso
   p.stream = stream.value_or(false);
   KVROUTE_API_ASSIGN_OR_RETURN(stream_options, ParseStreamOptions(body));
   if (stream_options && !p.stream) {
-    return std::unexpected(ApiError::InvalidRequest(
-        "Stream options can only be defined when `stream=True`.", "stream_options"));
+    // vLLM tests the raw dict's truthiness, so an empty {} passes and is then meaningless.
+    if (!Find(body, "stream_options")->get_object().empty()) {
+      return std::unexpected(ApiError::InvalidRequest(
+          "Stream options can only be defined when `stream=True`.", "stream_options"));
+    }
+    stream_options.reset();
   }
   p.stream_options = stream_options;
 

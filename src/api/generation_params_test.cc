@@ -77,6 +77,10 @@ TEST(GenerationParams, StreamOptionsIncludeUsageDefaultsToTrueWhenObjectPresent)
   EXPECT_FALSE(p.ContinuousUsage());
 }
 
+TEST(GenerationParams, EmptyStreamOptionsWithoutStreamAreIgnoredLikeVllm) {
+  EXPECT_FALSE(ParseOk(R"({"model":"m","stream_options":{}})").stream_options);
+}
+
 TEST(GenerationParams, StreamOptionsFlagsAreRead) {
   const GenerationParams p = ParseOk(
       R"({"model":"m","stream":true,

@@ -92,6 +92,12 @@ boost::json::object UsageChunk(const ResponseMeta& meta, Endpoint endpoint, cons
   return out;
 }
 
+std::string StreamErrorFrames(const ApiError& error) {
+  std::string out = SseJson(error.ToJson());
+  out += kSseDone;
+  return out;
+}
+
 StreamEncoder::StreamEncoder(Endpoint endpoint, ResponseMeta meta,
                              std::optional<StreamOptions> options, std::int64_t prompt_tokens)
     : endpoint_(endpoint),

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/api_error.h"
 #include "api/generation_params.h"
 #include "api/responses.h"
 
@@ -35,6 +36,11 @@ boost::json::object CompletionChunk(const ResponseMeta& meta, std::string_view t
                                     const Finish* finish, const Usage* usage);
 // Both: the final usage-only chunk, {"choices": []}.
 boost::json::object UsageChunk(const ResponseMeta& meta, Endpoint endpoint, const Usage& usage);
+
+// An error after the stream has started (the status line is already sent): vLLM sends the
+// error object as one more event, then the terminator:
+//   data: {"error": {...}}\n\n data: [DONE]\n\n
+std::string StreamErrorFrames(const ApiError& error);
 
 // Encodes one streamed response into SSE frames ("data: …\n\n").
 //

@@ -119,5 +119,11 @@ TEST(StreamEncoder, CompletionStreamHasNoRoleChunk) {
   EXPECT_TRUE(events[3].done);
 }
 
+TEST(StreamErrorFrames, ErrorEventThenDone) {
+  EXPECT_EQ(StreamErrorFrames(ApiError::Internal("engine died")),
+            "data: {\"error\":{\"message\":\"engine died\",\"type\":\"server_error\","
+            "\"param\":null,\"code\":\"internal_error\"}}\n\ndata: [DONE]\n\n");
+}
+
 }  // namespace
 }  // namespace kvroute::api
