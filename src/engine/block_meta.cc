@@ -2,20 +2,25 @@
 
 namespace kvroute::engine {
 
-kv::BlockStored MakeBlockStored(const std::vector<const BlockMeta*>& metas,
-                                std::uint32_t block_size, const char* medium) {
+kv::BlockStored NewBlockStored(std::uint32_t block_size, const char* medium,
+                               std::optional<kv::EngineHash> parent_hash,
+                               const std::string& lora_name) {
   kv::BlockStored ev;
   ev.block_size = block_size;
   ev.medium = medium;
   ev.group_idx = 0;
   ev.kv_cache_spec_kind = "full_attention";
-  if (metas.empty()) return ev;
-  ev.parent_block_hash = metas.front()->parent_hash;
-  if (!metas.front()->lora_name.empty()) ev.lora_name = metas.front()->lora_name;
-  for (const BlockMeta* m : metas) {
-    ev.block_hashes.push_back(m->hash);
-    ev.token_ids.insert(ev.token_ids.end(), m->tokens.begin(), m->tokens.end());
-  }
+  ev.parent_block_hash = parent_hash;
+  if (!lora_name.empty()) ev.lora_name = lora_name;
+  return ev;
+}
+
+kv::BlockStored BlockStoredOf(const BlockMeta& meta, std::uint32_t block_size, const char* medium) {
+  static const std::string kNoLora;
+  kv::BlockStored ev = NewBlockStored(block_size, medium, meta.parent_hash,
+                                      meta.payload ? meta.payload->lora_name : kNoLora);
+  ev.block_hashes.push_back(meta.hash);
+  if (meta.payload) ev.token_ids = meta.payload->tokens;
   return ev;
 }
 

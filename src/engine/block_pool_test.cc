@@ -139,7 +139,8 @@ TEST(BlockPoolTest, EvictionOffloadsToTheCpuTierBeforeRemovingFromGpu) {
   ASSERT_TRUE(pool.Allocate(1, &events, &ids));
   BlockMeta m = Meta(9);
   m.parent_hash = 80;
-  m.tokens.assign(16, 3);
+  m.payload = std::make_shared<const BlockPayload>(
+      BlockPayload{.tokens = std::vector<TokenId>(16, 3), .lora_name = "ad"});
   pool.Cache(ids[0], m);
   pool.Free(ids);
   ids.clear();
@@ -150,6 +151,10 @@ TEST(BlockPoolTest, EvictionOffloadsToTheCpuTierBeforeRemovingFromGpu) {
   EXPECT_EQ(stored.block_hashes, (std::vector<kv::EngineHash>{90}));
   EXPECT_EQ(stored.parent_block_hash, 80u);
   EXPECT_EQ(stored.token_ids, std::vector<TokenId>(16, 3));
+  EXPECT_EQ(stored.lora_name, "ad");
+  EXPECT_EQ(stored.block_size, 16u);
+  EXPECT_EQ(stored.group_idx, 0);
+  EXPECT_EQ(stored.kv_cache_spec_kind, "full_attention");
   EXPECT_EQ(std::get<kv::BlockRemoved>(events[1]).medium, "GPU");
   EXPECT_NE(tier.Find(9), nullptr);
 }

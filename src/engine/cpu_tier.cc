@@ -30,7 +30,7 @@ void CpuTier::Insert(const BlockMeta& meta, std::vector<kv::KvEvent>* events) {
   }
   lru_.push_back(meta);
   index_[meta.key] = std::prev(lru_.end());
-  events->push_back(MakeBlockStored({&lru_.back()}, block_size_, "CPU"));
+  events->push_back(BlockStoredOf(lru_.back(), block_size_, "CPU"));
 }
 
 void CpuTier::Clear() {

@@ -119,20 +119,25 @@ BlockMeta Scheduler::MetaFor(const Request& req, std::size_t i) const {
   m.key = req.keys[i];
   m.hash = req.hashes[i];
   if (i > 0) m.parent_hash = req.hashes[i - 1];
-  m.lora_name = req.spec.lora_name;
   if (cpu_tier_.capacity() > 0) {
-    const auto* begin = req.tokens.data() + i * config_.block_size;
-    m.tokens.assign(begin, begin + config_.block_size);
+    const auto begin = req.tokens.begin() + i * config_.block_size;
+    m.payload = std::make_shared<const BlockPayload>(BlockPayload{
+        .tokens = {begin, begin + config_.block_size}, .lora_name = req.spec.lora_name});
   }
   return m;
 }
 
-void Scheduler::EmitStored(const std::vector<BlockMeta>& run,
+void Scheduler::EmitStored(const Request& req, std::size_t first, std::size_t end,
                            std::vector<kv::KvEvent>* events) const {
-  if (run.empty()) return;
-  std::vector<const BlockMeta*> ptrs;
-  for (const BlockMeta& m : run) ptrs.push_back(&m);
-  events->push_back(MakeBlockStored(ptrs, config_.block_size, "GPU"));
+  if (first >= end) return;
+  const std::size_t bs = config_.block_size;
+  kv::BlockStored ev = NewBlockStored(
+      config_.block_size, "GPU",
+      first > 0 ? std::optional<kv::EngineHash>(req.hashes[first - 1]) : std::nullopt,
+      req.spec.lora_name);
+  ev.block_hashes.assign(req.hashes.begin() + first, req.hashes.begin() + end);
+  ev.token_ids.assign(req.tokens.begin() + first * bs, req.tokens.begin() + end * bs);
+  events->push_back(std::move(ev));
 }
 
 void Scheduler::ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* out,
@@ -186,23 +191,22 @@ void Scheduler::ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* o
     pool_.Allocate(cpu_hits + new_blocks, events, &fresh);
     std::size_t next_fresh = 0;
     std::size_t next_loaded = 0;
-    std::vector<BlockMeta> run;  // loaded blocks, consecutive: one BlockStored per run
+    // Loaded blocks are announced on GPU again, one BlockStored per consecutive run.
+    std::size_t run_start = 0;
     for (std::size_t i = 0; i < hits.size(); ++i) {
       if (hits[i].gpu) {
-        EmitStored(run, events);
-        run.clear();
+        EmitStored(*req, run_start, i, events);
+        run_start = i + 1;
         req->blocks.push_back(*hits[i].gpu);
         continue;
       }
       const BlockId id = fresh[next_fresh++];
-      BlockMeta meta = loaded[next_loaded++];
+      BlockMeta& meta = loaded[next_loaded++];
       cpu_tier_.Touch(meta.key);
-      meta.tokens.assign(req->tokens.begin() + i * bs, req->tokens.begin() + (i + 1) * bs);
-      run.push_back(meta);
       pool_.Cache(id, std::move(meta));
       req->blocks.push_back(id);
     }
-    EmitStored(run, events);
+    EmitStored(*req, run_start, hits.size(), events);
     req->blocks.insert(req->blocks.end(), fresh.begin() + next_fresh, fresh.end());
     *load_bytes += static_cast<double>(cpu_hits) * bs * step_time_.KvBytesPerTokenTransfer();
 
@@ -224,23 +228,16 @@ void Scheduler::CacheFullBlocks(Request* req, std::vector<kv::KvEvent>* events) 
   if (!config_.enable_prefix_caching) return;
   const std::size_t full =
       std::min<std::size_t>(req->num_computed / config_.block_size, req->keys.size());
-  std::vector<BlockMeta> run;
+  std::size_t run_start = req->num_cached_blocks;
   for (std::size_t i = req->num_cached_blocks; i < full; ++i) {
-    BlockMeta meta = MetaFor(*req, i);
-    if (!pool_.Cache(req->blocks[i], meta)) {
+    if (!pool_.Cache(req->blocks[i], MetaFor(*req, i))) {
       // Another request cached this block first: this copy stays private, and the event
       // for the blocks after it names it as parent (the chain is the same).
-      EmitStored(run, events);
-      run.clear();
-      continue;
+      EmitStored(*req, run_start, i, events);
+      run_start = i + 1;
     }
-    if (meta.tokens.empty()) {
-      const auto* begin = req->tokens.data() + i * config_.block_size;
-      meta.tokens.assign(begin, begin + config_.block_size);
-    }
-    run.push_back(std::move(meta));
   }
-  EmitStored(run, events);
+  EmitStored(*req, run_start, full, events);
   req->num_cached_blocks =
       static_cast<std::uint32_t>(std::max<std::size_t>(full, req->num_cached_blocks));
 }

@@ -65,7 +65,9 @@ class Scheduler {
   void FreeBlocks(Request* req);
   void CacheFullBlocks(Request* req, std::vector<kv::KvEvent>* events);
   BlockMeta MetaFor(const Request& req, std::size_t block_index) const;
-  void EmitStored(const std::vector<BlockMeta>& run, std::vector<kv::KvEvent>* events) const;
+  // BlockStored "GPU" for blocks [first, end) of `req` (nothing when empty).
+  void EmitStored(const Request& req, std::size_t first, std::size_t end,
+                  std::vector<kv::KvEvent>* events) const;
 
   Profile profile_;
   EngineConfig config_;
