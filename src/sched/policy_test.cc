@@ -206,5 +206,37 @@ TEST(PolicyTest, CacheViewsAreMatchedByWorkerIdNotPosition) {
   EXPECT_DOUBLE_EQ(d->candidates[1].costs[0], 0.0);
 }
 
+TEST(PolicyTest, StaleCacheViewIsRecordedInTheTrace) {
+  const Policy p = Make({{NewHealthyFilter()}}, {{NewPrefixMissScorer(), 1.0}});
+  std::vector<WorkerSnapshot> ws = {Worker(1), Worker(2)};
+  ws[1].healthy = false;
+  RequestProfile r = Request(320);
+  r.cache_views = {View(1, 20)};
+  r.cache_views[0].stale = true;
+  PolicyState state(1);
+  auto d = p.Decide(r, ws, state);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->candidates[0].cache_stale);
+  const std::string text = RenderDecision(*d);
+  EXPECT_NE(text.find("1 w1 (stale cache view) prefix_miss=0x1 total=0"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2 w2: dropped by healthy: unhealthy"), std::string::npos) << text;
+}
+
+TEST(PolicyTest, SnapshotOrderDoesNotChangeTheChoice) {
+  const Policy p = Make({}, {{NewInflightRequestsScorer(), 1.0}}, NewSoftmaxPicker(1.0));
+  std::vector<WorkerSnapshot> ws = {Worker(1), Worker(2), Worker(3), Worker(4)};
+  for (std::size_t i = 0; i < ws.size(); ++i)
+    ws[i].inflight_requests = static_cast<std::uint32_t>(i % 2);
+  std::vector<WorkerSnapshot> reversed(ws.rbegin(), ws.rend());
+  PolicyState a(77), b(77);
+  for (int i = 0; i < 200; ++i) {
+    auto da = p.Decide(Request(64), ws, a);
+    auto db = p.Decide(Request(64), reversed, b);
+    ASSERT_TRUE(da.has_value() && db.has_value());
+    EXPECT_EQ(da->chosen, db->chosen);
+  }
+}
+
 }  // namespace
 }  // namespace kvroute::sched
