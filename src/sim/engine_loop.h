@@ -1,0 +1,117 @@
+// EngineLoop: runs one engine model on its own thread in (sped-up) real time, for
+// `kvroute sim`.
+//
+//   loop {
+//     take submitted requests, aborts and resets from the mailbox
+//     r = engine.Step(now)                     // simulated time
+//     sleep until now + r.duration             // real sleep = duration / speedup
+//     hand r.tokens to each request's observer // "visible at" now + r.duration
+//     publish r.kv_events as one batch         // one batch per step, as vLLM
+//     update the scheduler metrics
+//   }
+//
+// Requests come from HTTP threads through a mutex-guarded mailbox; outputs go back through
+// RequestObserver callbacks, which run on the loop thread and must only hand data over (push
+// to a net::ChunkQueue, set a net::DeferredSlot), never block.
+//
+// Ownership: owns the engine and the thread. The clock and the metrics (optional) must
+// outlive the loop.
+// Thread safety: Submit, Abort, ResetPrefixCache, Now, Stats may be called from any thread.
+// Start/Stop from the owning thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/types.h"
+#include "engine/engine.h"
+#include "kv/kv_event.h"
+#include "telemetry/vllm_metrics.h"
+
+namespace kvroute::sim {
+
+// Receives one request's output. Called on the loop thread, in order, never concurrently.
+class RequestObserver {
+ public:
+  virtual ~RequestObserver() = default;
+  // One output token, visible at simulated time `at`. The last one has `finished` set.
+  virtual void OnToken(const engine::TokenEvent& event, Nanos at) = 0;
+  // The request ended without (further) tokens: the engine refused it (`error` says why)
+  // or it was aborted (`error` empty).
+  virtual void OnEnded(const std::string& error, Nanos at) = 0;
+};
+
+struct EngineLoopOptions {
+  // Called on the loop thread with each step's KV events (one batch per step, non-empty).
+  std::function<void(kv::KvEventBatch)> publish;
+  // Scheduler gauges and token counters are updated after every step when set.
+  telemetry::VllmMetrics* metrics = nullptr;
+};
+
+class EngineLoop {
+ public:
+  EngineLoop(std::unique_ptr<engine::Engine> engine, const SteadyClock& clock,
+             EngineLoopOptions options);
+  ~EngineLoop();  // Stop()
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  void Start();
+  // Ends the thread; requests still live get OnEnded("") (aborted).
+  void Stop();
+
+  // Queues a request. The observer is kept until the request's last callback.
+  void Submit(engine::RequestSpec spec, std::shared_ptr<RequestObserver> observer);
+  // Aborts a live request (no-op if unknown or finished). Its observer gets no more calls.
+  void Abort(std::string request_id);
+  // Drops the prefix cache on the loop thread; `done` runs there with the engine's answer.
+  void ResetPrefixCache(std::function<void(bool)> done);
+
+  // Simulated now.
+  Nanos Now() const { return clock_.Now(); }
+  // The engine's stats after the latest step.
+  engine::EngineStats Stats() const;
+  // Fixed at construction.
+  const engine::EngineConfig& engine_config() const { return config_; }
+  const engine::Profile& profile() const { return profile_; }
+
+ private:
+  struct Submission {
+    engine::RequestSpec spec;
+    std::shared_ptr<RequestObserver> observer;
+  };
+  void Run();
+  void DrainMailbox();
+  void Deliver(const engine::StepResult& result, Nanos at);
+  void UpdateMetrics(const engine::StepResult& result);
+
+  const SteadyClock& clock_;
+  EngineLoopOptions options_;
+  const engine::EngineConfig config_;
+  const engine::Profile profile_;
+
+  // Loop thread only.
+  std::unique_ptr<engine::Engine> engine_;
+  std::unordered_map<std::string, std::shared_ptr<RequestObserver>> live_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  std::vector<Submission> submitted_;
+  std::vector<std::string> aborted_;
+  std::vector<std::function<void(bool)>> resets_;
+  bool stop_ = false;
+  engine::EngineStats stats_;
+
+  std::thread thread_;
+};
+
+}  // namespace kvroute::sim

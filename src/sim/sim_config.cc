@@ -1,0 +1,76 @@
+#include "sim/sim_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+namespace kvroute::sim {
+
+engine::EngineConfig SimConfig::ToEngineConfig() const {
+  engine::EngineConfig c;
+  c.block_size = block_size;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = max_num_batched_tokens;
+  c.num_gpu_blocks_override = num_gpu_blocks;
+  c.num_cpu_blocks = num_cpu_blocks;
+  c.max_model_len = max_model_len;
+  c.seed = seed;
+  return c;
+}
+
+std::expected<void, std::string> Validate(const SimConfig& c) {
+  auto fail = [](std::string m) { return std::unexpected(std::move(m)); };
+  if (c.port < 0 || c.port > 65535) return fail("--port must be in 0..65535");
+  if (c.http_threads < 1 || c.http_threads > 256) return fail("--http-threads must be in 1..256");
+  if (c.shutdown_timeout_s < 0) return fail("--shutdown-timeout must be >= 0");
+  if (!(c.speedup > 0)) return fail("--speedup must be > 0");
+  const std::uint32_t sizes[] = {1, 8, 16, 32, 64, 128, 256};
+  if (std::find(std::begin(sizes), std::end(sizes), c.block_size) == std::end(sizes)) {
+    return fail("--block-size must be one of 1, 8, 16, 32, 64, 128, 256 (vLLM's choices)");
+  }
+  if (c.max_num_seqs < 1) return fail("--max-num-seqs must be >= 1");
+  if (c.max_num_batched_tokens < 1) return fail("--max-num-batched-tokens must be >= 1");
+  if (c.num_gpu_blocks < 0) return fail("--num-gpu-blocks must be >= 0");
+  if (c.num_cpu_blocks < 0) return fail("--num-cpu-blocks must be >= 0");
+  if (c.kv_events_encoding != "map" && c.kv_events_encoding != "array") {
+    return fail("--kv-events-encoding must be 'map' or 'array'");
+  }
+  if (c.kv_events && c.kv_events_endpoint.empty()) {
+    return fail("--kv-events-endpoint must not be empty (use --no-kv-events)");
+  }
+  if (c.kv_events_buffer_steps < 1) return fail("--kv-events-buffer-steps must be >= 1");
+  return {};
+}
+
+std::expected<KeyValues, std::string> ReadYamlKeyValues(std::string_view yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return std::unexpected(std::string("invalid YAML: ") + e.what());
+  }
+  KeyValues out;
+  if (root.IsNull()) return out;  // an empty file sets nothing
+  if (!root.IsMap())
+    return std::unexpected("the config file must be a YAML mapping of flag: value");
+  for (const auto& entry : root) {
+    std::string key = entry.first.as<std::string>();
+    std::replace(key.begin(), key.end(), '_', '-');
+    std::vector<std::string> values;
+    const YAML::Node& v = entry.second;
+    if (v.IsScalar()) {
+      values.push_back(v.as<std::string>());
+    } else if (v.IsSequence()) {
+      for (const auto& item : v) {
+        if (!item.IsScalar()) return std::unexpected("'" + key + "': list items must be scalars");
+        values.push_back(item.as<std::string>());
+      }
+    } else if (!v.IsNull()) {
+      return std::unexpected("'" + key + "': nested mappings are not settings");
+    }
+    out.emplace_back(std::move(key), std::move(values));
+  }
+  return out;
+}
+
+}  // namespace kvroute::sim

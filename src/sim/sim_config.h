@@ -1,0 +1,62 @@
+// SimConfig: every setting of `kvroute sim`, with vLLM's defaults where vLLM has the same
+// knob. Filled from a YAML file (--config, same keys as the flags) and then from flags; the
+// flags win. Validate() runs once at start-up; a bad value stops the process with a message.
+//
+// Thread safety: plain value.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/profile.h"
+
+namespace kvroute::sim {
+
+struct SimConfig {
+  // HTTP surface.
+  std::string host = "0.0.0.0";  // vLLM listens on every interface by default
+  int port = 8000;               // 0: the OS picks one; the ready line prints it
+  int http_threads = 2;
+  std::string served_model_name;  // empty: the profile's served_model_name
+  double shutdown_timeout_s = 0;  // vLLM --shutdown-timeout: 0 aborts in-flight at once
+
+  // Engine model.
+  std::string profile{engine::kDefaultProfileName};  // embedded name or path to a .yaml
+  std::uint32_t block_size = 16;
+  std::uint32_t max_num_seqs = 256;
+  std::uint32_t max_num_batched_tokens = 8192;
+  std::int64_t num_gpu_blocks = 0;  // 0: from the profile's memory arithmetic
+  std::int64_t num_cpu_blocks = 0;  // 0: no CPU tier
+  std::uint32_t max_model_len = 0;  // 0: from the profile
+  std::uint64_t seed = 0;           // output text when the request has no seed
+  double speedup = 1.0;             // simulated time runs this many times faster than real time
+
+  // KV events (vLLM kv_events_config).
+  bool kv_events = true;
+  std::string kv_events_endpoint = "tcp://*:5557";
+  std::string kv_events_topic;
+  std::string kv_events_replay_endpoint;   // empty: no replay socket
+  std::string kv_events_encoding = "map";  // map (vLLM main) | array (vLLM ≤ 2026-05)
+  std::uint64_t kv_events_buffer_steps = 10000;
+
+  std::string log_level = "info";
+
+  // The engine's configuration (before engine::ResolveConfig fills profile defaults).
+  engine::EngineConfig ToEngineConfig() const;
+};
+
+// Checks ranges and enumerations. The message names the flag.
+std::expected<void, std::string> Validate(const SimConfig& config);
+
+// A YAML mapping of scalars (or lists of scalars) read as key → values, keys normalised to
+// flag spelling (underscores become dashes), in file order. What `--config sim.yaml` feeds
+// to the flag parser, so the file accepts exactly the flags' keys and value syntax.
+using KeyValues = std::vector<std::pair<std::string, std::vector<std::string>>>;
+std::expected<KeyValues, std::string> ReadYamlKeyValues(std::string_view yaml_text);
+
+}  // namespace kvroute::sim

@@ -1,0 +1,228 @@
+#include "sim/sim_handlers.h"
+
+#include <boost/json/serialize.hpp>
+#include <chrono>
+#include <random>
+
+#include "api/api_error.h"
+#include "api/chat_request.h"
+#include "api/completion_request.h"
+#include "api/context_length.h"
+#include "api/responses.h"
+#include "api/sse_writer.h"
+#include "api/tokenize_api.h"
+#include "net/body_queue.h"
+#include "sim/sim_request.h"
+#include "telemetry/prometheus_text.h"
+
+namespace kvroute::sim {
+namespace {
+
+using net::HandlerResult;
+using net::HttpRequest;
+
+net::HttpResponse ErrorResponse(const api::ApiError& e) {
+  return net::JsonResponse(e.status, boost::json::serialize(e.ToVllmJson()));
+}
+
+std::int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string NewResponseId(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uint64_t hi = rng();
+  std::uint64_t lo = rng();
+  return api::MakeResponseId(prefix, hi, lo);
+}
+
+std::expected<void, api::ApiError> CheckTokenIds(const std::vector<TokenId>& ids,
+                                                 const tokenize::Tokenizer& tokenizer,
+                                                 std::string_view param) {
+  for (TokenId id : ids) {
+    if (id >= tokenizer.VocabSize()) {
+      return std::unexpected(api::ApiError::InvalidRequest(
+          "Token id " + std::to_string(id) + " is out of vocabulary", std::string(param)));
+    }
+  }
+  return {};
+}
+
+// The request as the engine will see it, after parsing, the model check and tokenization.
+struct Admitted {
+  api::GenerationParams params;
+  std::vector<TokenId> prompt;
+};
+
+std::expected<Admitted, api::ApiError> Admit(const SimContext& ctx, api::Endpoint endpoint,
+                                             const HttpRequest& request) {
+  Admitted out;
+  if (endpoint == api::Endpoint::kCompletions) {
+    auto parsed = api::ParseCompletionRequest(request.body);
+    if (!parsed) return std::unexpected(parsed.error());
+    out.params = std::move(parsed->params);
+    if (out.params.model != ctx.served_model_name) {
+      return std::unexpected(api::ApiError::ModelNotFound(out.params.model));
+    }
+    if (auto* text = std::get_if<std::string>(&parsed->prompt)) {
+      out.prompt = ctx.tokenizer->Encode(*text, /*add_special_tokens=*/true);
+    } else {
+      out.prompt = std::move(std::get<std::vector<TokenId>>(parsed->prompt));
+      if (auto ok = CheckTokenIds(out.prompt, *ctx.tokenizer, "prompt"); !ok) {
+        return std::unexpected(ok.error());
+      }
+    }
+  } else {
+    auto parsed = api::ParseChatCompletionRequest(request.body);
+    if (!parsed) return std::unexpected(parsed.error());
+    out.params = std::move(parsed->params);
+    if (out.params.model != ctx.served_model_name) {
+      return std::unexpected(api::ApiError::ModelNotFound(out.params.model));
+    }
+    auto ids = ctx.tokenizer->EncodeChat(parsed->chat);
+    if (!ids) return std::unexpected(api::ApiError::InvalidRequest(ids.error(), "messages"));
+    out.prompt = std::move(*ids);
+  }
+  if (out.prompt.empty()) {
+    return std::unexpected(api::ApiError::InvalidRequest("The prompt cannot be empty.", "prompt"));
+  }
+  return out;
+}
+
+HandlerResult Generate(const SimContext& ctx, api::Endpoint endpoint, const HttpRequest& request) {
+  auto admitted = Admit(ctx, endpoint, request);
+  if (!admitted) return ErrorResponse(admitted.error());
+  api::GenerationParams& params = admitted->params;
+  std::optional<std::int64_t> max_tokens = params.max_tokens;
+  if (!max_tokens && endpoint == api::Endpoint::kCompletions) {
+    max_tokens = api::kDefaultCompletionMaxTokens;
+  }
+  auto allowed = api::CheckContextLength(static_cast<std::int64_t>(admitted->prompt.size()),
+                                         max_tokens, ctx.max_model_len);
+  if (!allowed) return ErrorResponse(allowed.error());
+  if (*allowed < 1) {
+    return ErrorResponse(
+        api::ApiError::InvalidRequest("max_tokens must be at least 1, got 0.", "max_tokens"));
+  }
+
+  std::string id =
+      NewResponseId(endpoint == api::Endpoint::kChatCompletions ? api::kChatCompletionIdPrefix
+                                                                : api::kCompletionIdPrefix);
+  SimRequestInfo info{
+      .endpoint = endpoint,
+      .meta = {.id = id, .created = UnixNow(), .model = params.model},
+      .stream = params.stream,
+      .stream_options = params.stream_options,
+      .prompt_tokens = static_cast<std::int64_t>(admitted->prompt.size()),
+      .max_tokens = *allowed,
+      .arrival = ctx.loop->Now(),
+  };
+  engine::RequestSpec spec{
+      .id = id,
+      .prompt = std::move(admitted->prompt),
+      .max_tokens = static_cast<std::uint32_t>(*allowed),
+      .ignore_eos = params.ignore_eos,
+      .seed = params.seed ? static_cast<std::uint64_t>(*params.seed) : ctx.seed,
+      .lora_name = {},
+      .cache_salt = params.cache_salt.value_or(""),
+  };
+  EngineLoop* loop = ctx.loop;
+  auto abort = [loop, id] { loop->Abort(id); };
+  if (params.stream) {
+    auto queue = std::make_shared<net::ChunkQueue>(abort);
+    loop->Submit(std::move(spec), std::make_shared<SimRequest>(std::move(info), ctx.tokenizer,
+                                                               ctx.metrics, queue, nullptr));
+    net::HttpResponse response;
+    response.content_type = "text/event-stream; charset=utf-8";
+    response.headers.emplace_back("Cache-Control", "no-cache");
+    response.stream = std::move(queue);
+    return response;
+  }
+  auto slot = std::make_shared<net::DeferredSlot>(abort);
+  loop->Submit(std::move(spec), std::make_shared<SimRequest>(std::move(info), ctx.tokenizer,
+                                                             ctx.metrics, nullptr, slot));
+  return std::shared_ptr<net::DeferredResponse>(std::move(slot));
+}
+
+HandlerResult Tokenize(const SimContext& ctx, const HttpRequest& request) {
+  auto parsed = api::ParseTokenizeRequest(request.body);
+  if (!parsed) return ErrorResponse(parsed.error());
+  if (parsed->model && *parsed->model != ctx.served_model_name) {
+    return ErrorResponse(api::ApiError::ModelNotFound(*parsed->model));
+  }
+  std::vector<TokenId> ids;
+  if (auto* chat = std::get_if<tokenize::ChatRequest>(&parsed->input)) {
+    auto encoded = ctx.tokenizer->EncodeChat(*chat);
+    if (!encoded) return ErrorResponse(api::ApiError::InvalidRequest(encoded.error(), "messages"));
+    ids = std::move(*encoded);
+  } else {
+    ids = ctx.tokenizer->Encode(std::get<std::string>(parsed->input), parsed->add_special_tokens);
+  }
+  std::optional<std::vector<std::string>> strs;
+  if (parsed->return_token_strs) {
+    strs.emplace();
+    for (TokenId id : ids) strs->push_back(ctx.tokenizer->Decode({id}).value_or(""));
+  }
+  return net::JsonResponse(
+      200, boost::json::serialize(api::TokenizeResponseJson(ids, ctx.max_model_len, strs)));
+}
+
+HandlerResult Detokenize(const SimContext& ctx, const HttpRequest& request) {
+  auto parsed = api::ParseDetokenizeRequest(request.body);
+  if (!parsed) return ErrorResponse(parsed.error());
+  if (parsed->model && *parsed->model != ctx.served_model_name) {
+    return ErrorResponse(api::ApiError::ModelNotFound(*parsed->model));
+  }
+  if (auto ok = CheckTokenIds(parsed->tokens, *ctx.tokenizer, "tokens"); !ok) {
+    return ErrorResponse(ok.error());
+  }
+  auto text = ctx.tokenizer->Decode(parsed->tokens);
+  if (!text) return ErrorResponse(api::ApiError::InvalidRequest(text.error(), "tokens"));
+  return net::JsonResponse(200, boost::json::serialize(api::DetokenizeResponseJson(*text)));
+}
+
+}  // namespace
+
+void RegisterSimHandlers(const SimContext& ctx, net::HttpServer& server) {
+  // Handlers hold a copy of the context; its pointers are borrowed (see the header).
+  server.Handle("POST", "/v1/completions", [ctx](const HttpRequest& r) {
+    return Generate(ctx, api::Endpoint::kCompletions, r);
+  });
+  server.Handle("POST", "/v1/chat/completions", [ctx](const HttpRequest& r) {
+    return Generate(ctx, api::Endpoint::kChatCompletions, r);
+  });
+  server.Handle("GET", "/v1/models", [ctx](const HttpRequest&) -> HandlerResult {
+    api::ModelCard card{.id = ctx.served_model_name,
+                        .created = ctx.created,
+                        .owned_by = "vllm",
+                        .root = ctx.model_root,
+                        .parent = std::nullopt,
+                        .max_model_len = ctx.max_model_len};
+    return net::JsonResponse(200, boost::json::serialize(api::ModelsListJson({card})));
+  });
+  server.Handle("GET", "/health",
+                [](const HttpRequest&) -> HandlerResult { return net::TextResponse(200, ""); });
+  server.Handle("GET", "/health/ready", [ctx](const HttpRequest&) -> HandlerResult {
+    if (ctx.draining && ctx.draining->load()) return net::TextResponse(503, "");
+    return net::TextResponse(200, "");
+  });
+  server.Handle("POST", "/tokenize", [ctx](const HttpRequest& r) { return Tokenize(ctx, r); });
+  server.Handle("POST", "/detokenize", [ctx](const HttpRequest& r) { return Detokenize(ctx, r); });
+  server.Handle("GET", "/metrics", [ctx](const HttpRequest&) -> HandlerResult {
+    return net::TextResponse(200, telemetry::ExposeText(*ctx.registry),
+                             telemetry::kPrometheusContentType);
+  });
+  server.Handle("POST", "/reset_prefix_cache", [ctx](const HttpRequest&) -> HandlerResult {
+    auto slot = std::make_shared<net::DeferredSlot>();
+    ctx.loop->ResetPrefixCache([slot](bool ok) {
+      slot->Set(ok ? net::TextResponse(200, "")
+                   : ErrorResponse(api::ApiError::Overloaded(
+                         "the prefix cache cannot be reset while requests are running")));
+    });
+    return std::shared_ptr<net::DeferredResponse>(std::move(slot));
+  });
+}
+
+}  // namespace kvroute::sim

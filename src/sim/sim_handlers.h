@@ -1,0 +1,45 @@
+// The HTTP surface of `kvroute sim`, path for path as vLLM serves it
+// (shared/reference/vllm-protocol.md §5):
+//   POST /v1/completions, POST /v1/chat/completions (SSE or JSON), GET /v1/models,
+//   GET /health, GET /health/ready, POST /tokenize, POST /detokenize, GET /metrics,
+//   POST /reset_prefix_cache.
+// Requests are parsed and validated by api/ (OpenAI error objects with vLLM's types), the
+// model name is checked (404), the prompt is tokenized and checked against max_model_len
+// (400), and the request is submitted to the EngineLoop; the connection gets a ChunkQueue
+// (stream) or a DeferredSlot (JSON) that a SimRequest fills. A client that disconnects
+// cancels the queue/slot, which aborts the engine request.
+//
+// Ownership: SimContext members are borrowed; they must outlive the HttpServer.
+// Thread safety: handlers run concurrently on HTTP threads; everything they touch is
+// immutable, atomic, or internally synchronised (EngineLoop, prometheus-cpp, tokenizer).
+#pragma once
+
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "net/http_server.h"
+#include "sim/engine_loop.h"
+#include "telemetry/vllm_metrics.h"
+#include "tokenize/tokenizer.h"
+
+namespace kvroute::sim {
+
+struct SimContext {
+  std::string served_model_name;
+  std::string model_root;  // /v1/models "root": the HF model name
+  std::int64_t max_model_len = 0;
+  std::uint64_t seed = 0;    // output seed when a request has none
+  std::int64_t created = 0;  // Unix seconds the server started (/v1/models)
+  tokenize::TokenizerPtr tokenizer;
+  EngineLoop* loop = nullptr;
+  prometheus::Registry* registry = nullptr;
+  telemetry::VllmMetrics* metrics = nullptr;
+  const std::atomic<bool>* draining = nullptr;  // /health/ready answers 503 while set
+};
+
+void RegisterSimHandlers(const SimContext& context, net::HttpServer& server);
+
+}  // namespace kvroute::sim

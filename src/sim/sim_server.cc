@@ -1,0 +1,147 @@
+#include "sim/sim_server.h"
+
+#include <prometheus/registry.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "engine/engine.h"
+#include "engine/profile.h"
+#include "kv/zmq_publisher.h"
+#include "net/http_server.h"
+#include "sim/engine_loop.h"
+#include "sim/output_palette.h"
+#include "sim/sim_handlers.h"
+#include "telemetry/vllm_metrics.h"
+
+namespace kvroute::sim {
+
+// Members in construction order; destroyed in reverse (HTTP first, publisher last).
+struct SimServer::State {
+  SimConfig config;
+  tokenize::TokenizerPtr tokenizer;
+  std::string served_model_name;
+  SteadyClock clock;
+  prometheus::Registry registry;
+  std::unique_ptr<telemetry::VllmMetrics> metrics;
+  std::unique_ptr<kv::ZmqEventPublisher> publisher;
+  std::unique_ptr<EngineLoop> loop;
+  std::atomic<bool> draining{false};
+  std::unique_ptr<net::HttpServer> http;
+  bool started = false;
+  bool stopped = false;
+
+  State(const SimConfig& c, tokenize::TokenizerPtr t)
+      : config(c), tokenizer(std::move(t)), clock(c.speedup) {}
+};
+
+SimServer::SimServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+SimServer::~SimServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
+    const SimConfig& config, tokenize::TokenizerPtr tokenizer) {
+  if (auto ok = Validate(config); !ok) return std::unexpected(ok.error());
+  if (!tokenizer) return std::unexpected("no tokenizer");
+  auto profile = engine::LoadProfile(config.profile);
+  if (!profile) return std::unexpected("--profile: " + profile.error());
+
+  auto s = std::make_unique<State>(config, tokenizer);
+  engine::EngineConfig engine_config = config.ToEngineConfig();
+  engine_config.output_vocabulary = BuildOutputPalette(*tokenizer);
+  engine_config = engine::ResolveConfig(*profile, engine_config);
+  s->served_model_name =
+      config.served_model_name.empty() ? profile->served_model_name : config.served_model_name;
+
+  s->metrics = std::make_unique<telemetry::VllmMetrics>(
+      s->registry, telemetry::VllmMetricLabels{.model_name = s->served_model_name, .engine = "0"},
+      engine_config.max_model_len);
+  // vLLM stringifies its CacheConfig attributes (Python spelling for booleans).
+  s->metrics->SetCacheConfigInfo({
+      {"block_size", std::to_string(engine_config.block_size)},
+      {"num_gpu_blocks", std::to_string(engine_config.num_gpu_blocks_override)},
+      {"num_cpu_blocks", std::to_string(engine_config.num_cpu_blocks)},
+      {"enable_prefix_caching", engine_config.enable_prefix_caching ? "True" : "False"},
+      {"prefix_caching_hash_algo", "sha256_cbor"},
+      {"cache_dtype", "auto"},
+      {"gpu_memory_utilization", std::to_string(profile->runtime.gpu_memory_utilization)},
+  });
+
+  if (config.kv_events) {
+    kv::ZmqPublisherOptions options;
+    options.endpoint = config.kv_events_endpoint;
+    options.replay_endpoint = config.kv_events_replay_endpoint;
+    options.buffer_steps = config.kv_events_buffer_steps;
+    options.topic = config.kv_events_topic;
+    options.encode.events =
+        config.kv_events_encoding == "array" ? kv::EventLayout::kArray : kv::EventLayout::kMap;
+    auto publisher = kv::ZmqEventPublisher::Create(std::move(options));
+    if (!publisher) return std::unexpected("--kv-events-endpoint: " + publisher.error());
+    s->publisher = std::move(*publisher);
+  }
+
+  EngineLoopOptions loop_options;
+  loop_options.metrics = s->metrics.get();
+  if (s->publisher) {
+    kv::ZmqEventPublisher* publisher = s->publisher.get();
+    loop_options.publish = [publisher](kv::KvEventBatch batch) {
+      publisher->Publish(std::move(batch));
+    };
+  }
+  s->loop = std::make_unique<EngineLoop>(engine::NewEngine(*profile, engine_config), s->clock,
+                                         std::move(loop_options));
+
+  s->http = std::make_unique<net::HttpServer>(net::ServerOptions{
+      .host = config.host,
+      .port = static_cast<std::uint16_t>(config.port),
+      .threads = config.http_threads,
+      .server_name = "kvroute-sim",
+  });
+  SimContext ctx{
+      .served_model_name = s->served_model_name,
+      .model_root = profile->model.hf_name.empty() ? s->served_model_name : profile->model.hf_name,
+      .max_model_len = engine_config.max_model_len,
+      .seed = config.seed,
+      .created = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count(),
+      .tokenizer = s->tokenizer,
+      .loop = s->loop.get(),
+      .registry = &s->registry,
+      .metrics = s->metrics.get(),
+      .draining = &s->draining,
+  };
+  RegisterSimHandlers(ctx, *s->http);
+  return std::unique_ptr<SimServer>(new SimServer(std::move(s)));
+}
+
+std::expected<void, std::string> SimServer::Start() {
+  State& s = *state_;
+  s.loop->Start();
+  if (auto ok = s.http->Start(); !ok) return ok;
+  s.started = true;
+  return {};
+}
+
+std::size_t SimServer::Shutdown(std::chrono::milliseconds grace) {
+  State& s = *state_;
+  if (s.stopped) return 0;
+  s.stopped = true;
+  s.draining = true;
+  std::size_t cut = s.http->Shutdown(grace);
+  s.loop->Stop();
+  if (s.publisher) s.publisher->Shutdown();
+  return cut;
+}
+
+std::uint16_t SimServer::port() const { return state_->http->port(); }
+const std::string& SimServer::served_model_name() const { return state_->served_model_name; }
+std::string SimServer::kv_events_endpoint() const {
+  return state_->publisher ? state_->publisher->endpoint() : std::string();
+}
+std::string SimServer::kv_events_replay_endpoint() const {
+  return state_->publisher ? state_->publisher->replay_endpoint() : std::string();
+}
+
+}  // namespace kvroute::sim
