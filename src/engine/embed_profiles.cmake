@@ -8,8 +8,7 @@ string(APPEND body "#include \"engine/embedded_profiles.h\"\n\nnamespace kvroute
 string(APPEND body "const EmbeddedProfile kEmbeddedProfiles[] = {\n")
 set(count 0)
 foreach(f IN LISTS profile_files)
-  get_filename_component(stem ${f} NAME_WE)
-  # NAME_WE stops at the first dot; profile names contain dots (llama-3.1-...).
+  # Not NAME_WE: it stops at the first dot, and profile names contain dots (llama-3.1-...).
   get_filename_component(fname ${f} NAME)
   string(REGEX REPLACE "\\.yaml$" "" stem ${fname})
   file(READ ${f} text)
