@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tokenize/chat_template.h"
 #include "tokenize/segment_cache.h"
 #include "tokenize/unicode_nfc.h"
 #include "tokenize/utf8.h"
@@ -40,7 +41,18 @@ std::string CleanUpTokenization(std::string s) {
 }  // namespace
 
 std::expected<std::shared_ptr<HfTokenizer>, std::string> HfTokenizer::Create(Parts parts) {
-  return std::shared_ptr<HfTokenizer>(new HfTokenizer(std::move(parts)));
+  std::unique_ptr<ChatTemplate> chat_template;
+  if (!parts.chat_template.empty()) {
+    auto t = ChatTemplate::Create(parts.chat_template, {.bos = parts.bos_token,
+                                                        .eos = parts.eos_token,
+                                                        .pad = parts.pad_token,
+                                                        .unk = parts.unk_token});
+    if (!t) return std::unexpected(t.error());
+    chat_template = std::move(*t);
+  }
+  auto tok = std::shared_ptr<HfTokenizer>(new HfTokenizer(std::move(parts)));
+  tok->template_ = std::move(chat_template);
+  return tok;
 }
 
 HfTokenizer::HfTokenizer(Parts parts)
@@ -64,6 +76,8 @@ HfTokenizer::HfTokenizer(Parts parts)
 }
 
 HfTokenizer::~HfTokenizer() = default;
+
+SegmentCache::Stats HfTokenizer::SegmentCacheStats() const { return cache_->GetStats(); }
 
 bool HfTokenizer::IsSpecial(TokenId id) const {
   return std::binary_search(parts_.special_ids.begin(), parts_.special_ids.end(), id);
@@ -161,8 +175,9 @@ std::expected<std::string, std::string> HfTokenizer::Decode(const std::vector<To
   return out;
 }
 
-std::expected<std::string, std::string> HfTokenizer::RenderChat(const ChatRequest&) const {
-  return std::unexpected("chat templates are not supported yet");
+std::expected<std::string, std::string> HfTokenizer::RenderChat(const ChatRequest& request) const {
+  if (!template_) return std::unexpected("the model has no chat_template");
+  return template_->Render(request);
 }
 
 std::expected<std::vector<TokenId>, std::string> HfTokenizer::EncodeChat(

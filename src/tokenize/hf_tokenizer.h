@@ -27,11 +27,12 @@
 #include "tokenize/added_tokens.h"
 #include "tokenize/bpe_model.h"
 #include "tokenize/pre_tokenizer.h"
+#include "tokenize/segment_cache.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::tokenize {
 
-class SegmentCache;
+class ChatTemplate;
 
 // Loads `dir`/tokenizer.json and `dir`/tokenizer_config.json.
 std::expected<TokenizerPtr, std::string> LoadHfTokenizer(const std::string& dir);
@@ -89,6 +90,9 @@ class HfTokenizer final : public Tokenizer {
 
   bool IsSpecial(TokenId id) const;
 
+  // Hit/miss/eviction counters and size of the segment cache EncodeChat uses.
+  SegmentCache::Stats SegmentCacheStats() const;
+
  private:
   explicit HfTokenizer(Parts parts);
 
@@ -101,6 +105,7 @@ class HfTokenizer final : public Tokenizer {
   std::unordered_map<TokenId, std::string> added_content_;
   std::size_t vocab_size_ = 0;
   TokenId eos_id_ = 0;
+  std::unique_ptr<ChatTemplate> template_;  // null when the model has no chat_template
   std::unique_ptr<SegmentCache> cache_;
 };
 

@@ -89,3 +89,63 @@ TEST(HfLoaderTest, UnknownShippedModelIsAnError) {
 
 }  // namespace
 }  // namespace kvroute::tokenize
+
+namespace kvroute::tokenize {
+namespace {
+
+ChatRequest TwoTurnChat() {
+  ChatRequest req;
+  req.messages = {{.role = "system", .content = "Be brief."},
+                  {.role = "user", .content = "Hello"},
+                  {.role = "assistant", .content = "Hi there"},
+                  {.role = "user", .content = "Bye"}};
+  return req;
+}
+
+TEST(HfChatTest, RendersEachShippedTemplate) {
+  const std::pair<std::string, std::string> expected[] = {
+      {"qwen3",
+       "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+       "<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+       "<|im_start|>assistant\n"},
+      {"llama3_1",
+       "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+       "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
+       "<|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|>"
+       "<|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
+       "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+      {"deepseek_v3",
+       "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hello<｜Assistant｜>Hi there<｜end▁of▁sentence｜>"
+       "<｜User｜>Bye<｜Assistant｜>"},
+  };
+  for (const auto& [name, text] : expected) {
+    auto dir = FindShippedModelDir(name);
+    if (!dir) GTEST_SKIP() << name << " tokenizer files not installed";
+    auto tok = LoadHfTokenizer(*dir);
+    ASSERT_TRUE(tok.has_value()) << tok.error();
+    auto rendered = (*tok)->RenderChat(TwoTurnChat());
+    ASSERT_TRUE(rendered.has_value()) << rendered.error();
+    EXPECT_EQ(*rendered, text) << name;
+  }
+}
+
+TEST(HfChatTest, EncodeChatEqualsEncodingTheRenderedPromptAndReusesSegments) {
+  auto dir = FindShippedModelDir("qwen3");
+  if (!dir) GTEST_SKIP() << "qwen3 tokenizer files not installed";
+  auto loaded = LoadHfTokenizer(*dir);
+  ASSERT_TRUE(loaded.has_value());
+  auto tok = std::static_pointer_cast<const HfTokenizer>(*loaded);
+  ChatRequest req = TwoTurnChat();
+  req.messages[1].content = std::string(400, 'x') + " a long first user turn that is cached";
+  auto rendered = tok->RenderChat(req);
+  ASSERT_TRUE(rendered.has_value());
+  const auto expected = tok->Encode(*rendered, false);
+  const auto before = tok->SegmentCacheStats();
+  EXPECT_EQ(tok->EncodeChat(req).value(), expected);  // cold
+  EXPECT_EQ(tok->EncodeChat(req).value(), expected);  // warm
+  const auto after = tok->SegmentCacheStats();
+  EXPECT_GT(after.hits, before.hits);
+}
+
+}  // namespace
+}  // namespace kvroute::tokenize

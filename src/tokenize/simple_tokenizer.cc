@@ -11,9 +11,9 @@ struct Special {
   TokenId id;
 };
 constexpr std::array<Special, 4> kSpecials = {{{"<|bos|>", SimpleTokenizer::kBos},
-                                                {"<|eos|>", SimpleTokenizer::kEos},
-                                                {"<|im_start|>", SimpleTokenizer::kImStart},
-                                                {"<|im_end|>", SimpleTokenizer::kImEnd}}};
+                                               {"<|eos|>", SimpleTokenizer::kEos},
+                                               {"<|im_start|>", SimpleTokenizer::kImStart},
+                                               {"<|im_end|>", SimpleTokenizer::kImEnd}}};
 
 bool IsSpace(unsigned char c) { return std::isspace(c) != 0; }
 
@@ -32,7 +32,8 @@ void EncodePlain(std::string_view text, std::vector<TokenId>* out) {
     const bool space = IsSpace(static_cast<unsigned char>(text[i]));
     std::size_t j = i;
     while (j < text.size() && IsSpace(static_cast<unsigned char>(text[j])) == space) ++j;
-    for (std::size_t k = i; k < j; k += 3) out->push_back(ChunkId(text.substr(k, std::min<std::size_t>(3, j - k))));
+    for (std::size_t k = i; k < j; k += 3)
+      out->push_back(ChunkId(text.substr(k, std::min<std::size_t>(3, j - k))));
     i = j;
   }
 }
@@ -73,7 +74,8 @@ std::expected<std::string, std::string> SimpleTokenizer::Decode(
       for (const auto& s : kSpecials) {
         if (s.id == id) text.append(s.text), found = true;
       }
-      if (!found) return std::unexpected("token id " + std::to_string(id) + " is not in the vocabulary");
+      if (!found)
+        return std::unexpected("token id " + std::to_string(id) + " is not in the vocabulary");
       continue;
     }
     const std::uint32_t v = id - kBase;
@@ -81,12 +83,14 @@ std::expected<std::string, std::string> SimpleTokenizer::Decode(
     if (len < 1 || len > 3) {
       return std::unexpected("token id " + std::to_string(id) + " is not in the vocabulary");
     }
-    for (std::uint32_t i = 0; i < len; ++i) text.push_back(static_cast<char>((v >> (16 - 8 * i)) & 0xff));
+    for (std::uint32_t i = 0; i < len; ++i)
+      text.push_back(static_cast<char>((v >> (16 - 8 * i)) & 0xff));
   }
   return text;
 }
 
-std::expected<std::string, std::string> SimpleTokenizer::RenderChat(const ChatRequest& request) const {
+std::expected<std::string, std::string> SimpleTokenizer::RenderChat(
+    const ChatRequest& request) const {
   std::string out;
   for (const auto& m : request.messages) {
     out += "<|im_start|>";
@@ -94,13 +98,14 @@ std::expected<std::string, std::string> SimpleTokenizer::RenderChat(const ChatRe
     out += "\n";
     out += m.content;
     for (const auto& call : m.tool_calls) {
-      out += "\n<tool_call>{\"name\": \"" + call.name + "\", \"arguments\": " + call.arguments_json +
-             "}</tool_call>";
+      out += "\n<tool_call>{\"name\": \"" + call.name +
+             "\", \"arguments\": " + call.arguments_json + "}</tool_call>";
     }
     const bool open_end = request.continue_final_message && &m == &request.messages.back();
     if (!open_end) out += "<|im_end|>\n";
   }
-  if (request.add_generation_prompt && !request.continue_final_message) out += "<|im_start|>assistant\n";
+  if (request.add_generation_prompt && !request.continue_final_message)
+    out += "<|im_start|>assistant\n";
   return out;
 }
 

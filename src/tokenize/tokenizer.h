@@ -31,7 +31,7 @@ struct ToolCall {
 struct ChatMessage {
   std::string role;  // system | user | assistant | tool | developer
   std::string content;
-  std::vector<ToolCall> tool_calls;    // assistant messages only
+  std::vector<ToolCall> tool_calls;         // assistant messages only
   std::optional<std::string> tool_call_id;  // tool messages only
   std::optional<std::string> name;
 };

@@ -120,3 +120,104 @@ export function makeTexts(seed, count) {
     "-".repeat(1000), "1".repeat(100), "\t \n".repeat(40));
   return texts;
 }
+
+// Characters whose "whitespace" status differs between Python's str.strip() (what vLLM's
+// Jinja2 uses) and JavaScript's trim() (what the @huggingface/jinja oracle uses). They stay
+// inside texts but are kept off the edges of message contents.
+const EDGE_UNSAFE = /^[\ufeff\u0085\u001c-\u001f\s]+|[\ufeff\u0085\u001c-\u001f\s]+$/g;
+
+const TOOL_NAMES = ["get_weather", "search_web", "run_python", "read_file", "send_email"];
+
+function makeTool(r, name) {
+  return {
+    type: "function",
+    function: {
+      name,
+      description: `Tool ${name}: does something useful. Ünïcödé 工具 🙂`,
+      parameters: {
+        type: "object",
+        properties: {
+          query: { type: "string", description: "What to look for" },
+          limit: { type: "integer", description: "At most this many", minimum: 1 },
+          units: { type: "string", enum: ["metric", "imperial"] },
+        },
+        required: r() < 0.5 ? ["query"] : ["query", "limit"],
+      },
+    },
+  };
+}
+
+// Multi-turn OpenAI-style chat bodies: system prompts, tools, assistant tool calls (content
+// null, as clients send them), tool results, reasoning blocks, long histories.
+export function makeConversations(seed, count) {
+  const r = rng(seed);
+  const pick = (a) => a[Math.floor(r() * a.length)];
+  const int = (lo, hi) => lo + Math.floor(r() * (hi - lo + 1));
+  // Texts with think tags are left out: after "</think>" Qwen3's template calls lstrip('\n'),
+  // which @huggingface/jinja implements as a strip of all whitespace (Python strips only "\n").
+  const texts = makeTexts(seed + 1, 600).filter((t) => t.length < 3000 && !t.includes("think>"));
+  const core = () => {
+    let t = "";
+    while (t.length === 0) t = pick(texts).replace(EDGE_UNSAFE, "");
+    return t;
+  };
+  const userText = () => pick(["", " ", "\n", "  \n"]) + core() + pick(["", " ", "\n\n"]);
+  const assistantText = () => {
+    const body = core();
+    if (r() < 0.3) return `<think>\n${core()}\n</think>\n\n${body}`;
+    return pick(["", "\n"]) + body;
+  };
+  const convs = [];
+  for (let c = 0; c < count; c++) {
+    const messages = [];
+    const withTools = r() < 0.5;
+    const tools = withTools ? TOOL_NAMES.slice(0, int(1, 5)).map((n) => makeTool(r, n)) : null;
+    if (r() < 0.8) messages.push({ role: "system", content: userText() });
+    const turns = int(1, 8);
+    let callId = 0;
+    for (let t = 0; t < turns; t++) {
+      messages.push({ role: "user", content: userText() });
+      if (withTools && r() < 0.4) {
+        const calls = [];
+        for (let k = int(1, 3); k > 0; k--) {
+          const args = { query: [...core()].slice(0, 80).join(""), limit: int(1, 100) };
+          if (r() < 0.3) args.ratio = (int(1, 999) / 1000) * (r() < 0.5 ? 1 : 3);
+          if (r() < 0.3) args.nested = { flag: r() < 0.5, list: [1, "two", null] };
+          calls.push({ id: `call_${c}_${callId++}`, type: "function",
+            function: { name: pick(tools).function.name, arguments: JSON.stringify(args) } });
+        }
+        messages.push({ role: "assistant", content: null, tool_calls: calls });
+        for (const call of calls) {
+          messages.push({ role: "tool", tool_call_id: call.id, content: core() });
+        }
+      }
+      if (t < turns - 1 || r() < 0.3) messages.push({ role: "assistant", content: assistantText() });
+    }
+    const last = messages[messages.length - 1].role;
+    const body = { messages, add_generation_prompt: last !== "assistant" || r() < 0.5 };
+    if (tools) body.tools = tools;
+    convs.push(body);
+  }
+  return convs;
+}
+
+// What vLLM hands the chat template for an OpenAI body: null content becomes "", tool-call
+// arguments are parsed from JSON text into objects.
+export function templateInput(body) {
+  const messages = body.messages.map((m) => {
+    const out = { role: m.role, content: m.content ?? "" };
+    if (m.tool_calls) {
+      out.tool_calls = m.tool_calls.map((c) => {
+        let args;
+        try { args = c.function.arguments ? JSON.parse(c.function.arguments) : {}; } catch { args = c.function.arguments; }
+        return { id: c.id, type: "function", function: { name: c.function.name, arguments: args } };
+      });
+    }
+    if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+    if (m.name !== undefined) out.name = m.name;
+    return out;
+  });
+  const input = { messages, add_generation_prompt: body.add_generation_prompt };
+  if (body.tools) input.tools = body.tools;
+  return input;
+}

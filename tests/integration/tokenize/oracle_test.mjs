@@ -3,12 +3,13 @@
 // Requires identical token ids, decoded text and rendered chat templates: 100%.
 //
 //   node oracle_test.mjs <path to kvroute_tokenize_tool> [seed]
+import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { makeTexts } from "./corpus.mjs";
+import { makeConversations, makeTexts, templateInput } from "./corpus.mjs";
 
 const tool = process.argv[2];
 const seed = Number(process.argv[3] ?? 20261129);
@@ -37,6 +38,10 @@ const report = (what, detail) => {
 };
 
 const texts = makeTexts(seed, 2100);
+const conversations = makeConversations(seed + 7, 240);
+
+// tokenizer_config.json spells special tokens as a string or as {"content": ...}.
+const tokenText = (v) => (typeof v === "string" ? v : v && typeof v === "object" ? v.content ?? "" : "");
 for (const model of MODELS) {
   const dir = modelDir(model);
   const tj = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8"));
@@ -51,6 +56,16 @@ for (const model of MODELS) {
   // Decode the oracle's ids (empty id lists are not decodable by the oracle).
   const decodable = expectedIds.map((ids, i) => i).filter((i) => expectedIds[i].length > 0);
   for (const i of decodable) requests.push({ op: "decode", ids: expectedIds[i] });
+
+  // Chat: rendered text and the ids of the rendered text.
+  const template = new Template(tc.chat_template);
+  const specials = { bos_token: tokenText(tc.bos_token), eos_token: tokenText(tc.eos_token),
+    pad_token: tokenText(tc.pad_token), unk_token: tokenText(tc.unk_token) };
+  const rendered = conversations.map((body) => template.render({ ...templateInput(body), ...specials }));
+  for (const body of conversations) requests.push({ op: "render", request: body });
+  for (const body of conversations) requests.push({ op: "encode_chat", request: body });
+  // The same conversations again: now every earlier segment comes from the segment cache.
+  for (const body of conversations) requests.push({ op: "encode_chat", request: body });
 
   const t0 = performance.now();
   const answers = runTool(model, requests);
@@ -79,6 +94,29 @@ for (const model of MODELS) {
     }
     k++;
   }
+  for (let i = 0; i < conversations.length; i++, k++) {
+    if (answers[k].text !== rendered[i]) {
+      const ours = answers[k].text ?? "";
+      let at = 0;
+      while (at < ours.length && ours[at] === rendered[i][at]) at++;
+      report(`${model} render #${i}`, { error: answers[k].error, first_difference: at,
+        ours: ours.slice(Math.max(0, at - 80), at + 80),
+        oracle: rendered[i].slice(Math.max(0, at - 80), at + 80) });
+    }
+  }
+  for (let pass = 0; pass < 2; pass++) {
+    for (let i = 0; i < conversations.length; i++, k++) {
+      const expected = tok.encode(rendered[i], { add_special_tokens: false }).ids;
+      if (!same(answers[k].ids, expected)) {
+        const ours = answers[k].ids ?? [];
+        let at = 0;
+        while (at < ours.length && ours[at] === expected[at]) at++;
+        report(`${model} encode_chat pass ${pass} #${i}`, { error: answers[k].error, first_difference: at,
+          ours: ours.slice(Math.max(0, at - 5), at + 5), oracle: expected.slice(Math.max(0, at - 5), at + 5) });
+      }
+    }
+  }
+  console.log(`${model}: ${conversations.length} conversations rendered and encoded twice`);
   console.log(`${model}: ${texts.length} texts (${(bytes / 1e6).toFixed(2)} MB) encoded+decoded, ` +
     `tool wall time ${ms.toFixed(0)} ms`);
 }

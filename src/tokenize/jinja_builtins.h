@@ -1,0 +1,30 @@
+// Built-in filters, tests, methods and global functions of kvroute's Jinja subset, with
+// Python semantics (str.strip(chars) strips only `chars`; split() without a separator splits
+// on whitespace runs; slicing and negative indices as in Python).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <expected>
+#include <string>
+#include <string_view>
+
+#include "tokenize/jinja_value.h"
+
+namespace kvroute::tokenize::jinja {
+
+using Result = std::expected<Value, std::string>;
+
+Result ApplyFilter(std::string_view name, const Value& input, CallArgs& args);
+Result ApplyTest(std::string_view name, const Value& input, CallArgs& args);
+// obj.name(args) for str, list and dict methods.
+Result CallMethod(const Value& obj, std::string_view name, CallArgs& args);
+// namespace(), range(), dict(), raise_exception().
+Result CallGlobal(std::string_view name, CallArgs& args);
+
+// Python's obj[start:stop:step] for lists and strings (code points).
+Result Slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
+// Python's len() (code points for strings).
+std::expected<std::int64_t, std::string> Length(const Value& v);
+
+}  // namespace kvroute::tokenize::jinja

@@ -1,0 +1,479 @@
+#include "tokenize/jinja_template.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "tokenize/jinja_builtins.h"
+#include "tokenize/jinja_parser.h"
+
+namespace kvroute::tokenize::jinja {
+namespace {
+
+using Error = std::unexpected<std::string>;
+
+enum class Flow { kNormal, kBreak, kContinue };
+
+// Limits that keep a hostile template or request from running away.
+constexpr std::size_t kMaxOutputBytes = 64u << 20;
+constexpr int kMaxCallDepth = 64;
+
+class Interpreter {
+ public:
+  explicit Interpreter(const Value& vars) {
+    frames_.emplace_back();
+    for (const auto& [k, v] : vars.dict->items) frames_[0][k] = v;
+  }
+
+  std::expected<std::string, std::string> Run(const Body& body) {
+    auto r = Exec(body);
+    if (!r) return Error(r.error());
+    return std::move(out_);
+  }
+
+ private:
+  using Frame = std::unordered_map<std::string, Value>;
+
+  const Value* Lookup(const std::string& name) const {
+    for (std::size_t k = frames_.size(); k-- > base_;) {
+      if (k == 0) break;
+      auto it = frames_[k].find(name);
+      if (it != frames_[k].end()) return &it->second;
+    }
+    auto it = frames_[0].find(name);
+    return it == frames_[0].end() ? nullptr : &it->second;
+  }
+
+  std::expected<Flow, std::string> Exec(const Body& body) {
+    for (const auto& s : body) {
+      auto r = ExecStmt(*s);
+      if (!r) return r;
+      if (*r != Flow::kNormal) return r;
+      if (out_.size() > kMaxOutputBytes) return Error("chat template output too large");
+    }
+    return Flow::kNormal;
+  }
+
+  std::expected<Flow, std::string> ExecStmt(const Stmt& s) {
+    switch (s.kind) {
+      case Stmt::Kind::kText:
+        out_ += s.text;
+        return Flow::kNormal;
+      case Stmt::Kind::kOutput: {
+        auto v = Eval(*s.exprs[0]);
+        if (!v) return Error(v.error());
+        out_ += v->ToString();
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kIf:
+        for (std::size_t k = 0; k < s.exprs.size(); ++k) {
+          auto c = Eval(*s.exprs[k]);
+          if (!c) return Error(c.error());
+          if (c->Truthy()) return Exec(s.bodies[k]);
+        }
+        if (s.bodies.size() > s.exprs.size()) return Exec(s.bodies.back());
+        return Flow::kNormal;
+      case Stmt::Kind::kFor:
+        return ExecFor(s);
+      case Stmt::Kind::kSet: {
+        auto v = Eval(*s.exprs[0]);
+        if (!v) return Error(v.error());
+        if (s.names.size() == 1) {
+          frames_.back()[s.names[0]] = std::move(*v);
+          return Flow::kNormal;
+        }
+        const Value* target = Lookup(s.names[0]);
+        if (target == nullptr || !target->IsDict() || !target->is_namespace) {
+          return Error("cannot set attribute '" + s.names[1] + "' of '" + s.names[0] +
+                       "' (not a namespace)");
+        }
+        target->dict->Set(s.names[1], std::move(*v));
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kSetBlock: {
+        std::string saved = std::move(out_);
+        out_.clear();
+        auto r = Exec(s.bodies[0]);
+        if (!r) return r;
+        frames_.back()[s.names[0]] = Value::Str(std::move(out_));
+        out_ = std::move(saved);
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kMacro:
+        frames_.back()[s.names[0]] = MakeMacro(s);
+        return Flow::kNormal;
+      case Stmt::Kind::kBreak:
+        return Flow::kBreak;
+      case Stmt::Kind::kContinue:
+        return Flow::kContinue;
+    }
+    return Flow::kNormal;
+  }
+
+  std::expected<Flow, std::string> ExecFor(const Stmt& s) {
+    auto iterable = Eval(*s.exprs[0]);
+    if (!iterable) return Error(iterable.error());
+    List items;
+    if (iterable->IsList()) {
+      items = *iterable->list;
+    } else if (iterable->IsDict()) {
+      for (const auto& [k, v] : iterable->dict->items) items.push_back(Value::Str(k));
+    } else if (iterable->IsString()) {
+      CallArgs none;
+      auto l = ApplyFilter("list", *iterable, none);
+      if (!l) return Error(l.error());
+      items = *l->list;
+    } else if (!iterable->IsUndefined() && !iterable->IsNone()) {
+      return Error("for loop over a value that is not iterable");
+    } else if (iterable->IsNone()) {
+      return Error("for loop over none");
+    }
+    frames_.emplace_back();
+    const auto bind = [&](const Value& item) -> std::expected<void, std::string> {
+      if (s.names.size() == 1) {
+        frames_.back()[s.names[0]] = item;
+        return {};
+      }
+      if (!item.IsList() || item.list->size() != s.names.size()) {
+        return Error("cannot unpack loop item into " + std::to_string(s.names.size()) + " names");
+      }
+      for (std::size_t k = 0; k < s.names.size(); ++k) frames_.back()[s.names[k]] = (*item.list)[k];
+      return {};
+    };
+    // The loop filter ("for x in xs if cond") selects items before loop.* is computed.
+    if (s.exprs.size() > 1) {
+      List kept;
+      for (const Value& item : items) {
+        if (auto r = bind(item); !r) return PopWith(Error(r.error()));
+        auto c = Eval(*s.exprs[1]);
+        if (!c) return PopWith(Error(c.error()));
+        if (c->Truthy()) kept.push_back(item);
+      }
+      items = std::move(kept);
+    }
+    const auto n = static_cast<std::int64_t>(items.size());
+    for (std::int64_t k = 0; k < n; ++k) {
+      if (auto r = bind(items[static_cast<std::size_t>(k)]); !r) return PopWith(Error(r.error()));
+      Value loop = Value::MakeDict();
+      loop.dict->items = {
+          {"index0", Value::Int(k)},
+          {"index", Value::Int(k + 1)},
+          {"revindex0", Value::Int(n - k - 1)},
+          {"revindex", Value::Int(n - k)},
+          {"first", Value::Bool(k == 0)},
+          {"last", Value::Bool(k == n - 1)},
+          {"length", Value::Int(n)},
+          {"previtem", k > 0 ? items[static_cast<std::size_t>(k - 1)] : Value{}},
+          {"nextitem", k + 1 < n ? items[static_cast<std::size_t>(k + 1)] : Value{}},
+      };
+      frames_.back()["loop"] = std::move(loop);
+      auto r = Exec(s.bodies[0]);
+      if (!r) return PopWith(Error(r.error()));
+      if (*r == Flow::kBreak) break;
+    }
+    if (n == 0 && s.bodies.size() > 1) {
+      auto r = Exec(s.bodies[1]);
+      if (!r) return PopWith(Error(r.error()));
+    }
+    frames_.pop_back();
+    return Flow::kNormal;
+  }
+
+  std::expected<Flow, std::string> PopWith(Error e) {
+    frames_.pop_back();
+    return e;
+  }
+
+  Value MakeMacro(const Stmt& s) {
+    const Stmt* macro = &s;
+    return Value::MakeFunction([this, macro](CallArgs& args) -> std::expected<Value, std::string> {
+      if (++depth_ > kMaxCallDepth) return Error("macro recursion too deep");
+      Frame frame;
+      const std::size_t nparams = macro->names.size() - 1;
+      if (args.args.size() > nparams)
+        return Error("too many arguments to macro " + macro->names[0]);
+      for (std::size_t k = 0; k < nparams; ++k) {
+        const std::string& p = macro->names[k + 1];
+        if (k < args.args.size()) {
+          frame[p] = args.args[k];
+        } else if (const Value* kw = args.Kwarg(p)) {
+          frame[p] = *kw;
+        } else if (k >= macro->defaults_from && k - macro->defaults_from < macro->exprs.size()) {
+          auto d = Eval(*macro->exprs[k - macro->defaults_from]);
+          if (!d) return Error(d.error());
+          frame[p] = std::move(*d);
+        }
+      }
+      // A macro sees the template's globals and its parameters, not the caller's locals.
+      const std::size_t saved_base = base_;
+      frames_.push_back(std::move(frame));
+      base_ = frames_.size() - 1;
+      std::string saved_out = std::move(out_);
+      out_.clear();
+      auto r = Exec(macro->bodies[0]);
+      std::string result = std::move(out_);
+      out_ = std::move(saved_out);
+      frames_.pop_back();
+      base_ = saved_base;
+      --depth_;
+      if (!r) return Error(r.error());
+      return Value::Str(std::move(result));
+    });
+  }
+
+  std::expected<Value, std::string> Eval(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kLiteral:
+        return e.literal;
+      case Expr::Kind::kName: {
+        const Value* v = Lookup(e.name);
+        return v ? *v : Value{};
+      }
+      case Expr::Kind::kAttr: {
+        auto obj = Eval(*e.kids[0]);
+        if (!obj) return obj;
+        if (obj->IsUndefined()) return Error("'" + e.name + "' of an undefined value");
+        if (obj->IsDict()) {
+          const Value* v = obj->dict->Find(e.name);
+          return v ? *v : Value{};
+        }
+        return Value{};
+      }
+      case Expr::Kind::kItem: {
+        auto obj = Eval(*e.kids[0]);
+        if (!obj) return obj;
+        auto key = Eval(*e.kids[1]);
+        if (!key) return key;
+        return Item(*obj, *key);
+      }
+      case Expr::Kind::kSlice: {
+        auto obj = Eval(*e.kids[0]);
+        if (!obj) return obj;
+        Value parts[3];
+        for (int k = 0; k < 3; ++k) {
+          if (e.kids[k + 1]) {
+            auto p = Eval(*e.kids[k + 1]);
+            if (!p) return p;
+            parts[k] = std::move(*p);
+          }
+        }
+        return Slice(*obj, parts[0], parts[1], parts[2]);
+      }
+      case Expr::Kind::kCall:
+        return EvalCall(e);
+      case Expr::Kind::kFilter:
+      case Expr::Kind::kTest: {
+        auto in = Eval(*e.kids[0]);
+        if (!in) return in;
+        CallArgs args;
+        if (auto r = EvalArgs(e, 1, &args); !r) return Error(r.error());
+        return e.kind == Expr::Kind::kFilter ? ApplyFilter(e.name, *in, args)
+                                             : NegateIf(ApplyTest(e.name, *in, args), e.negated);
+      }
+      case Expr::Kind::kNot: {
+        auto v = Eval(*e.kids[0]);
+        if (!v) return v;
+        return Value::Bool(!v->Truthy());
+      }
+      case Expr::Kind::kNeg: {
+        auto v = Eval(*e.kids[0]);
+        if (!v) return v;
+        if (v->kind == Value::Kind::kInt) return Value::Int(-v->i);
+        if (v->kind == Value::Kind::kFloat) return Value::Float(-v->f);
+        return Error("bad operand for unary -");
+      }
+      case Expr::Kind::kBinary:
+        return EvalBinary(e);
+      case Expr::Kind::kTernary: {
+        auto c = Eval(*e.kids[1]);
+        if (!c) return c;
+        if (c->Truthy()) return Eval(*e.kids[0]);
+        if (e.kids[2]) return Eval(*e.kids[2]);
+        return Value{};
+      }
+      case Expr::Kind::kList: {
+        List items;
+        for (const auto& k : e.kids) {
+          auto v = Eval(*k);
+          if (!v) return v;
+          items.push_back(std::move(*v));
+        }
+        return Value::MakeList(std::move(items));
+      }
+      case Expr::Kind::kDict: {
+        Value d = Value::MakeDict();
+        for (std::size_t k = 0; k + 1 < e.kids.size(); k += 2) {
+          auto key = Eval(*e.kids[k]);
+          if (!key) return key;
+          if (!key->IsString()) return Error("dict literal keys must be strings");
+          auto v = Eval(*e.kids[k + 1]);
+          if (!v) return v;
+          d.dict->Set(key->s, std::move(*v));
+        }
+        return d;
+      }
+    }
+    return Error("unknown expression");
+  }
+
+  static std::expected<Value, std::string> NegateIf(std::expected<Value, std::string> r, bool neg) {
+    if (r && neg) return Value::Bool(!r->b);
+    return r;
+  }
+
+  static std::expected<Value, std::string> Item(const Value& obj, const Value& key) {
+    if (obj.IsDict()) {
+      if (!key.IsString()) return Value{};
+      const Value* v = obj.dict->Find(key.s);
+      return v ? *v : Value{};
+    }
+    if (obj.IsList() || obj.IsString()) {
+      if (key.kind != Value::Kind::kInt) return Error("list indices must be integers");
+      auto n = Length(obj);
+      std::int64_t k = key.i < 0 ? key.i + *n : key.i;
+      if (k < 0 || k >= *n) return Value{};
+      if (obj.IsList()) return (*obj.list)[static_cast<std::size_t>(k)];
+      return Slice(obj, Value::Int(k), Value::Int(k + 1), Value{});
+    }
+    if (obj.IsUndefined()) return Error("subscript of an undefined value");
+    return Value{};
+  }
+
+  std::expected<void, std::string> EvalArgs(const Expr& e, std::size_t first, CallArgs* args) {
+    const std::size_t nkw = e.kw_names.size();
+    const std::size_t npos = e.kids.size() - first - nkw;
+    for (std::size_t k = first; k < e.kids.size(); ++k) {
+      auto v = Eval(*e.kids[k]);
+      if (!v) return Error(v.error());
+      if (k - first < npos) {
+        args->args.push_back(std::move(*v));
+      } else {
+        args->kwargs.emplace_back(e.kw_names[k - first - npos], std::move(*v));
+      }
+    }
+    return {};
+  }
+
+  std::expected<Value, std::string> EvalCall(const Expr& e) {
+    const Expr& callee = *e.kids[0];
+    CallArgs args;
+    if (auto r = EvalArgs(e, 1, &args); !r) return Error(r.error());
+    if (callee.kind == Expr::Kind::kAttr) {
+      auto obj = Eval(*callee.kids[0]);
+      if (!obj) return obj;
+      if (obj->IsDict()) {
+        const Value* f = obj->dict->Find(callee.name);
+        if (f != nullptr && f->kind == Value::Kind::kFunction) return (*f->fn)(args);
+      }
+      return CallMethod(*obj, callee.name, args);
+    }
+    if (callee.kind == Expr::Kind::kName) {
+      const Value* f = Lookup(callee.name);
+      if (f != nullptr && f->kind == Value::Kind::kFunction) return (*f->fn)(args);
+      return CallGlobal(callee.name, args);
+    }
+    auto f = Eval(callee);
+    if (!f) return f;
+    if (f->kind != Value::Kind::kFunction) return Error("value is not callable");
+    return (*f->fn)(args);
+  }
+
+  std::expected<Value, std::string> EvalBinary(const Expr& e) {
+    const std::string& op = e.name;
+    auto a = Eval(*e.kids[0]);
+    if (!a) return a;
+    if (op == "and") return a->Truthy() ? Eval(*e.kids[1]) : a;
+    if (op == "or") return a->Truthy() ? a : Eval(*e.kids[1]);
+    auto b = Eval(*e.kids[1]);
+    if (!b) return b;
+    using K = Value::Kind;
+    if (op == "==") return Value::Bool(Equal(*a, *b));
+    if (op == "!=") return Value::Bool(!Equal(*a, *b));
+    if (op == "in" || op == "not in") {
+      CallArgs args;
+      args.args.push_back(*b);
+      auto r = ApplyTest("in", *a, args);
+      if (!r) return r;
+      return Value::Bool(op == "in" ? r->b : !r->b);
+    }
+    if (op == "~") return Value::Str(a->ToString() + b->ToString());
+    const bool numeric = (a->kind == K::kInt || a->kind == K::kFloat || a->kind == K::kBool) &&
+                         (b->kind == K::kInt || b->kind == K::kFloat || b->kind == K::kBool);
+    const auto num = [](const Value& v) {
+      return v.kind == K::kInt     ? static_cast<double>(v.i)
+             : v.kind == K::kFloat ? v.f
+                                   : (v.b ? 1.0 : 0.0);
+    };
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      int cmp;
+      if (numeric) {
+        const double x = num(*a), y = num(*b);
+        cmp = x < y ? -1 : x > y ? 1 : 0;
+      } else if (a->IsString() && b->IsString()) {
+        cmp = a->s.compare(b->s);
+      } else {
+        return Error("cannot compare these values with " + op);
+      }
+      const bool r = op == "<" ? cmp < 0 : op == ">" ? cmp > 0 : op == "<=" ? cmp <= 0 : cmp >= 0;
+      return Value::Bool(r);
+    }
+    if (op == "+") {
+      if (a->IsString() && b->IsString()) return Value::Str(a->s + b->s);
+      if (a->IsList() && b->IsList()) {
+        List items = *a->list;
+        items.insert(items.end(), b->list->begin(), b->list->end());
+        return Value::MakeList(std::move(items));
+      }
+    }
+    if (op == "*" && a->IsString() && b->kind == K::kInt) {
+      std::string out;
+      for (std::int64_t k = 0; k < b->i && out.size() < kMaxOutputBytes; ++k) out += a->s;
+      return Value::Str(std::move(out));
+    }
+    if (!numeric) return Error("unsupported operand types for " + op);
+    const bool ints = a->kind != K::kFloat && b->kind != K::kFloat;
+    const std::int64_t x = a->kind == K::kInt ? a->i : static_cast<std::int64_t>(num(*a));
+    const std::int64_t y = b->kind == K::kInt ? b->i : static_cast<std::int64_t>(num(*b));
+    if (op == "+") return ints ? Value::Int(x + y) : Value::Float(num(*a) + num(*b));
+    if (op == "-") return ints ? Value::Int(x - y) : Value::Float(num(*a) - num(*b));
+    if (op == "*") return ints ? Value::Int(x * y) : Value::Float(num(*a) * num(*b));
+    if (num(*b) == 0) return Error("division by zero");
+    if (op == "/") return Value::Float(num(*a) / num(*b));
+    if (op == "//") {
+      if (ints) return Value::Int(x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0));
+      return Value::Float(std::floor(num(*a) / num(*b)));
+    }
+    if (op == "%") {
+      if (ints) {
+        std::int64_t m = x % y;
+        if (m != 0 && ((m < 0) != (y < 0))) m += y;
+        return Value::Int(m);
+      }
+      const double m = std::fmod(num(*a), num(*b));
+      return Value::Float(m != 0 && ((m < 0) != (num(*b) < 0)) ? m + num(*b) : m);
+    }
+    return Error("unsupported operator " + op);
+  }
+
+  std::vector<Frame> frames_;
+  std::size_t base_ = 0;  // frames below base_ (except globals) are hidden inside a macro
+  int depth_ = 0;
+  std::string out_;
+};
+
+}  // namespace
+
+std::expected<Template, std::string> Template::Parse(std::string_view source) {
+  auto body = jinja::Parse(source);
+  if (!body) return Error(body.error());
+  Template t;
+  t.body_ = std::make_shared<const Body>(std::move(*body));
+  return t;
+}
+
+std::expected<std::string, std::string> Template::Render(const Value& vars) const {
+  if (!vars.IsDict()) return Error("template variables must be a dict");
+  Interpreter interp(vars);
+  return interp.Run(*body_);
+}
+
+}  // namespace kvroute::tokenize::jinja
