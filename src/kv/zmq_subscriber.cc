@@ -1,6 +1,5 @@
 #include "kv/zmq_subscriber.h"
 
-#include <map>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -134,25 +133,25 @@ struct ZmqEventSubscriber::Impl {
     if (callbacks.on_stale) callbacks.on_stale(options.worker, value);
   }
 
-  // Fetches [from, upto) from the replay socket and delivers the contiguous run that starts at
-  // `from`. True when the whole range was delivered.
+  // Fetches [from, upto) from the replay socket and delivers it as it arrives. vLLM answers in
+  // ascending seq order, so the first seq past `next` means the buffer no longer holds `next`:
+  // stop there rather than read (and hold) the rest of a possibly 10,000-batch buffer. True
+  // when the whole range was delivered.
   bool Replay(std::uint64_t from, std::uint64_t upto) {
     if (options.replay_endpoint.empty()) return false;
-    std::map<std::uint64_t, zmq::message_t> got;  // ordered, de-duplicated
+    std::uint64_t next = from;
     try {
       // A fresh DEALER per repair: late answers to an abandoned request cannot leak into the
       // next one.
       zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
       dealer.set(zmq::sockopt::linger, 0);
-      dealer.set(zmq::sockopt::rcvhwm, 0);
       dealer.connect(options.replay_endpoint);
       std::uint8_t start[8];
       for (int i = 0; i < 8; ++i) start[i] = static_cast<std::uint8_t>(from >> (56 - 8 * i));
       dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
       dealer.send(zmq::buffer(start, 8), zmq::send_flags::none);
       const auto deadline = std::chrono::steady_clock::now() + options.replay_timeout;
-      for (;;) {
-        if (stop.load(std::memory_order_acquire)) break;
+      while (next < upto && !stop.load(std::memory_order_acquire)) {
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) break;
         auto wait = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
@@ -170,16 +169,13 @@ struct ZmqEventSubscriber::Impl {
         }
         const std::uint64_t seq = GetBigEndian64(frames[1].data());
         if (seq == kReplayEndSeq) break;
-        if (seq >= from && seq < upto) got.emplace(seq, std::move(frames[2]));
+        if (seq < next) continue;  // older than the gap (the request starts at `from`)
+        if (seq > next) break;     // evicted from the engine's buffer: cannot be closed
+        if (!DecodeAndDeliver(seq, frames[2].data<std::uint8_t>(), frames[2].size(), true)) break;
+        ++next;
       }
     } catch (const zmq::error_t&) {
-      // Fall through: deliver what arrived, report the rest as lost.
-    }
-    std::uint64_t next = from;
-    for (auto& [seq, payload] : got) {
-      if (seq != next) break;  // the buffer no longer holds `next`
-      if (!DecodeAndDeliver(seq, payload.data<std::uint8_t>(), payload.size(), true)) break;
-      ++next;
+      // What was delivered stays delivered; the rest is reported as lost.
     }
     return next == upto;
   }

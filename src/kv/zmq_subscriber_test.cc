@@ -152,6 +152,25 @@ TEST_F(SubscriberTest, GapIsRepairedFromTheReplaySocketBeforeLaterBatches) {
   EXPECT_EQ(stats.stale_episodes, 0u);
 }
 
+TEST_F(SubscriberTest, GapOlderThanTheReplayBufferMarksTheWorkerStale) {
+  // Seqs 1..4 never reach the wire and the engine keeps only 2 batches: when seq 5 reveals the
+  // gap, seq 1 is gone from the buffer and the gap cannot be closed.
+  ZmqPublisherOptions po{
+      .endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*", .buffer_steps = 2};
+  po.drop_on_wire_for_test = [](std::uint64_t seq) { return seq >= 1 && seq <= 4; };
+  Start(std::move(po));
+  PublishRange(0, 6);
+  ASSERT_TRUE(rec_.WaitFor([&] {
+    auto s = rec_.Seqs();
+    return !s.empty() && s.back() == 5;
+  }));
+  auto seqs = rec_.Seqs();
+  EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
+  EXPECT_EQ(std::count(seqs.begin(), seqs.end(), 1u), 0);
+  EXPECT_EQ(rec_.Count(Recorder::Entry::kStale), 1);
+  EXPECT_EQ(sub_->stats().stale_episodes, 1u);
+}
+
 TEST_F(SubscriberTest, GapWithoutReplayMarksTheWorkerStaleAndKeepsDelivering) {
   ZmqPublisherOptions po{.endpoint = "tcp://127.0.0.1:*"};
   po.drop_on_wire_for_test = [](std::uint64_t seq) { return seq == 5; };

@@ -307,6 +307,8 @@ def subscriber(tool):
         sub_msg = recv_multipart(pub)
         check(sub_msg == [b"\x01kv@"], "subscription %r" % sub_msg)
         payloads = [msgpack.packb(b, use_bin_type=True) for b in batches]
+        # Another topic: filtered out by the SUB socket, never seen by the subscriber.
+        pub.send_multipart([b"other", struct.pack(">Q", 0), payloads[0]])
         # Frames that must be dropped as malformed: wrong frame count, short seq.
         pub.send_multipart([b"kv@x", struct.pack(">Q", 0)])
         pub.send_multipart([b"kv@x", b"\x00\x00", payloads[0]])
@@ -336,6 +338,7 @@ def subscriber(tool):
         check(d["batch"] == want, "seq %d:\n got  %r\n want %r" % (d["seq"], d["batch"], want))
     check(not any("stale" in l and l["stale"] for l in lines), "worker reported stale")
     stats = lines[-1]["stats"]
+    check(stats["messages"] == 2 + len(batches) - 1, "message count %r" % stats)
     check(stats["malformed"] == 2, "malformed count %r" % stats)
     check(stats["replayed"] == 1 and stats["gaps"] == 1, "replay stats %r" % stats)
     check(stats["unknown_events"] == 1, "unknown events %r" % stats)
