@@ -19,6 +19,9 @@
 
 namespace kvroute::api {
 
+// The error's param is "messages" when the prompt alone is too long and "max_tokens" otherwise
+// (vLLM leaves it null; naming the field helps clients and costs nothing).
+//
 // Returns the number of tokens the request may generate: `max_tokens` when given, else what
 // is left of the context (vLLM's default for chat). 400 when the prompt fills the context or
 // prompt + max_tokens exceeds it.

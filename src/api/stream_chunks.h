@@ -58,7 +58,8 @@ class StreamEncoder {
   std::string Start();
   std::string Delta(std::string_view text, std::int64_t completion_tokens);
   // The last text delta (may be empty) with finish_reason, the usage chunk when
-  // include_usage, and the [DONE] sentinel.
+  // include_usage, and the [DONE] sentinel. `cached_tokens`: std::nullopt leaves
+  // prompt_tokens_details out, as vLLM does without --enable-prompt-tokens-details.
   std::string End(std::string_view text, std::int64_t completion_tokens, const Finish& finish,
                   std::optional<std::int64_t> cached_tokens);
 
