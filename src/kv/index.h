@@ -63,7 +63,7 @@ struct IndexCounters {
   std::uint64_t block_size_mismatch = 0;    // BlockStored whose block_size != keyer's: skipped
   std::uint64_t malformed = 0;              // token count != blocks * block_size: skipped
   std::uint64_t hash_conflicts = 0;         // engine hash already mapped to a different key
-  std::uint64_t ref_overflow = 0;           // > 65535 copies of one block in one tier: ignored
+  std::uint64_t ref_overflow = 0;           // > 255 copies of one block in one tier: ignored
   // Last block size seen in a BlockStored (0 = none yet); the parity check compares it with
   // the keyer's to report a mismatch instead of silently matching nothing.
   std::uint32_t last_event_block_size = 0;
@@ -113,24 +113,25 @@ class KvIndex {
 
  private:
   static constexpr std::uint32_t kNoNode = 0xFFFFFFFFu;
-  static constexpr std::uint16_t kMaxCount = 0xFFFF;
 
   // A (node, worker) pair. ref[t] counts stores minus removals of this block in tier t;
-  // kids[t] counts this node's children that the worker holds in tier t (kept so that a
-  // worker's "orphans" - held blocks whose parent it does not hold - are known exactly; see
-  // README). An entry with all refs 0 but some kids > 0 is a placeholder for a hole.
+  // kids[t] counts this node's children that the worker holds in tier t. An entry with all
+  // refs 0 but some kids > 0 marks a hole: a block the worker lacks under blocks it holds.
   struct Entry {
     std::uint32_t slot;
-    std::array<std::uint16_t, kNumTiers> ref;
+    std::array<std::uint8_t, kNumTiers> ref;
     std::array<std::uint16_t, kNumTiers> kids;
   };
+  static_assert(sizeof(Entry) == 16);
   // One canonical block. Exists while some worker has an entry or it has child nodes, so the
   // node set is closed under parents (lookups rely on it).
   struct Node {
     BlockKey key = 0;
     std::uint32_t parent = kNoNode;
     std::uint32_t num_children = 0;
-    std::vector<Entry> holders;  // sorted by slot
+    std::uint32_t depth = 0;       // position in its chain: block 0 has depth 0
+    std::uint32_t lane_count = 0;  // sum over holders of held tiers (+1 if any tier held)
+    std::vector<Entry> holders;    // sorted by slot
   };
   struct EngineRef {
     std::uint32_t node;
@@ -141,12 +142,15 @@ class KvIndex {
     bool live = false;
     bool stale = false;
     IndexFlatMap<EngineRef> engine;
-    // Held (block, tier) pairs whose parent block the worker does not hold in that tier.
-    std::array<std::int64_t, kNumTiers> orphans{};
-    // Set when a kids counter saturated: orphan tracking for that tier is no longer exact, so
+    // Per tier, the worker's hole nodes: not held in that tier but with a child held in it.
+    // Empty for every tier <=> the worker's held set is closed under parents in every tier.
+    std::array<IndexFlatMap<std::uint8_t>, kNumTiers> holes;
+    // Set when a kids counter saturated: hole tracking for that tier is no longer exact, so
     // lookups scan it block by block until the worker is cleared.
     std::array<bool, kNumTiers> untracked{};
   };
+  static constexpr std::uint8_t kMaxRef = 0xFF;
+  static constexpr std::uint16_t kMaxKids = 0xFFFF;
 
   // --- everything below is guarded by mu_ ---
   std::uint32_t SlotFor(WorkerId worker);  // creates
@@ -164,7 +168,9 @@ class KvIndex {
   void DropRef(std::uint32_t slot, std::uint32_t node, int tier);
   void OnHeld(std::uint32_t slot, std::uint32_t node, int tier);
   void OnReleased(std::uint32_t slot, std::uint32_t node, int tier);
-  std::uint8_t DirtyMask(std::uint32_t slot) const;
+  const Entry* FindEntry(std::uint32_t node, std::uint32_t slot) const;
+  void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
+  void RefreshDirty(std::uint32_t slot);
   void ResetLocked();
 
   const BlockKeyer keyer_;
@@ -175,6 +181,9 @@ class KvIndex {
   IndexFlatMap<std::uint32_t> slot_of_worker_;
   std::vector<WorkerState> workers_;  // by slot; slots are reused after RemoveWorker
   std::vector<std::uint32_t> free_slots_;
+  // By slot: non-zero when the worker has holes or untracked tiers. Contiguous so a lookup
+  // finds the few dirty workers with one short scan.
+  std::vector<std::uint8_t> dirty_by_slot_;
   std::size_t num_entries_ = 0;
   IndexCounters counters_;
   std::vector<BlockKey> scratch_keys_;

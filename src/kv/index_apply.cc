@@ -8,7 +8,8 @@
 namespace kvroute::kv {
 namespace {
 
-bool AnyRef(const std::array<std::uint16_t, kNumTiers>& ref) {
+template <typename T>
+bool AnyRef(const std::array<T, kNumTiers>& ref) {
   return (ref[0] | ref[1] | ref[2] | ref[3]) != 0;
 }
 
@@ -109,7 +110,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
       }
     }
     Entry& entry = GetOrCreateEntry(node, slot);
-    if (entry.ref[t] == kMaxCount) {
+    if (entry.ref[t] == kMaxRef) {
       ++counters_.ref_overflow;
     } else {
       ++ref->refs;
@@ -149,9 +150,13 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
 
 void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
   Entry& entry = *FindEntry(node, slot);
-  bool was_held = AnyRef(entry.ref);
+  const bool was_held = AnyRef(entry.ref);
   if (entry.ref[tier]++ == 0) {
-    if (!was_held) ++num_entries_;
+    ++nodes_[node].lane_count;
+    if (!was_held) {
+      ++num_entries_;
+      ++nodes_[node].lane_count;  // the any-tier lane
+    }
     OnHeld(slot, node, tier);
   }
 }
@@ -160,44 +165,69 @@ void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, int tier) {
   Entry& entry = *FindEntry(node, slot);
   assert(entry.ref[tier] > 0);
   if (--entry.ref[tier] == 0) {
-    if (!AnyRef(entry.ref)) --num_entries_;
+    --nodes_[node].lane_count;
+    if (!AnyRef(entry.ref)) {
+      --num_entries_;
+      --nodes_[node].lane_count;
+    }
     OnReleased(slot, node, tier);  // may erase the entry and the node
   }
 }
 
-// (slot, tier) now holds `node`. The node becomes an orphan if its parent is not held; the
-// node's held children stop being orphans.
+// (slot, tier) now holds `node`: the node stops being a hole, and its parent becomes one if
+// the worker does not hold the parent in this tier.
 void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, int tier) {
-  WorkerState& w = workers_[slot];
+  if (FindEntry(node, slot)->kids[tier] > 0) SetHole(slot, node, tier, false);
   const std::uint32_t parent = nodes_[node].parent;
-  if (parent != kNoNode) {
-    Entry& pe = GetOrCreateEntry(parent, slot);
-    if (pe.ref[tier] == 0) ++w.orphans[tier];
-    if (pe.kids[tier] == kMaxCount) {
-      w.untracked[tier] = true;
-    } else {
-      ++pe.kids[tier];
-    }
+  if (parent == kNoNode) return;
+  Entry& pe = GetOrCreateEntry(parent, slot);
+  if (pe.kids[tier] == kMaxKids) {
+    workers_[slot].untracked[tier] = true;
+    RefreshDirty(slot);
+    return;
   }
-  w.orphans[tier] -= FindEntry(node, slot)->kids[tier];
+  if (pe.kids[tier]++ == 0 && pe.ref[tier] == 0) SetHole(slot, parent, tier, true);
 }
 
 // (slot, tier) no longer holds `node`: the reverse of OnHeld.
 void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, int tier) {
-  WorkerState& w = workers_[slot];
+  if (FindEntry(node, slot)->kids[tier] > 0) SetHole(slot, node, tier, true);
   const std::uint32_t parent = nodes_[node].parent;
   if (parent != kNoNode) {
     Entry* pe = FindEntry(parent, slot);
     if (pe != nullptr && pe->kids[tier] > 0) {
-      --pe->kids[tier];
-      if (pe->ref[tier] == 0) --w.orphans[tier];
+      if (--pe->kids[tier] == 0 && pe->ref[tier] == 0) SetHole(slot, parent, tier, false);
       MaybeEraseEntry(parent, slot);
     } else {
-      w.untracked[tier] = true;  // only after a saturated counter
+      workers_[slot].untracked[tier] = true;  // only after a saturated counter
+      RefreshDirty(slot);
     }
   }
-  w.orphans[tier] += FindEntry(node, slot)->kids[tier];
   MaybeEraseEntry(node, slot);
+}
+
+void KvIndex::SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole) {
+  WorkerState& w = workers_[slot];
+  if (hole) {
+    w.holes[tier].Insert(node, 1);
+  } else {
+    w.holes[tier].Erase(node);
+  }
+  RefreshDirty(slot);
+}
+
+void KvIndex::RefreshDirty(std::uint32_t slot) {
+  const WorkerState& w = workers_[slot];
+  std::uint8_t dirty = 0;
+  for (int t = 0; t < kNumTiers; ++t) dirty |= (!w.holes[t].empty() || w.untracked[t]) ? 1 : 0;
+  dirty_by_slot_[slot] = dirty;
+}
+
+const KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) const {
+  const std::vector<Entry>& h = nodes_[node].holders;
+  auto it = std::lower_bound(h.begin(), h.end(), slot,
+                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  return (it != h.end() && it->slot == slot) ? &*it : nullptr;
 }
 
 KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) {
@@ -241,7 +271,12 @@ std::uint32_t KvIndex::GetOrCreateNode(BlockKey key, std::uint32_t parent) {
   n.key = key;
   n.parent = parent;
   n.num_children = 0;
-  if (parent != kNoNode) ++nodes_[parent].num_children;
+  n.lane_count = 0;
+  n.depth = 0;
+  if (parent != kNoNode) {
+    ++nodes_[parent].num_children;
+    n.depth = nodes_[parent].depth + 1;
+  }
   return node;
 }
 
@@ -269,6 +304,7 @@ std::uint32_t KvIndex::SlotFor(WorkerId worker) {
   } else {
     *slot = static_cast<std::uint32_t>(workers_.size());
     workers_.emplace_back();
+    dirty_by_slot_.push_back(0);
   }
   WorkerState& w = workers_[*slot];
   w = WorkerState{};
@@ -302,8 +338,11 @@ void KvIndex::PurgeWorker(std::uint32_t slot) {
       }
     }
   }
-  w.orphans = {};
+  // Every hole had a held child, so dropping everything emptied the hole sets, unless a kids
+  // counter saturated; clear them either way.
+  for (int t = 0; t < kNumTiers; ++t) w.holes[t].Clear();
   w.untracked = {};
+  RefreshDirty(slot);
 }
 
 void KvIndex::RemoveWorker(WorkerId worker) {
@@ -314,6 +353,7 @@ void KvIndex::RemoveWorker(WorkerId worker) {
   PurgeWorker(slot);
   slot_of_worker_.Erase(worker);
   workers_[slot] = WorkerState{};
+  dirty_by_slot_[slot] = 0;
   free_slots_.push_back(slot);
 }
 
@@ -349,6 +389,7 @@ void KvIndex::ResetLocked() {
   slot_of_worker_.Clear();
   workers_.clear();
   free_slots_.clear();
+  dirty_by_slot_.clear();
   num_entries_ = 0;
 }
 

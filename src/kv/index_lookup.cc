@@ -1,13 +1,24 @@
 // KvIndex read path: per-worker consecutive prefix depths for a chain of block keys.
 //
 // The search tracks "lanes": (worker, tier) pairs for the 4 tiers plus lane 4 = any tier.
-// A lane is alive at position i when the worker holds keys[0..i-1] in it. Positions are
-// examined one by one while some alive lane is dirty (its worker holds an orphan block in that
-// tier); otherwise the search gallops: if every alive lane holds keys[j], each one holds
-// keys[i..j] too (a clean lane's held set is closed under parents, and keys[j-1] is the parent
-// of keys[j]), so depths advance by j - i + 1 at the cost of one probe. When a probe shows
-// fewer holders, a binary search finds the first position where some lane drops out (the
-// number of alive lanes holding keys[p] is non-increasing in p for clean lanes).
+// A lane is alive at position i when the worker holds keys[0..i-1] in it. The search gallops:
+// probing keys[j], it asks whether every alive lane holds it; if so, every alive lane holds
+// keys[i..j] and depths advance by j - i + 1 for one probe. When fewer lanes hold keys[j], a
+// binary search finds the first position where some lane drops, and that position is
+// examined exactly. Why this is exact (kv/README.md "Index" has the long form):
+//
+//  * If a lane holds keys[j] but misses some keys[k], i <= k < j, take the largest such k:
+//    keys[k] is not held but its child keys[k+1] is, so keys[k] is one of the worker's hole
+//    nodes (tracked per tier by the write path). Holes of alive workers that lie on this
+//    prompt (node depth d with keys[d] == node key) become barriers; the search never jumps
+//    over a barrier and examines barrier positions exactly. Between barriers, "holds keys[j]"
+//    implies "holds keys[i..j]", so the number of alive lanes holding keys[p] is
+//    non-increasing in p and the binary search is valid.
+//  * Counting alive lanes at keys[j] is O(1) for clean workers: a clean lane that holds
+//    keys[j] holds all of keys[0..j], hence is alive, so the node's lane_count counts exactly
+//    the alive clean lanes. Workers with holes (few) are corrected one by one.
+//  * Lanes whose hole tracking saturated (or with too many holes to list) are examined
+//    position by position, which is exact by definition.
 #include <algorithm>
 #include <bit>
 
@@ -18,6 +29,11 @@ namespace {
 
 constexpr int kLanes = kNumTiers + 1;
 constexpr std::uint8_t kAnyLane = 1u << kNumTiers;
+// Above this many dirty workers, counting falls back to scanning a node's holders.
+constexpr std::size_t kMaxDirtyForFastCount = 64;
+// Above this many holes in one tier, a worker's lanes are examined position by position
+// instead of listing barriers.
+constexpr std::size_t kMaxHolesForBarriers = 256;
 
 // Per-thread scratch indexed by worker slot, so a lookup allocates nothing in steady state
 // and resets only what it touched.
@@ -26,9 +42,12 @@ struct LookupScratch {
   std::vector<std::array<std::uint32_t, kLanes>> depth;  // depth per slot and lane
   std::vector<std::uint32_t> stamp;                      // position generation per slot
   std::vector<std::uint8_t> held;                        // lanes held at stamped position
-  std::vector<std::uint8_t> dirty;                       // dirty lanes per slot
+  std::vector<std::uint8_t> exact;                       // lanes examined one by one; 0
+                                                         // between lookups
   std::vector<std::uint32_t> alive_list;                 // slots with alive lanes
   std::vector<std::uint32_t> touched;                    // slots reported
+  std::vector<std::uint32_t> dirty;                      // slots with holes, index-wide
+  std::vector<std::uint32_t> barriers;                   // positions examined exactly
   std::uint32_t generation = 0;
 
   void Prepare(std::size_t slots) {
@@ -37,10 +56,12 @@ struct LookupScratch {
       depth.resize(slots);
       stamp.resize(slots, 0);
       held.resize(slots, 0);
-      dirty.resize(slots, 0);
+      exact.resize(slots, 0);
     }
     alive_list.clear();
     touched.clear();
+    dirty.clear();
+    barriers.clear();
   }
   std::uint32_t NextGeneration() {
     if (++generation == 0) {  // wrapped: old stamps could alias
@@ -51,6 +72,15 @@ struct LookupScratch {
   }
 };
 
+// Lane masks have 5 bits; a table avoids libgcc's generic popcount (no -mpopcnt here).
+constexpr std::array<std::uint8_t, 32> kLaneCount = [] {
+  std::array<std::uint8_t, 32> t{};
+  for (int m = 0; m < 32; ++m)
+    t[m] = static_cast<std::uint8_t>(std::popcount(static_cast<unsigned>(m)));
+  return t;
+}();
+inline int Lanes(std::uint8_t mask) { return kLaneCount[mask & 31]; }
+
 template <typename EntryT>
 std::uint8_t HeldLanes(const EntryT& e) {
   std::uint8_t m = 0;
@@ -60,22 +90,13 @@ std::uint8_t HeldLanes(const EntryT& e) {
 
 }  // namespace
 
-std::uint8_t KvIndex::DirtyMask(std::uint32_t slot) const {
-  const WorkerState& w = workers_[slot];
-  std::uint8_t m = 0;
-  for (int t = 0; t < kNumTiers; ++t) {
-    if (w.orphans[t] != 0 || w.untracked[t]) m |= static_cast<std::uint8_t>(1u << t);
-  }
-  // The union of parent-closed sets is parent-closed; otherwise scan "any" exactly too.
-  return m != 0 ? static_cast<std::uint8_t>(m | kAnyLane) : 0;
-}
-
 std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   std::vector<WorkerMatch> out;
   if (keys.empty()) return out;
   std::shared_lock lock(mu_);
   thread_local LookupScratch s;
   s.Prepare(workers_.size());
+  const std::size_t n = keys.size();
 
   auto node_at = [&](std::size_t pos) -> const Node* {
     const std::uint32_t* id = node_of_key_.Find(keys[pos]);
@@ -85,35 +106,71 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   const Node* first = node_at(0);
   if (first == nullptr) return out;
   std::int64_t alive_lanes = 0;  // popcount of all alive masks
-  std::int64_t dirty_lanes = 0;  // alive lanes that are dirty
+  std::int64_t exact_lanes = 0;  // alive lanes examined one position at a time
   for (const Entry& e : first->holders) {
-    std::uint8_t m = HeldLanes(e);
+    const std::uint8_t m = HeldLanes(e);
     if (m == 0) continue;
     s.alive[e.slot] = m;
-    s.dirty[e.slot] = DirtyMask(e.slot);
     s.depth[e.slot].fill(0);
     s.alive_list.push_back(e.slot);
     s.touched.push_back(e.slot);
-    alive_lanes += std::popcount(m);
-    dirty_lanes += std::popcount(static_cast<std::uint8_t>(m & s.dirty[e.slot]));
+    alive_lanes += Lanes(m);
   }
+  // Dirty workers matter only through their holes on this prompt: a (worker, tier) with no
+  // hole at any keys[k] holds a prefix of the prompt (if it held keys[j] but not some earlier
+  // keys[k], the last such keys[k] would be a hole), so it behaves exactly like a clean one.
+  // The others go to s.dirty (per-node correction) and their holes become barriers.
+  for (std::uint32_t slot = 0; slot < dirty_by_slot_.size(); ++slot) {
+    if (dirty_by_slot_[slot] == 0) continue;
+    const WorkerState& w = workers_[slot];
+    bool relevant = false;
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (w.untracked[t] || w.holes[t].size() > kMaxHolesForBarriers) {
+        s.exact[slot] |= static_cast<std::uint8_t>((1u << t) | kAnyLane);
+        relevant = true;
+        continue;
+      }
+      w.holes[t].ForEach([&](std::uint64_t node, std::uint8_t) {
+        const Node& h = nodes_[node];
+        if (h.depth < n && keys[h.depth] == h.key) {
+          s.barriers.push_back(h.depth);
+          relevant = true;
+        }
+      });
+    }
+    if (relevant) s.dirty.push_back(slot);
+    exact_lanes += Lanes(s.alive[slot] & s.exact[slot]);
+  }
+  std::sort(s.barriers.begin(), s.barriers.end());
+  const bool fast_count = s.dirty.size() <= kMaxDirtyForFastCount;
 
   // Alive lanes holding keys[pos].
   auto count_at = [&](std::size_t pos) -> std::int64_t {
-    const Node* n = node_at(pos);
-    if (n == nullptr) return 0;
+    const Node* node = node_at(pos);
+    if (node == nullptr) return 0;
     std::int64_t c = 0;
-    for (const Entry& e : n->holders) {
-      c += std::popcount(static_cast<std::uint8_t>(s.alive[e.slot] & HeldLanes(e)));
+    // O(1) plus a correction per dirty worker, unless scanning the holders is cheaper.
+    if (fast_count && node->holders.size() > 4 * s.dirty.size()) {
+      c = node->lane_count;
+      for (std::uint32_t slot : s.dirty) {
+        const Entry* e = FindEntry(static_cast<std::uint32_t>(node - nodes_.data()), slot);
+        if (e == nullptr) continue;
+        const std::uint8_t m = HeldLanes(*e);
+        c += Lanes(m & s.alive[slot]) - Lanes(m);
+      }
+      return c;
+    }
+    for (const Entry& e : node->holders) {
+      c += Lanes(s.alive[e.slot] & HeldLanes(e));
     }
     return c;
   };
   // Examines keys[pos] exactly: lanes that do not hold it stop at depth pos.
   auto exact_step = [&](std::size_t pos) {
-    const Node* n = node_at(pos);
+    const Node* node = node_at(pos);
     const std::uint32_t gen = s.NextGeneration();
-    if (n != nullptr) {
-      for (const Entry& e : n->holders) {
+    if (node != nullptr) {
+      for (const Entry& e : node->holders) {
         if (s.alive[e.slot] == 0) continue;
         s.stamp[e.slot] = gen;
         s.held[e.slot] = HeldLanes(e);
@@ -127,8 +184,8 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
         for (int lane = 0; lane < kLanes; ++lane) {
           if (drop & (1u << lane)) s.depth[slot][lane] = static_cast<std::uint32_t>(pos);
         }
-        alive_lanes -= std::popcount(drop);
-        dirty_lanes -= std::popcount(static_cast<std::uint8_t>(drop & s.dirty[slot]));
+        alive_lanes -= Lanes(drop);
+        exact_lanes -= Lanes(drop & s.exact[slot]);
         s.alive[slot] &= held;
       }
       if (s.alive[slot] == 0) {
@@ -142,13 +199,23 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
 
   std::size_t i = 1;  // alive lanes hold keys[0..i-1]
   std::size_t step = 1;
-  const std::size_t n = keys.size();
+  std::size_t next_barrier = 0;  // index into s.barriers
   while (i < n && alive_lanes > 0) {
-    if (dirty_lanes > 0) {
+    if (exact_lanes > 0) {
       exact_step(i++);
       continue;
     }
-    const std::size_t j = std::min(i + step - 1, n - 1);
+    while (next_barrier < s.barriers.size() && s.barriers[next_barrier] < i) ++next_barrier;
+    std::size_t limit = n - 1;
+    if (next_barrier < s.barriers.size()) {
+      if (s.barriers[next_barrier] == i) {
+        exact_step(i++);
+        step = 1;
+        continue;
+      }
+      limit = s.barriers[next_barrier] - 1;
+    }
+    const std::size_t j = std::min(i + step - 1, limit);
     if (count_at(j) == alive_lanes) {
       i = j + 1;
       step *= 2;
@@ -168,6 +235,7 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     step = 1;
   }
 
+  for (std::uint32_t slot : s.dirty) s.exact[slot] = 0;
   out.reserve(s.touched.size());
   for (std::uint32_t slot : s.touched) {
     if (s.alive[slot] != 0) {

@@ -97,5 +97,23 @@ TEST_F(IndexLookupTest, WorkerNotHoldingBlockZeroIsNotReported) {
   EXPECT_TRUE(index_.Lookup(PromptKeys(keyer_, {1, 2})).empty());
 }
 
+TEST_F(IndexLookupTest, WorkerWithManyHolesIsStillExact) {
+  // More holes than the lookup lists as barriers: the worker is scanned block by block.
+  index_.ApplyBatch(1, Batch({Store(Hashes(100, 1100), std::nullopt, Range(0, 1000))}));
+  std::vector<EngineHash> evict;
+  for (std::uint64_t i = 900; i > 300; i -= 2) evict.push_back(100 + i);
+  index_.ApplyBatch(1, Batch({Remove(evict)}));
+  index_.ApplyBatch(2, Batch({Store(Hashes(5000, 5500), std::nullopt, Range(0, 500))}));
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 1000))));
+  EXPECT_EQ(m[1].depth[0], 302u);
+  EXPECT_EQ(m[2].depth[0], 500u);
+}
+
+TEST_F(IndexLookupTest, HoleOffThePromptDoesNotShortenIt) {
+  index_.ApplyBatch(1, Batch({Store(Hashes(100, 130), std::nullopt, Range(0, 30)),
+                              Store({200, 201}, 109, {77, 78}), Remove({200})}));
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 30))))[1].depth[0], 30u);
+}
+
 }  // namespace
 }  // namespace kvroute::kv

@@ -214,6 +214,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
       std::uint64_t total = 0;
       for (auto& v : e.ref) {
         if (!r.Get(&v)) return Err("snapshot: truncated");
+        if (v > kMaxRef) return Err("snapshot: reference count out of range");
         total += v;
       }
       auto it = refs_by_node.find(e.node);
@@ -239,6 +240,23 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
     nodes_[i].parent = p;
     ++nodes_[p].num_children;
   }
+  // Depths: walk up to a node whose depth is known (or a root), then assign downwards.
+  std::vector<std::uint8_t> known(nodes_.size(), 0);
+  std::vector<std::uint32_t> chain;
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    chain.clear();
+    std::uint32_t cur = i;
+    while (!known[cur]) {
+      chain.push_back(cur);
+      if (nodes_[cur].parent == kNoNode) break;
+      cur = nodes_[cur].parent;
+    }
+    std::uint32_t d = known[cur] ? nodes_[cur].depth + 1 : 0;
+    for (std::size_t k = chain.size(); k-- > 0;) {
+      nodes_[chain[k]].depth = d++;
+      known[chain[k]] = 1;
+    }
+  }
   for (const WorkerRec& w : workers) {
     const std::uint32_t slot = SlotFor(w.id);
     workers_[slot].stale = w.stale;
@@ -251,7 +269,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
       for (int t = 0; t < kNumTiers; ++t) {
         if (e.ref[t] == 0) continue;
         AddRef(slot, node, t);  // 0 -> 1 runs the orphan bookkeeping
-        FindEntry(node, slot)->ref[t] = e.ref[t];
+        FindEntry(node, slot)->ref[t] = static_cast<std::uint8_t>(e.ref[t]);
       }
     }
   }
