@@ -9,7 +9,9 @@
 namespace kvroute::sched {
 
 Params::Params(const YAML::Node& node, std::string path)
-    : node_(std::make_unique<YAML::Node>(node)), path_(std::move(path)) {}
+    : node_(std::make_unique<YAML::Node>(node)),
+      resolved_(std::make_unique<YAML::Node>(YAML::NodeType::Map)),
+      path_(std::move(path)) {}
 Params::~Params() = default;
 
 ConfigError Params::Error(std::string_view key, std::string_view what) const {
@@ -18,6 +20,14 @@ ConfigError Params::Error(std::string_view key, std::string_view what) const {
 
 std::expected<double, ConfigError> Params::Number(std::string_view key, double fallback, double min,
                                                   double max) {
+  auto out = ReadNumber(key, fallback, min, max);
+  // Shortest text that reads back as the same double ("0.8", not yaml-cpp's 17 digits).
+  if (out) (*resolved_)[std::string(key)] = fmt::format("{}", *out);
+  return out;
+}
+
+std::expected<double, ConfigError> Params::ReadNumber(std::string_view key, double fallback,
+                                                      double min, double max) {
   Consume(key);
   if (!node_->IsMap()) return fallback;
   const YAML::Node v = (*node_)[std::string(key)];
@@ -33,6 +43,13 @@ std::expected<double, ConfigError> Params::Number(std::string_view key, double f
 }
 
 std::expected<std::string, ConfigError> Params::String(std::string_view key, std::string fallback) {
+  auto out = ReadString(key, std::move(fallback));
+  if (out) (*resolved_)[std::string(key)] = *out;
+  return out;
+}
+
+std::expected<std::string, ConfigError> Params::ReadString(std::string_view key,
+                                                           std::string fallback) {
   Consume(key);
   if (!node_->IsMap()) return fallback;
   const YAML::Node v = (*node_)[std::string(key)];
@@ -52,6 +69,7 @@ std::expected<std::vector<std::string>, ConfigError> Params::StringList(std::str
     if (!item.IsScalar()) return std::unexpected(Error(key, "expected a list of strings"));
     out.push_back(item.Scalar());
   }
+  (*resolved_)[std::string(key)] = out;
   return out;
 }
 

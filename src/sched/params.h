@@ -1,7 +1,9 @@
 // Params: the options map of one plug-in entry in a policy's YAML, read by that plug-in's
 // factory. Every read records the key; the registry then rejects any key nobody read, so a
 // typo ("wieght") is an error naming it instead of a silently ignored option. Errors carry
-// the YAML path of the offending key ("scorers[1].temperature: ...").
+// the YAML path of the offending key ("scorers[1].temperature: ..."). Every value read is
+// also recorded with defaults resolved (Resolved()), so `kvroute config check` can print the
+// effective policy.
 //
 // Ownership: holds a YAML::Node by value (yaml-cpp nodes share their document).
 // Thread safety: single use, by the thread parsing the configuration.
@@ -49,8 +51,16 @@ class Params {
 
   ConfigError Error(std::string_view key, std::string_view what) const;
 
+  // A map of every option read so far with its effective value (defaults included).
+  const YAML::Node& Resolved() const { return *resolved_; }
+
  private:
+  std::expected<double, ConfigError> ReadNumber(std::string_view key, double fallback, double min,
+                                                double max);
+  std::expected<std::string, ConfigError> ReadString(std::string_view key, std::string fallback);
+
   std::unique_ptr<YAML::Node> node_;
+  std::unique_ptr<YAML::Node> resolved_;
   std::string path_;
   std::set<std::string, std::less<>> consumed_;
 };

@@ -41,11 +41,12 @@ const char* IfAllDroppedName(IfAllDropped rule) {
 }
 
 Policy::Policy(std::string name, std::vector<FilterStep> filters, std::vector<ScorerStep> scorers,
-               std::shared_ptr<const Picker> picker)
+               std::shared_ptr<const Picker> picker, std::string effective_config)
     : name_(std::move(name)),
       filters_(std::move(filters)),
       scorers_(std::move(scorers)),
-      picker_(std::move(picker)) {
+      picker_(std::move(picker)),
+      effective_config_(std::move(effective_config)) {
   assert(picker_ != nullptr);
   for (const FilterStep& f : filters_) {
     assert(f.filter != nullptr);

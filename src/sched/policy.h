@@ -50,8 +50,10 @@ struct ScorerStep {
 class Policy {
  public:
   // REQUIRES: picker non-null, every filter/scorer non-null, weights finite and >= 0.
+  // `effective_config`: the policy as YAML with every default resolved (the registry fills
+  // it; empty for hand-built policies).
   Policy(std::string name, std::vector<FilterStep> filters, std::vector<ScorerStep> scorers,
-         std::shared_ptr<const Picker> picker);
+         std::shared_ptr<const Picker> picker, std::string effective_config = {});
   Policy(const Policy&) = delete;
   Policy& operator=(const Policy&) = delete;
 
@@ -59,6 +61,7 @@ class Policy {
   const std::vector<FilterStep>& filters() const { return filters_; }
   const std::vector<ScorerStep>& scorers() const { return scorers_; }
   const Picker& picker() const { return *picker_; }
+  const std::string& effective_config() const { return effective_config_; }
 
   // Union of the inputs the plug-ins declare: the caller computes only these.
   Inputs RequiredInputs() const { return inputs_; }
@@ -72,6 +75,7 @@ class Policy {
   std::vector<FilterStep> filters_;
   std::vector<ScorerStep> scorers_;
   std::shared_ptr<const Picker> picker_;
+  std::string effective_config_;
   Inputs inputs_ = kNoInputs;
 };
 

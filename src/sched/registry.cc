@@ -122,6 +122,15 @@ std::expected<std::string, ConfigError> EntryName(const YAML::Node& entry,
   return name.Scalar();
 }
 
+// {name: <name>, <every option with its effective value>}: name first, for readability.
+YAML::Node Effective(const std::string& name, const Params& p) {
+  YAML::Node out(YAML::NodeType::Map);
+  out["name"] = name;
+  for (const auto& kv : p.Resolved()) out[kv.first] = kv.second;
+  out.SetStyle(YAML::EmitterStyle::Flow);
+  return out;
+}
+
 template <typename Map>
 std::string Known(const Map& map) {
   std::string out;
@@ -197,6 +206,8 @@ std::expected<std::shared_ptr<const Policy>, ConfigError> Registry::PolicyFromNo
     auto name = top.String("name", "custom");
     if (!name) return Unexpected(name.error());
 
+    YAML::Node effective(YAML::NodeType::Map);
+    effective["name"] = *name;
     std::vector<FilterStep> filters;
     top.Consume("filters");
     if (const YAML::Node list = node["filters"]; list.IsDefined() && !list.IsNull()) {
@@ -227,6 +238,7 @@ std::expected<std::shared_ptr<const Policy>, ConfigError> Registry::PolicyFromNo
         if (auto ok = p.RejectUnknownKeys(); !ok) return Unexpected(ok.error());
         step.filter = std::move(*made);
         filters.push_back(std::move(step));
+        effective["filters"].push_back(Effective(*fname, p));
       }
     }
 
@@ -251,6 +263,7 @@ std::expected<std::shared_ptr<const Policy>, ConfigError> Registry::PolicyFromNo
         if (!made) return Unexpected(made.error());
         if (auto ok = p.RejectUnknownKeys(); !ok) return Unexpected(ok.error());
         scorers.push_back({std::move(*made), *weight});
+        effective["scorers"].push_back(Effective(*sname, p));
       }
     }
 
@@ -275,8 +288,11 @@ std::expected<std::shared_ptr<const Policy>, ConfigError> Registry::PolicyFromNo
       return Unexpected(ConfigError{
           fmt::format("policy.scorers: picker '{}' needs at least one scorer", *pname)});
     }
+    effective["picker"] = Effective(*pname, pp);
+    YAML::Emitter emitter;
+    emitter << effective;
     return std::make_shared<const Policy>(std::move(*name), std::move(filters), std::move(scorers),
-                                          std::move(*picker));
+                                          std::move(*picker), std::string(emitter.c_str()));
   } catch (const YAML::Exception& e) {
     return Unexpected(ConfigError{fmt::format("policy: invalid YAML: {}", e.what())});
   }

@@ -156,5 +156,17 @@ TEST(RegistryTest, PluginRegisteredByTheCallerIsUsableAndValidated) {
                    .has_value());
 }
 
+TEST(RegistryTest, EffectiveConfigListsDefaultsAndReparsesToTheSamePolicy) {
+  auto p = BuiltinPolicy("llmd_sticky");
+  ASSERT_TRUE(p.has_value());
+  const std::string& text = (*p)->effective_config();
+  EXPECT_NE(text.find("if_all_dropped: keep_all"), std::string::npos) << text;
+  EXPECT_NE(text.find("token_limit: 4194304"), std::string::npos) << text;
+  EXPECT_NE(text.find("weight: 1"), std::string::npos) << text;
+  auto again = Registry::Builtin().ParsePolicy(text);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ((*again)->effective_config(), text);
+}
+
 }  // namespace
 }  // namespace kvroute::sched
