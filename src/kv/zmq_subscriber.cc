@@ -41,6 +41,57 @@ bool HasAllBlocksCleared(const KvEventBatch& batch) {
 
 }  // namespace
 
+namespace {
+
+// Splits "tcp://HOST:PORT" into HOST and ":PORT"; false for other transports.
+bool SplitTcp(std::string_view endpoint, std::string_view* host, std::string_view* port) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (!endpoint.starts_with(kTcp)) return false;
+  std::string_view rest = endpoint.substr(kTcp.size());
+  const std::size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  *host = rest.substr(0, colon);
+  *port = rest.substr(colon);
+  return true;
+}
+
+bool IsWildcardHost(std::string_view host) {
+  return host == "*" || host == "[::]" || host == "::" || host == "0.0.0.0";
+}
+
+std::string WithHost(std::string_view port, std::string_view host) {
+  const bool ipv6 = host.find(':') != std::string_view::npos && !host.starts_with('[');
+  std::string out = "tcp://";
+  out += ipv6 ? "[" + std::string(host) + "]" : std::string(host);
+  out += port;
+  return out;
+}
+
+}  // namespace
+
+SubscriberEndpoint SubscriberEndpointFor(std::string_view engine_endpoint,
+                                         std::string_view engine_host) {
+  std::string_view host;
+  std::string_view port;
+  const bool tcp = SplitTcp(engine_endpoint, &host, &port);
+  if (!EngineBindsEndpoint(engine_endpoint)) {
+    // The engine connects to us: listen on that port everywhere.
+    return {tcp ? WithHost(port, "*") : std::string(engine_endpoint), SocketMode::kBind};
+  }
+  if (tcp && IsWildcardHost(host)) return {WithHost(port, engine_host), SocketMode::kConnect};
+  return {std::string(engine_endpoint), SocketMode::kConnect};
+}
+
+std::string ReplayEndpointFor(std::string_view engine_replay_endpoint,
+                              std::string_view engine_host) {
+  std::string_view host;
+  std::string_view port;
+  if (SplitTcp(engine_replay_endpoint, &host, &port) && IsWildcardHost(host)) {
+    return WithHost(port, engine_host);
+  }
+  return std::string(engine_replay_endpoint);
+}
+
 struct ZmqEventSubscriber::Impl {
   ZmqSubscriberOptions options;
   SubscriberCallbacks callbacks;

@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/types.h"
@@ -46,6 +47,24 @@ enum class SocketMode : std::uint8_t {
   kConnect,  // the engine binds (vLLM's default tcp://*:5557)
   kBind,     // the engine connects to us (llm-d's "global socket" mode)
 };
+
+// Where a subscriber must listen for an engine, derived from the engine's own kv_events_config
+// endpoint by inverting vLLM's rule (EngineBindsEndpoint): if the engine binds
+// ("tcp://*:5557", "tcp://[::]:5557", ipc://, inproc://), we connect to it, with a wildcard host
+// replaced by `engine_host`; if the engine connects ("tcp://indexer:5557"), we bind that port on
+// every interface ("tcp://*:5557").
+struct SubscriberEndpoint {
+  std::string endpoint;
+  SocketMode mode = SocketMode::kConnect;
+  bool operator==(const SubscriberEndpoint&) const = default;
+};
+SubscriberEndpoint SubscriberEndpointFor(std::string_view engine_endpoint,
+                                         std::string_view engine_host);
+
+// The engine's replay ROUTER is always bound: connect to it, a wildcard host replaced by
+// `engine_host`.
+std::string ReplayEndpointFor(std::string_view engine_replay_endpoint,
+                              std::string_view engine_host);
 
 struct ZmqSubscriberOptions {
   WorkerId worker = 0;

@@ -97,6 +97,31 @@ std::vector<std::uint64_t> Iota(std::uint64_t n) {
   return v;
 }
 
+TEST(SubscriberEndpointForTest, ConnectsToAnEngineThatBindsWithItsHostForTheWildcard) {
+  EXPECT_EQ(SubscriberEndpointFor("tcp://*:5557", "10.0.0.5"),
+            (SubscriberEndpoint{"tcp://10.0.0.5:5557", SocketMode::kConnect}));
+  EXPECT_EQ(SubscriberEndpointFor("tcp://[::]:5557", "fd00::5"),
+            (SubscriberEndpoint{"tcp://[fd00::5]:5557", SocketMode::kConnect}));
+  EXPECT_EQ(SubscriberEndpointFor("ipc:///run/kv.sock", "ignored"),
+            (SubscriberEndpoint{"ipc:///run/kv.sock", SocketMode::kConnect}));
+  EXPECT_EQ(SubscriberEndpointFor("tcp://[fd00::7]:5557", "h"),  // "::" makes vLLM bind
+            (SubscriberEndpoint{"tcp://[fd00::7]:5557", SocketMode::kConnect}));
+}
+
+TEST(SubscriberEndpointForTest, BindsWhenTheEngineConnects) {
+  EXPECT_EQ(SubscriberEndpointFor("tcp://indexer.kv.svc:5557", "10.0.0.5"),
+            (SubscriberEndpoint{"tcp://*:5557", SocketMode::kBind}));
+  // vLLM's rule knows only '*' and "::": an engine told 0.0.0.0 connects.
+  EXPECT_EQ(SubscriberEndpointFor("tcp://0.0.0.0:5557", "10.0.0.5"),
+            (SubscriberEndpoint{"tcp://*:5557", SocketMode::kBind}));
+}
+
+TEST(SubscriberEndpointForTest, ReplayIsAlwaysConnectedWithWildcardHostReplaced) {
+  EXPECT_EQ(ReplayEndpointFor("tcp://*:5558", "10.0.0.5"), "tcp://10.0.0.5:5558");
+  EXPECT_EQ(ReplayEndpointFor("tcp://0.0.0.0:5558", "10.0.0.5"), "tcp://10.0.0.5:5558");
+  EXPECT_EQ(ReplayEndpointFor("tcp://engine-3:5558", "10.0.0.5"), "tcp://engine-3:5558");
+}
+
 class SubscriberTest : public ::testing::Test {
  protected:
   void Start(ZmqPublisherOptions po, bool subscriber_uses_replay = true) {
