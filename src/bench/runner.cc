@@ -1,0 +1,503 @@
+// RunBenchmark: one io_context on the calling thread; each level is one coroutine that
+// spawns its workers (closed loop) or one coroutine per arrival (open loop) and waits for
+// them. Everything runs on that one thread, so the level state needs no locks.
+#include "bench/runner.h"
+
+// GCC 12 reports a false -Wmismatched-new-delete on Asio's coroutine frame allocator when a
+// coroutine returns a large value (GCC bug 105847 family); the frame is allocated and freed by
+// the same awaitable_frame_base operators.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "api/sse_parser.h"
+#include "bench/metrics_scrape.h"
+#include "bench/runner_request.h"
+#include "bench/trace.h"
+#include "bench/trace_expand.h"
+#include "client/async_http_client.h"
+
+namespace kvroute::bench {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+std::string NowIso8601() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Runs one coroutine to completion on `ioc` (the calling thread); rethrows its exception.
+template <typename T>
+T RunSync(asio::io_context& ioc, asio::awaitable<T> aw) {
+  std::optional<T> out;
+  asio::co_spawn(
+      ioc, [&]() -> asio::awaitable<void> { out = co_await std::move(aw); },
+      [](std::exception_ptr e) {
+        if (e) std::rethrow_exception(e);
+      });
+  ioc.restart();
+  ioc.run();
+  return std::move(*out);
+}
+
+// State of one level, touched only on the io_context thread.
+struct LevelState {
+  LevelResult result;
+  std::chrono::steady_clock::time_point started;
+  double stop_after_s = kHardMaxLevelSeconds;
+  int max_requests = kHardMaxRequests;
+  int launched = 0;
+  int in_flight = 0;
+  int done = 0;
+  int errors = 0;
+  bool finished = false;  // no more launches and nothing in flight
+  std::optional<double> first_send_s, last_end_s;
+
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  // Reserves one request slot; false when the level must stop launching.
+  bool TryLaunch() {
+    if (launched >= max_requests || Elapsed() >= stop_after_s) return false;
+    ++launched;
+    ++in_flight;
+    return true;
+  }
+  void Record(RequestRecord rec) {
+    --in_flight;
+    ++done;
+    if (!rec.result.ok) ++errors;
+    const double start = rec.result.start_s;
+    const double end = start + rec.result.e2e_s;
+    first_send_s = std::min(first_send_s.value_or(start), start);
+    last_end_s = std::max(last_end_s.value_or(end), end);
+    result.requests.push_back(std::move(rec));
+  }
+};
+
+class Runner {
+ public:
+  Runner(const RunnerOptions& options, client::Url target)
+      : options_(options),
+        target_(std::move(target)),
+        http_(ioc_.get_executor(), ClientOptionsFor(options)),
+        epoch_(std::chrono::steady_clock::now()) {
+    base_path_ = target_.target;
+    while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
+  }
+
+  std::expected<void, std::string> Run(RunReport& report);
+
+ private:
+  static client::ClientOptions ClientOptionsFor(const RunnerOptions& o) {
+    client::ClientOptions c;
+    c.timeouts.total = std::chrono::milliseconds(static_cast<long>(o.request_timeout_s * 1000));
+    c.timeouts.first_byte = c.timeouts.total;
+    c.max_idle_per_origin = 4096;
+    return c;
+  }
+  double Now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
+  }
+  client::ClientRequest Post(std::string path, std::string body) const {
+    client::ClientRequest r;
+    r.method = "POST";
+    r.host = target_.host;
+    r.port = target_.port;
+    r.target = base_path_ + path;
+    r.body = std::move(body);
+    r.content_type = "application/json";
+    return r;
+  }
+
+  asio::awaitable<std::string> DiscoverModel();
+  asio::awaitable<CacheCounters> ScrapeAll();
+  // Sends one streamed request and accounts its SSE events. Returns the result and the reply.
+  asio::awaitable<std::pair<RequestResult, std::string>> SendStreamed(std::string path,
+                                                                      std::string body);
+  asio::awaitable<void> Progress(LevelState& level);
+  asio::awaitable<void> WaitFinished(LevelState& level);
+
+  asio::awaitable<void> AgenticLevel(LevelState& level, int concurrency, int level_index);
+  asio::awaitable<void> AgenticWorker(LevelState& level,
+                                      const std::vector<AgenticSession>& sessions,
+                                      int& next_session);
+  // Open loop: job i is sent at arrivals[i] seconds after the level starts.
+  asio::awaitable<void> OpenLoopLevel(LevelState& level, std::vector<double> arrivals,
+                                      std::function<std::pair<std::string, std::string>(int)> job,
+                                      std::function<int(int)> group_of);
+  std::expected<void, std::string> RunLevel(
+      RunReport& report, LevelResult shape,
+      const std::function<asio::awaitable<void>(LevelState&)>& body);
+
+  const RunnerOptions& options_;
+  client::Url target_;
+  std::string base_path_;
+  asio::io_context ioc_;
+  client::AsyncHttpClient http_;
+  std::chrono::steady_clock::time_point epoch_;
+  std::string model_;
+};
+
+asio::awaitable<std::string> Runner::DiscoverModel() {
+  client::ClientRequest r;
+  r.host = target_.host;
+  r.port = target_.port;
+  r.target = base_path_ + "/v1/models";
+  r.timeouts = client::Timeouts{.connect = 5s, .first_byte = 10s, .idle = 10s, .total = 15s};
+  auto res = co_await http_.Send(r);
+  if (res && res->status == 200) {
+    boost::system::error_code ec;
+    auto v = boost::json::parse(res->body, ec);
+    if (!ec && v.is_object()) {
+      if (auto* data = v.as_object().if_contains("data");
+          data && data->is_array() && !data->as_array().empty()) {
+        const auto& first = data->as_array().front();
+        if (first.is_object()) {
+          if (auto* id = first.as_object().if_contains("id"); id && id->is_string()) {
+            co_return std::string(id->as_string());
+          }
+        }
+      }
+    }
+  }
+  co_return std::string("default");
+}
+
+asio::awaitable<CacheCounters> Runner::ScrapeAll() {
+  CacheCounters sum;
+  std::vector<std::string> urls = options_.metrics_urls;
+  if (urls.empty()) urls.push_back(options_.target_url + "/metrics");
+  for (const std::string& url : urls) {
+    auto req = client::MakeRequest("GET", url);
+    if (!req) continue;
+    req->timeouts = client::Timeouts{.connect = 2s, .first_byte = 5s, .idle = 5s, .total = 10s};
+    auto res = co_await http_.Send(*req);
+    if (!res || res->status != 200) continue;  // a worker without metrics: no hit rate from it
+    Accumulate(sum, ReadCacheCounters(res->body));
+  }
+  co_return sum;
+}
+
+asio::awaitable<std::pair<RequestResult, std::string>> Runner::SendStreamed(std::string path,
+                                                                            std::string body) {
+  StreamAccounting acc(Now());
+  auto stream = co_await http_.Stream(Post(std::move(path), std::move(body)));
+  if (!stream) {
+    co_return std::pair(acc.Finish(Now(), client::ErrorKindName(stream.error().kind)),
+                        std::string());
+  }
+  client::ResponseStream& s = **stream;
+  if (s.status() != 200) {
+    for (int i = 0; i < 1000; ++i) {  // drain the (small) error body so the connection is reused
+      auto piece = co_await s.Next();
+      if (!piece || !*piece) break;
+    }
+    co_return std::pair(acc.Finish(Now(), s.status() >= 500 ? "http_5xx" : "http_4xx"),
+                        std::string());
+  }
+  api::SseParser parser;
+  std::vector<api::SseMessage> events;
+  for (;;) {
+    auto piece = co_await s.Next();
+    const double now = Now();
+    if (!piece) {
+      co_return std::pair(acc.Finish(now, client::ErrorKindName(piece.error().kind)),
+                          std::string());
+    }
+    if (!*piece) break;
+    events.clear();
+    if (!parser.Feed(**piece, events)) {
+      s.Cancel();
+      co_return std::pair(acc.Finish(now, "stream"), std::string());
+    }
+    for (const api::SseMessage& ev : events) {
+      if (ev.done) {
+        acc.OnDone(now);
+      } else if (!acc.OnEvent(ev.data, now)) {
+        s.Cancel();
+        co_return std::pair(acc.Finish(now), std::string());
+      }
+    }
+  }
+  RequestResult result = acc.Finish(Now());
+  co_return std::pair(std::move(result), acc.reply());
+}
+
+asio::awaitable<void> Runner::Progress(LevelState& level) {
+  if (!options_.progress) co_return;
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  // In place 4 times a second on a terminal; a line every 5 s into a log.
+  const auto tick = tty ? 250ms : 5000ms;
+  asio::steady_timer timer(ioc_);
+  auto next_print = std::chrono::steady_clock::now() + tick;
+  while (!level.finished) {
+    timer.expires_after(50ms);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (std::chrono::steady_clock::now() < next_print && !level.finished) continue;
+    next_print = std::chrono::steady_clock::now() + tick;
+    std::fprintf(stderr, "%s[bench] level %-9s done %6d  errors %4d  in flight %4d  %7.1f s%s",
+                 tty ? "\r" : "", level.result.name.c_str(), level.done, level.errors,
+                 level.in_flight, level.Elapsed(), tty ? "   " : "\n");
+  }
+  if (tty) std::fprintf(stderr, "\n");
+}
+
+asio::awaitable<void> Runner::WaitFinished(LevelState& level) {
+  asio::steady_timer timer(ioc_);
+  while (level.in_flight > 0) {  // each request is bounded by its total timeout
+    timer.expires_after(10ms);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  level.finished = true;
+}
+
+asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
+                                            const std::vector<AgenticSession>& sessions,
+                                            int& next_session) {
+  while (next_session < static_cast<int>(sessions.size())) {
+    const int si = next_session++;
+    const AgenticSession& session = sessions[si];
+    std::vector<Message> messages{{"system", session.system_prompt}};
+    for (std::size_t turn = 0; turn < session.user_turns.size(); ++turn) {
+      if (!level.TryLaunch()) co_return;
+      messages.push_back({"user", session.user_turns[turn]});
+      auto [result, reply] = co_await SendStreamed(
+          "/v1/chat/completions", ChatRequestBody(model_, messages, session.output_tokens));
+      const bool ok = result.ok;
+      level.Record(RequestRecord{std::move(result), si, static_cast<int>(turn)});
+      if (!ok) break;  // the history is broken: move on to the next session
+      messages.push_back({"assistant", std::move(reply)});
+    }
+  }
+}
+
+asio::awaitable<void> Runner::AgenticLevel(LevelState& level, int concurrency, int level_index) {
+  AgenticOptions a = options_.agentic;
+  a.sessions = std::max(a.sessions, concurrency);
+  // Fresh session texts per level (the common prefix stays common within the level), so one
+  // level's cache does not serve the next.
+  a.seed = options_.seed + 1000003ull * static_cast<std::uint64_t>(level_index);
+  const std::vector<AgenticSession> sessions = MakeAgenticSessions(*options_.tokenizer, a);
+  int next_session = 0;
+  int workers = concurrency;
+  asio::steady_timer timer(ioc_);
+  for (int w = 0; w < concurrency; ++w) {
+    asio::co_spawn(
+        ioc_,
+        [&]() -> asio::awaitable<void> {
+          co_await AgenticWorker(level, sessions, next_session);
+          --workers;
+        },
+        [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        });
+  }
+  while (workers > 0) {
+    timer.expires_after(10ms);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  level.finished = true;
+}
+
+asio::awaitable<void> Runner::OpenLoopLevel(
+    LevelState& level, std::vector<double> arrivals,
+    std::function<std::pair<std::string, std::string>(int)> job, std::function<int(int)> group_of) {
+  asio::steady_timer timer(ioc_);
+  for (int i = 0; i < static_cast<int>(arrivals.size()); ++i) {
+    const auto at = level.started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::chrono::duration<double>(arrivals[i]));
+    if (at > std::chrono::steady_clock::now()) {
+      timer.expires_at(at);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+    if (!level.TryLaunch()) break;
+    auto [path, body] = job(i);
+    asio::co_spawn(
+        ioc_,
+        [this, &level, i, group = group_of(i), path = std::move(path),
+         body = std::move(body)]() mutable -> asio::awaitable<void> {
+          auto [result, reply] = co_await SendStreamed(std::move(path), std::move(body));
+          level.Record(RequestRecord{std::move(result), group, i});
+        },
+        [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        });
+  }
+  co_await WaitFinished(level);
+}
+
+std::expected<void, std::string> Runner::RunLevel(
+    RunReport& report, LevelResult shape,
+    const std::function<asio::awaitable<void>(LevelState&)>& body) {
+  CacheCounters before = RunSync(ioc_, ScrapeAll());
+  LevelState level;
+  level.result = std::move(shape);
+  if (options_.duration_s > 0)
+    level.stop_after_s = std::min(options_.duration_s, kHardMaxLevelSeconds);
+  if (options_.max_requests > 0)
+    level.max_requests = std::min(options_.max_requests, kHardMaxRequests);
+  level.started = std::chrono::steady_clock::now();
+  asio::co_spawn(ioc_, Progress(level), [](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+  });
+  RunSync(ioc_, [&]() -> asio::awaitable<bool> {
+    co_await body(level);
+    co_return true;
+  }());
+  CacheCounters after = RunSync(ioc_, ScrapeAll());
+  if (level.first_send_s && level.last_end_s) {
+    level.result.duration_s = *level.last_end_s - *level.first_send_s;
+  }
+  if (before.queries && after.queries && before.hits && after.hits) {
+    level.result.hit_rate = HitRate(*before.queries, *after.queries, *before.hits, *after.hits);
+  }
+  if (before.external_queries && after.external_queries && before.external_hits &&
+      after.external_hits) {
+    level.result.external_hit_rate = HitRate(*before.external_queries, *after.external_queries,
+                                             *before.external_hits, *after.external_hits);
+  }
+  // Order requests by send time: completion order depends on the server.
+  std::sort(level.result.requests.begin(), level.result.requests.end(),
+            [](const RequestRecord& a, const RequestRecord& b) {
+              return a.result.start_s < b.result.start_s;
+            });
+  report.levels.push_back(std::move(level.result));
+  return {};
+}
+
+std::expected<void, std::string> Runner::Run(RunReport& report) {
+  report.target = options_.target_url;
+  report.workload = options_.workload;
+  report.started_at = NowIso8601();
+  model_ = options_.model.empty() ? RunSync(ioc_, DiscoverModel()) : options_.model;
+
+  if (options_.workload == "agentic") {
+    for (std::size_t li = 0; li < options_.concurrency.size(); ++li) {
+      const int c = options_.concurrency[li];
+      if (c <= 0) return std::unexpected("concurrency levels must be positive");
+      LevelResult shape;
+      shape.name = "c=" + std::to_string(c);
+      shape.concurrency = c;
+      auto ok = RunLevel(report, std::move(shape), [&, c, li](LevelState& level) {
+        return AgenticLevel(level, c, static_cast<int>(li));
+      });
+      if (!ok) return ok;
+    }
+    return {};
+  }
+
+  if (options_.workload == "shared-prefix") {
+    for (std::size_t li = 0; li < options_.rates.size(); ++li) {
+      const double rate = options_.rates[li];
+      if (rate <= 0) return std::unexpected("rates must be positive");
+      SharedPrefixOptions sp = options_.shared_prefix;
+      sp.seed = options_.seed + 1000003ull * li;
+      auto prompts = std::make_shared<std::vector<SharedPrefixPrompt>>(
+          MakeSharedPrefixPrompts(*options_.tokenizer, sp));
+      if (prompts->empty()) return std::unexpected("the shared-prefix workload has no prompts");
+      int count = options_.requests_per_rate;
+      if (count <= 0) {
+        count = options_.duration_s > 0 ? static_cast<int>(std::ceil(options_.duration_s * rate))
+                                        : static_cast<int>(prompts->size());
+      }
+      count = std::min(count, kHardMaxRequests);
+      LevelResult shape;
+      char rate_text[32];
+      std::snprintf(rate_text, sizeof rate_text, "%g", rate);
+      shape.name = std::string("rate=") + rate_text;
+      shape.rate_per_s = rate;
+      auto ok = RunLevel(report, std::move(shape), [&, prompts, rate, count](LevelState& level) {
+        return OpenLoopLevel(
+            level, PoissonArrivals(count, rate, sp.seed),
+            [this, prompts](int i) {
+              const SharedPrefixPrompt& p = (*prompts)[i % prompts->size()];
+              std::vector<Message> msgs{{"system", p.system_prompt}, {"user", p.question}};
+              return std::pair(std::string("/v1/chat/completions"),
+                               ChatRequestBody(model_, msgs, p.output_tokens));
+            },
+            [prompts](int i) { return (*prompts)[i % prompts->size()].group; });
+      });
+      if (!ok) return ok;
+    }
+    return {};
+  }
+
+  if (options_.workload == "trace") {
+    if (options_.trace_path.empty()) return std::unexpected("--trace FILE is required");
+    auto trace = LoadTrace(options_.trace_path);
+    if (!trace) return std::unexpected(options_.trace_path + ": " + trace.error());
+    if (options_.trace_speedup <= 0) return std::unexpected("--trace-speedup must be positive");
+    auto shared = std::make_shared<Trace>(std::move(*trace));
+    auto palette = std::make_shared<std::vector<TokenId>>(
+        VocabularyPalette(*options_.tokenizer, options_.seed));
+    std::vector<double> arrivals;
+    std::size_t n = shared->requests.size();
+    if (options_.max_requests > 0) n = std::min<std::size_t>(n, options_.max_requests);
+    for (std::size_t i = 0; i < n; ++i) {
+      arrivals.push_back(shared->requests[i].arrival_s / options_.trace_speedup);
+    }
+    const std::uint32_t block = shared->hash_block_tokens > 0 ? shared->hash_block_tokens : 512;
+    LevelResult shape;
+    shape.name = "trace";
+    if (n > 1 && arrivals.back() > 0) shape.rate_per_s = static_cast<double>(n) / arrivals.back();
+    return RunLevel(report, std::move(shape), [&, shared, palette, block](LevelState& level) {
+      return OpenLoopLevel(
+          level, arrivals,
+          [this, shared, palette, block](int i) {
+            const TraceRequest& r = shared->requests[i];
+            ExpandOptions eo{
+                .prefix_multiplier = options_.prefix_multiplier,
+                .unique_salt = options_.seed * 1'000'003ull + static_cast<std::uint64_t>(i)};
+            std::vector<TokenId> prompt = ExpandPrompt(r, block, *palette, eo);
+            return std::pair(
+                std::string("/v1/completions"),
+                CompletionRequestBody(model_, prompt, std::max<std::uint32_t>(1, r.output_tokens)));
+          },
+          [](int) { return -1; });
+    });
+  }
+  return std::unexpected("unknown workload '" + options_.workload +
+                         "' (agentic, shared-prefix, trace)");
+}
+
+}  // namespace
+
+std::vector<TokenId> VocabularyPalette(const tokenize::Tokenizer& tokenizer, std::uint64_t seed) {
+  const std::string text = MakeText(tokenizer, 4096, seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<TokenId> ids = tokenizer.Encode(text, /*add_special_tokens=*/false);
+  std::set<TokenId> distinct(ids.begin(), ids.end());
+  distinct.erase(tokenizer.EosTokenId());
+  return std::vector<TokenId>(distinct.begin(), distinct.end());
+}
+
+std::expected<void, std::string> RunBenchmark(const RunnerOptions& options, RunReport& report) {
+  if (!options.tokenizer) return std::unexpected("no tokenizer");
+  auto url = client::ParseUrl(options.target_url);
+  if (!url) return std::unexpected(url.error());
+  Runner runner(options, std::move(*url));
+  return runner.Run(report);
+}
+
+}  // namespace kvroute::bench
