@@ -19,12 +19,12 @@
 // marks the worker stale (its events are lost).
 //
 // Threading: one background thread per subscriber (one worker), polling its SUB socket every
-// poll_interval; callbacks run on that thread, in order, and must not block for long or call
+// poll_interval; callbacks run on that thread, in order, and must not throw, block for long or call
 // Stop(). One thread per worker keeps gap repair (which waits on the replay socket) from
 // delaying other workers; at hundreds of workers a shared zmq_poll loop would be the next step.
 // Stop() (also run by the destructor) returns within about two poll intervals.
 //
-// Thread safety: stats() and Stop() may be called from any thread.
+// Thread safety: stats() from any thread; Stop() from any thread but one at a time.
 #pragma once
 
 #include <atomic>
