@@ -17,7 +17,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-zmq python3-msgpack
   nginx-light etcd-server gnuplot-nox
-  clang clang-format curl procps
+  clang libclang-rt-14-dev clang-format curl procps
 )
 
 missing=()

@@ -8,5 +8,6 @@
 namespace kvroute::app {
 
 void RegisterVersionCommand(CLI::App& app, int* exit_code);
+void RegisterBenchCommand(CLI::App& app, int* exit_code);
 
 }  // namespace kvroute::app

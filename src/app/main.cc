@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   int exit_code = 0;
   kvroute::app::RegisterVersionCommand(app, &exit_code);
+  kvroute::app::RegisterBenchCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
