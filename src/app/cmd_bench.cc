@@ -1,0 +1,220 @@
+// kvroute bench: flag parsing around bench::RunBenchmark (the load generator) and the report
+// writers. No logic here beyond turning flags into options and options into files.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "app/commands.h"
+#include "bench/plot.h"
+#include "bench/report.h"
+#include "bench/runner.h"
+#include "tokenize/hf_tokenizer.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::app {
+namespace {
+
+struct BenchFlags {
+  bench::RunnerOptions run;
+  std::string label = "kvroute";
+  std::string out_dir = "bench-results";
+  std::string tokenizer_dir;
+  int output_tokens = 0;  // 0: each workload's own default
+  int gpus_per_worker = 1;
+  int workers = 0;  // 0: one per --metrics-url (at least 1)
+  std::vector<double> itl_targets = {30, 50};
+  double ttft_slo = 0, tpot_slo = 0, slo_attainment = 0.9;
+  bool no_progress = false, no_plots = false;
+};
+
+int RunBench(BenchFlags f) {
+  if (!f.tokenizer_dir.empty()) {
+    auto tok = tokenize::LoadHfTokenizer(f.tokenizer_dir);
+    if (!tok) {
+      std::cerr << "kvroute bench: --tokenizer " << f.tokenizer_dir << ": " << tok.error() << "\n";
+      return 2;
+    }
+    f.run.tokenizer = *tok;
+  } else {
+    f.run.tokenizer = std::make_shared<tokenize::SimpleTokenizer>();
+  }
+  if (f.output_tokens > 0) {
+    f.run.agentic.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
+    f.run.shared_prefix.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
+  }
+  f.run.progress = !f.no_progress;
+
+  bench::RunReport report;
+  report.label = f.label;
+  const int workers =
+      f.workers > 0 ? f.workers : std::max<int>(1, static_cast<int>(f.run.metrics_urls.size()));
+  report.gpus = std::max(1, f.gpus_per_worker) * workers;
+  report.itl_targets_tps = f.itl_targets;
+  if (f.ttft_slo > 0 && f.tpot_slo > 0) {
+    report.slo = bench::SloTargets{f.ttft_slo, f.tpot_slo, f.slo_attainment};
+  }
+  const auto& a = f.run.agentic;
+  const auto& sp = f.run.shared_prefix;
+  report.config = {
+      {"model", f.run.model},
+      {"tokenizer", f.tokenizer_dir.empty() ? std::string("simple") : f.tokenizer_dir},
+      {"workers", static_cast<double>(workers)},
+      {"gpus_per_worker", static_cast<double>(f.gpus_per_worker)},
+      {"duration_s", f.run.duration_s},
+      {"max_requests", static_cast<double>(f.run.max_requests)},
+      {"seed", static_cast<double>(f.run.seed)},
+  };
+  if (f.run.workload == "agentic") {
+    report.config.insert(report.config.end(),
+                         {{"sessions", static_cast<double>(a.sessions)},
+                          {"common_prefix_tokens", static_cast<double>(a.common_prefix_tokens)},
+                          {"session_prefix_tokens", static_cast<double>(a.session_prefix_tokens)},
+                          {"turns", static_cast<double>(a.turns)},
+                          {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
+                          {"output_tokens", static_cast<double>(a.output_tokens)}});
+  } else if (f.run.workload == "shared-prefix") {
+    report.config.insert(report.config.end(),
+                         {{"groups", static_cast<double>(sp.groups)},
+                          {"prompts_per_group", static_cast<double>(sp.prompts_per_group)},
+                          {"system_prompt_tokens", static_cast<double>(sp.system_prompt_tokens)},
+                          {"question_tokens", static_cast<double>(sp.question_tokens)},
+                          {"output_tokens", static_cast<double>(sp.output_tokens)},
+                          {"requests_per_rate", static_cast<double>(f.run.requests_per_rate)}});
+  } else if (f.run.workload == "trace") {
+    report.config.insert(report.config.end(), {{"trace", f.run.trace_path},
+                                               {"trace_speedup", f.run.trace_speedup},
+                                               {"prefix_multiplier", f.run.prefix_multiplier}});
+  }
+
+  auto ran = bench::RunBenchmark(f.run, report);
+  if (!ran) {
+    std::cerr << "kvroute bench: " << ran.error() << "\n";
+    return 2;
+  }
+  std::cout << bench::TerminalTable(report);
+  auto wrote = bench::WriteRunFiles(report, f.out_dir);
+  if (!wrote) {
+    std::cerr << "kvroute bench: " << wrote.error() << "\n";
+    return 2;
+  }
+  const std::string stem = f.out_dir + "/" + bench::FileStem(report.label);
+  std::cout << "wrote " << stem << ".json, " << stem << "_levels.csv, " << stem
+            << "_requests.csv\n";
+  if (!f.no_plots) {
+    auto plotted = bench::WritePlots(report, f.out_dir);
+    if (plotted) {
+      std::cout << "plots " << stem << "_*.png / .svg (script " << stem << "_plots.gp)\n";
+    } else {
+      std::cerr << "kvroute bench: " << plotted.error() << "\n";  // results are still written
+    }
+  }
+  std::size_t ok = 0;
+  for (const auto& level : report.levels) {
+    for (const auto& r : level.requests) ok += r.result.ok ? 1 : 0;
+  }
+  return ok > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void RegisterBenchCommand(CLI::App& app, int* exit_code) {
+  auto* bench = app.add_subcommand(
+      "bench",
+      "Load generator and reporter: drives an OpenAI-compatible endpoint with streaming\n"
+      "requests and reports TTFT, inter-token latency, throughput, prefix-cache hit rate and\n"
+      "goodput (Infera per-GPU at a per-user speed; DistServe at TTFT/TPOT SLOs).");
+  bench->require_subcommand(1);
+  auto flags = std::make_shared<BenchFlags>();
+  auto* run = bench->add_subcommand(
+      "run",
+      "Run one benchmark against --target and write <out>/<label>.json, <label>_levels.csv,\n"
+      "<label>_requests.csv and gnuplot charts. Workloads:\n"
+      "  agentic        closed loop, N concurrent multi-turn sessions, each turn carrying the\n"
+      "                 whole history (Infera kimi_agentic_bench); --concurrency 1,2,4,8 sweeps\n"
+      "  shared-prefix  Poisson arrivals per rate of --rates; groups sharing a system prompt\n"
+      "  trace          replay a Mooncake JSONL (token-id prompts from hash ids, via\n"
+      "                 /v1/completions) or Azure CSV (lengths only, unique prompts)\n"
+      "Every level stops by itself: --duration, --max-requests, or the workload's end.");
+  auto& r = flags->run;
+  run->add_option("--target", r.target_url, "Base URL of the endpoint")->capture_default_str();
+  run->add_option("--model", r.model, "Model name (default: first of GET /v1/models)");
+  run->add_option("--metrics-url", r.metrics_urls,
+                  "Prometheus /metrics of a worker, repeatable (default: <target>/metrics)");
+  run->add_option("--workload", r.workload, "agentic | shared-prefix | trace")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"agentic", "shared-prefix", "trace"}));
+  run->add_option("--label", flags->label, "Names this run (router/setup) in outputs")
+      ->capture_default_str();
+  run->add_option("--out", flags->out_dir, "Output folder")->capture_default_str();
+  run->add_option("--tokenizer", flags->tokenizer_dir,
+                  "Folder with tokenizer.json (+ tokenizer_config.json) to size prompts; "
+                  "default: kvroute's simple tokenizer (what `kvroute sim` uses)");
+  // Agentic.
+  run->add_option("--concurrency", r.concurrency, "Concurrent sessions; a list sweeps: 1,2,4,8")
+      ->delimiter(',')
+      ->capture_default_str();
+  run->add_option("--sessions", r.agentic.sessions, "Sessions per level (at least the concurrency)")
+      ->capture_default_str();
+  run->add_option("--common-prefix-tokens", r.agentic.common_prefix_tokens,
+                  "System prompt shared by every session")
+      ->capture_default_str();
+  run->add_option("--session-prefix-tokens", r.agentic.session_prefix_tokens,
+                  "Per-session prefix on the first turn")
+      ->capture_default_str();
+  run->add_option("--turns", r.agentic.turns, "User turns per session")->capture_default_str();
+  run->add_option("--turn-input-tokens", r.agentic.turn_input_tokens, "New tokens per user turn")
+      ->capture_default_str();
+  run->add_option("--output-tokens", flags->output_tokens,
+                  "max_tokens of every request (agentic default 900, shared-prefix 1000)");
+  // Shared prefix.
+  run->add_option("--rates", r.rates, "Request rates (req/s) of the ladder: 1,2,4")
+      ->delimiter(',')
+      ->capture_default_str();
+  run->add_option("--requests-per-rate", r.requests_per_rate,
+                  "Requests per rate (default: duration × rate, else every prompt)");
+  run->add_option("--groups", r.shared_prefix.groups, "Shared-prefix groups")
+      ->capture_default_str();
+  run->add_option("--prompts-per-group", r.shared_prefix.prompts_per_group, "Prompts per group")
+      ->capture_default_str();
+  run->add_option("--system-prompt-tokens", r.shared_prefix.system_prompt_tokens,
+                  "Shared system prompt of a group")
+      ->capture_default_str();
+  run->add_option("--question-tokens", r.shared_prefix.question_tokens, "Question per prompt")
+      ->capture_default_str();
+  // Trace.
+  run->add_option("--trace", r.trace_path, "Trace file: .jsonl (Mooncake) or .csv (Azure)");
+  run->add_option("--trace-speedup", r.trace_speedup, "Divide arrival times by this")
+      ->capture_default_str();
+  run->add_option("--prefix-multiplier", r.prefix_multiplier,
+                  "Scale each 512-token hash block of a Mooncake trace")
+      ->capture_default_str();
+  // Bounds.
+  run->add_option("--duration", r.duration_s, "Seconds per level (0: until the workload ends)")
+      ->capture_default_str();
+  run->add_option("--max-requests", r.max_requests, "Requests per level (0: no limit)")
+      ->capture_default_str();
+  run->add_option("--request-timeout", r.request_timeout_s, "Total seconds allowed per request")
+      ->capture_default_str();
+  run->add_option("--seed", r.seed, "Seed of every generated text and arrival")
+      ->capture_default_str();
+  // Goodput.
+  run->add_option("--itl-target-tps", flags->itl_targets,
+                  "Infera per-user speed targets (tokens/s): a level meets T when its median "
+                  "ITL <= 1/T")
+      ->delimiter(',')
+      ->capture_default_str();
+  run->add_option("--gpus-per-worker", flags->gpus_per_worker, "GPUs behind each worker")
+      ->capture_default_str();
+  run->add_option("--workers", flags->workers,
+                  "Workers behind the target (default: number of --metrics-url, at least 1)");
+  run->add_option("--ttft-slo", flags->ttft_slo, "DistServe TTFT target (s) for rate sweeps");
+  run->add_option("--tpot-slo", flags->tpot_slo, "DistServe TPOT target (s) for rate sweeps");
+  run->add_option("--slo-attainment", flags->slo_attainment,
+                  "Fraction of requests that must meet both SLOs")
+      ->capture_default_str();
+  run->add_flag("--no-progress", flags->no_progress, "No progress line on stderr");
+  run->add_flag("--no-plots", flags->no_plots, "Do not run gnuplot");
+  run->callback([flags, exit_code] { *exit_code = RunBench(*flags); });
+}
+
+}  // namespace kvroute::app
