@@ -123,6 +123,42 @@ class KvIndex {
     std::array<std::uint16_t, kNumTiers> kids;
   };
   static_assert(sizeof(Entry) == 16);
+  // The entries of one node, sorted by slot. Most blocks are held by one worker, so one entry
+  // lives inline (no allocation; ~32 B per entry saved), more go to the heap.
+  class HolderList {
+   public:
+    HolderList() = default;
+    HolderList(const HolderList&) = delete;
+    HolderList& operator=(const HolderList&) = delete;
+    HolderList(HolderList&& o) noexcept { Take(o); }
+    HolderList& operator=(HolderList&& o) noexcept {
+      if (this != &o) {
+        clear();
+        Take(o);
+      }
+      return *this;
+    }
+    ~HolderList() { clear(); }
+
+    Entry* begin() { return cap_ == 0 ? &one_ : heap_; }
+    Entry* end() { return begin() + size_; }
+    const Entry* begin() const { return cap_ == 0 ? &one_ : heap_; }
+    const Entry* end() const { return begin() + size_; }
+    std::size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    Entry* insert(Entry* pos, const Entry& e);
+    void erase(Entry* pos);
+    void clear();
+
+   private:
+    void Take(HolderList& o);
+    union {
+      Entry one_;
+      Entry* heap_;
+    };
+    std::uint32_t size_ = 0;
+    std::uint32_t cap_ = 0;  // 0: inline mode (size_ <= 1)
+  };
   // One canonical block. Exists while some worker has an entry or it has child nodes, so the
   // node set is closed under parents (lookups rely on it).
   struct Node {
@@ -131,7 +167,7 @@ class KvIndex {
     std::uint32_t num_children = 0;
     std::uint32_t depth = 0;       // position in its chain: block 0 has depth 0
     std::uint32_t lane_count = 0;  // sum over holders of held tiers (+1 if any tier held)
-    std::vector<Entry> holders;    // sorted by slot
+    HolderList holders;            // sorted by slot
   };
   struct EngineRef {
     std::uint32_t node;

@@ -132,7 +132,7 @@ std::string KvIndex::Dump() const {
     held.erase(std::unique(held.begin(), held.end()), held.end());
     w.Put<std::uint64_t>(held.size());
     for (const auto& [key, node] : held) {
-      const std::vector<Entry>& h = nodes_[node].holders;
+      const HolderList& h = nodes_[node].holders;
       auto it = std::lower_bound(h.begin(), h.end(), slot,
                                  [](const Entry& e, std::uint32_t s) { return e.slot < s; });
       w.Put<std::uint64_t>(key);
