@@ -1,0 +1,96 @@
+// LoadTracker: router-side load accounting per worker — what kvroute itself has routed to a
+// worker and not yet seen finish — and the source of the timing observations the
+// RateLearner fits.
+//
+// Per worker it keeps:
+//   inflight_requests       +1 on route, -1 on completion
+//   pending_prefill_tokens  the uncached prompt tokens of requests whose first token has not
+//                           arrived yet (dropped at first token: the prefill is done)
+//   active_kv_blocks        blocks the in-flight requests hold (freed at completion)
+//   decoding / active_kv_tokens  requests past their first token and the KV tokens they hold
+//                           (prompt + tokens generated so far): the batch of an ITL sample
+//
+// Observations fed to the learner (when one is given):
+//   prefill: TTFT (route → first token) against own uncached tokens + the pending prefill
+//            tokens already queued on the worker at route time. Queue-free TTFTs are not
+//            observable from the router, so the queue ahead is counted as work.
+//   decode:  each OnToken interval divided by the tokens it delivered, against the worker's
+//            decoding batch and active KV tokens at that moment. Intervals during which the
+//            worker had pending prefill are skipped: that step mixed prefill chunks in and
+//            would bias the decode model upwards.
+//
+// Unknown ids and repeated completions are ignored (counted in stale_calls()). No clock is
+// read; callers pass `now` (monotonic). Shared by the live gateway and kvroute simulate.
+//
+// Ownership: owns its per-request records; the RateLearner is borrowed and must outlive it.
+// Thread safety: every method takes one internal mutex (the learner has its own).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/types.h"
+
+namespace kvroute::gateway {
+
+class RateLearner;
+
+using RequestId = std::uint64_t;
+
+struct RoutedRequest {
+  WorkerId worker = 0;
+  std::uint64_t prompt_tokens = 0;    // whole prompt (its KV stays while the request runs)
+  std::uint64_t uncached_tokens = 0;  // tokens the worker must prefill (<= prompt_tokens)
+  std::uint64_t kv_blocks = 0;        // KV blocks the request will hold
+};
+
+struct WorkerLoad {
+  std::uint32_t inflight_requests = 0;
+  std::uint64_t pending_prefill_tokens = 0;
+  std::uint64_t active_kv_blocks = 0;
+  std::uint32_t decoding_requests = 0;  // in flight and past their first token
+  std::uint64_t active_kv_tokens = 0;   // KV tokens of the decoding requests
+  bool operator==(const WorkerLoad&) const = default;
+};
+
+class LoadTracker {
+ public:
+  // `learner` may be null (no rate learning).
+  explicit LoadTracker(RateLearner* learner = nullptr);
+
+  // Returns false (and changes nothing) if `id` is already in flight.
+  bool OnRouted(RequestId id, const RoutedRequest& request, Nanos now);
+  // First output token (or first byte of the response body for non-streaming).
+  void OnFirstToken(RequestId id, Nanos now);
+  // `tokens` more output tokens arrived (a stream chunk may carry several).
+  void OnToken(RequestId id, Nanos now, std::uint32_t tokens = 1);
+  // Completion, success or failure; frees everything the request held.
+  void OnDone(RequestId id, Nanos now, bool ok);
+
+  WorkerLoad Load(WorkerId worker) const;  // zero for a worker with nothing in flight
+  // Drops every in-flight record of `worker` (it was removed); their later calls are ignored.
+  void ForgetWorker(WorkerId worker);
+
+  std::size_t inflight() const;
+  std::uint64_t stale_calls() const;  // calls naming an unknown or finished request
+
+ private:
+  struct Request {
+    RoutedRequest routed;
+    Nanos routed_at{0};
+    std::uint64_t queued_ahead_tokens = 0;
+    bool first_token_seen = false;
+    Nanos last_token_at{0};
+    std::uint64_t generated = 0;
+  };
+  void DropLocked(std::unordered_map<RequestId, Request>::iterator it);
+
+  RateLearner* const learner_;
+  mutable std::mutex mu_;
+  std::unordered_map<RequestId, Request> requests_;   // guarded by mu_
+  std::unordered_map<WorkerId, WorkerLoad> workers_;  // guarded by mu_
+  std::uint64_t stale_calls_ = 0;                     // guarded by mu_
+};
+
+}  // namespace kvroute::gateway

@@ -1,0 +1,91 @@
+// RateLearner: per worker, the rates that decide saturation (DESIGN §5), learned online from
+// the timings the gateway observes and seeded from the worker's model x hardware profile, so
+// no saturation constant is hand-calibrated.
+//
+//   prefill:  TTFT_s      ≈ c0 + c1 · tokens           (tokens = uncached prompt tokens of the
+//                                                       request + uncached tokens queued ahead
+//                                                       of it on that worker at route time)
+//             prefill_tokens_per_s = 1 / c1
+//   decode:   ITL_s       ≈ base + per_seq · batch + per_kv · kv_tokens   (sched::StepTimeModel)
+//
+// Estimator: recursive least squares with exponential forgetting (factor `forgetting`, an
+// effective memory of 1/(1-forgetting) samples), started at the seed with a prior covariance,
+// so with few samples the estimate stays near the seed and with many it follows the data.
+// Features are normalised by the seed's scale (see rate_learner.cc) to keep RLS well
+// conditioned. Robustness: a sample that is not finite, not positive or more than
+// `max_sample_s` is rejected and counted; a residual larger than `outlier_clip` times the
+// current prediction is clipped to that bound (Huber-style), so one outlier moves the estimate
+// by a bounded amount while a persistent shift still converges. Coefficients are kept >= 0 and
+// c1 within [seed/max_drift, seed·max_drift].
+//
+// Ownership: plain state per worker. Thread safety: every method takes one internal mutex.
+// No clock is read: observations carry their own timings (pure, reused by kvroute simulate).
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "common/types.h"
+#include "engine/profile.h"
+#include "sched/types.h"
+
+namespace kvroute::gateway {
+
+// The seed of one worker: the prefill line and the decode step model.
+struct RateSeed {
+  double prefill_overhead_s = 0;   // c0, seconds
+  double prefill_s_per_token = 0;  // c1, seconds per uncached token; > 0
+  sched::StepTimeModel decode;     // coefficients >= 0, not all 0
+};
+
+// Fits a RateSeed to a profile's roofline predictions (engine::StepTimeModel::PrefillTime
+// and DecodeStepTime) by least squares over a grid of prompt lengths, batches and contexts.
+std::expected<RateSeed, std::string> SeedFromProfile(const engine::Profile& profile);
+
+struct RateLearnerOptions {
+  double forgetting = 0.995;  // RLS forgetting factor in (0, 1]; memory ~200 samples
+  double prior_weight = 10;   // how many samples' worth of belief the seed carries
+  double outlier_clip = 3.0;  // residual clip, multiples of the current prediction
+  double max_sample_s = 600;  // samples above this (seconds) are garbage
+  double max_drift = 1000;    // coefficients stay within seed/max_drift .. seed·max_drift
+};
+
+struct RateEstimate {
+  double prefill_tokens_per_s = 0;
+  double prefill_overhead_s = 0;
+  sched::StepTimeModel decode;
+  std::uint64_t prefill_samples = 0;   // accepted TTFT samples behind the prefill estimate
+  std::uint64_t decode_samples = 0;    // accepted ITL samples behind the decode estimate
+  std::uint64_t rejected_samples = 0;  // garbage samples ignored (both kinds)
+};
+
+class RateLearner {
+ public:
+  explicit RateLearner(RateLearnerOptions options = {});
+
+  // (Re)starts a worker's estimate at `seed`, dropping what was learned.
+  void Seed(WorkerId worker, const RateSeed& seed);
+  void Remove(WorkerId worker);
+
+  // One TTFT observation: `tokens` uncached prefill tokens (own + queued ahead) took `ttft`.
+  // Ignored for an unseeded worker.
+  void ObservePrefill(WorkerId worker, double tokens, Nanos ttft);
+  // One inter-token interval of a decode step with `batch` running sequences holding
+  // `kv_tokens` KV tokens in total. Ignored for an unseeded worker.
+  void ObserveDecode(WorkerId worker, double batch, double kv_tokens, Nanos itl);
+
+  std::optional<RateEstimate> Estimate(WorkerId worker) const;
+
+ private:
+  struct State;  // defined in rate_learner.cc
+  RateLearnerOptions options_;
+  mutable std::mutex mu_;
+  std::unordered_map<WorkerId, std::unique_ptr<State>> workers_;  // guarded by mu_
+};
+
+}  // namespace kvroute::gateway

@@ -1,0 +1,115 @@
+// WorkerRegistry: the list of workers kvroute routes to (static, from the config file) and
+// their runtime state, assembled into sched::WorkerSnapshot for each scheduling decision.
+//
+// Source of truth per value (gateway/README.md "Worker state"):
+//   identity, models, role, labels, tier bandwidths   WorkerSpec (config)
+//   healthy / draining                                WorkerHealth (owned here)
+//   inflight, pending prefill, active KV blocks       LoadTracker (owned here)
+//   learned prefill rate, decode step model           RateLearner (owned here), seeded from
+//                                                     the worker's profile at Add()
+//   queue length, KV usage (with age)                 last EngineMetrics (SetMetrics)
+//   KV capacity                                       scraped cache_config_info num_gpu_blocks,
+//                                                     else spec override, else profile
+//   KV bytes per block                                profile (KV bytes/token x block size)
+// Scraped metrics older than `metrics_max_age` are left out of the snapshot (stale values
+// mislead more than missing ones); capacity learned from cache_config_info is kept (config).
+//
+// Ownership: owns specs, health, load and rates. Time is an argument (pure, reusable by
+// kvroute simulate). Thread safety: every method may be called from any thread; the spec list
+// is under a shared mutex; the owned parts have their own locks.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/types.h"
+#include "gateway/engine_metrics.h"
+#include "gateway/kv_feed.h"
+#include "gateway/load_tracker.h"
+#include "gateway/rate_learner.h"
+#include "gateway/worker_health.h"
+#include "kv/kv_event.h"
+#include "sched/types.h"
+
+namespace kvroute::gateway {
+
+struct WorkerSpec {
+  std::string name;      // unique
+  std::string base_url;  // http://host:port
+  std::vector<std::string> models;
+  sched::Role role = sched::Role::kMixed;
+  std::map<std::string, std::string> labels;
+  std::optional<KvEventSpec> kv_events;  // absent: no events (approximate mode)
+  std::string profile;            // engine profile name or path; empty: engine::kDefaultProfileName
+  std::uint32_t block_size = 16;  // engine KV block size, tokens
+  std::optional<std::uint64_t> kv_capacity_blocks;  // override of the profile's
+  // Bandwidth to load a block into GPU memory from each tier, bytes/s (kv::Tier order).
+  std::array<std::optional<double>, kv::kNumTiers> tier_load_bytes_per_s{};
+};
+
+struct WorkerInfo {
+  WorkerId id = 0;
+  WorkerSpec spec;
+};
+
+struct RegistryOptions {
+  HealthOptions health;
+  RateLearnerOptions rates;
+  Nanos metrics_max_age = std::chrono::seconds(10);
+};
+
+class WorkerRegistry {
+ public:
+  explicit WorkerRegistry(RegistryOptions options = {});
+
+  // Validates the spec (name unique and non-empty, base URL parses, at least one model,
+  // block_size > 0, profile loads), assigns the next dense id, seeds its rates, marks it
+  // healthy.
+  std::expected<WorkerId, std::string> Add(WorkerSpec spec, Nanos now);
+  // Forgets the worker (health removed, load and rates dropped). False if unknown.
+  bool Remove(WorkerId worker);
+
+  std::vector<WorkerInfo> List() const;  // by id
+  std::optional<WorkerInfo> Find(WorkerId worker) const;
+  std::optional<WorkerId> FindByName(std::string_view name) const;
+
+  void SetMetrics(WorkerId worker, EngineMetrics metrics);
+  std::optional<EngineMetrics> Metrics(WorkerId worker) const;
+
+  // One snapshot per worker that serves `model` (every worker when `model` is empty),
+  // by id; removed workers are absent, ejected/draining ones present with their flags.
+  std::vector<sched::WorkerSnapshot> Snapshot(Nanos now, std::string_view model) const;
+
+  WorkerHealth& health() { return health_; }
+  LoadTracker& load() { return load_; }
+  RateLearner& rates() { return rates_; }
+  const WorkerHealth& health() const { return health_; }
+  const LoadTracker& load() const { return load_; }
+  const RateLearner& rates() const { return rates_; }
+
+ private:
+  struct Entry {
+    WorkerSpec spec;
+    std::optional<std::uint64_t> profile_capacity_blocks;
+    std::optional<double> kv_bytes_per_block;
+    std::optional<EngineMetrics> metrics;
+  };
+
+  const RegistryOptions options_;
+  WorkerHealth health_;
+  RateLearner rates_;
+  LoadTracker load_;  // after rates_: it borrows it
+  mutable std::shared_mutex mu_;
+  std::map<WorkerId, Entry> workers_;  // guarded by mu_
+  WorkerId next_id_ = 0;               // guarded by mu_
+};
+
+}  // namespace kvroute::gateway
