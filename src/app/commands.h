@@ -9,5 +9,6 @@ namespace kvroute::app {
 
 void RegisterVersionCommand(CLI::App& app, int* exit_code);
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
+void RegisterSimCommand(CLI::App& app, int* exit_code);
 
 }  // namespace kvroute::app

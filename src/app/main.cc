@@ -1,6 +1,5 @@
 // kvroute: one binary, one subcommand per entry point (see docs/ and `kvroute --help`).
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "app/commands.h"
@@ -15,6 +14,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kvroute::app::RegisterVersionCommand(app, &exit_code);
   kvroute::app::RegisterBenchCommand(app, &exit_code);
+  kvroute::app::RegisterSimCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,174 @@
+// kvroute sim: flag parsing and process lifecycle (signals, ready line, exit status) around
+// sim::SimServer.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <expected>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "common/log.h"
+#include "engine/profile.h"
+#include "sim/sim_config.h"
+#include "sim/sim_server.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::app {
+namespace {
+
+// --config sim.yaml: a YAML mapping with the flags' long names as keys (underscores or
+// dashes). Each value is applied as if given on the command line, except for flags the
+// command line set: flags override the file. Unknown keys are an error.
+std::expected<void, std::string> ApplyConfigFile(CLI::App& cmd, const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return std::unexpected("--config: cannot read " + path);
+  std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  auto values = sim::ReadYamlKeyValues(text);
+  if (!values) return std::unexpected("--config " + path + ": " + values.error());
+  for (auto& [key, inputs] : *values) {
+    CLI::Option* option = cmd.get_option_no_throw("--" + key);
+    if (option == nullptr || key == "config" || key == "help") {
+      return std::unexpected("--config " + path + ": unknown key '" + key + "'");
+    }
+    if (option->count() > 0) continue;  // the command line wins
+    try {
+      option->add_result(inputs.empty() ? std::vector<std::string>{"true"} : inputs);
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      return std::unexpected("--config " + path + ": '" + key + "': " + e.what());
+    }
+  }
+  return {};
+}
+
+int RunSim(sim::SimConfig config) {
+  if (!InitLogging(config.log_level, "sim")) {
+    std::cerr << "kvroute sim: unknown --log-level '" << config.log_level << "'\n";
+    return 2;
+  }
+  // SIGINT/SIGTERM are taken synchronously by this thread (sigwait); every thread started
+  // below inherits the blocked mask, so no handler runs on an I/O or engine thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = sim::SimServer::Create(config, std::make_shared<tokenize::SimpleTokenizer>());
+  if (!server) {
+    std::cerr << "kvroute sim: " << server.error() << "\n";
+    return 2;
+  }
+  if (auto ok = (*server)->Start(); !ok) {
+    std::cerr << "kvroute sim: " << ok.error() << "\n";
+    return 2;
+  }
+  std::string host =
+      config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host;
+  // The ready line: tests and scripts read the address from it.
+  std::cout << "kvroute sim listening on http://" << host << ":" << (*server)->port()
+            << " model=" << (*server)->served_model_name() << " kv_events="
+            << ((*server)->kv_events_endpoint().empty() ? "off" : (*server)->kv_events_endpoint())
+            << std::endl;
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  auto grace = std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000));
+  std::cerr << "kvroute sim: signal " << signal_number << ", draining for up to "
+            << config.shutdown_timeout_s << " s" << std::endl;
+  std::size_t cut = (*server)->Shutdown(grace);
+  std::cerr << "kvroute sim: stopped (" << cut << " request(s) aborted at the deadline)"
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void RegisterSimCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "sim",
+      "Run one simulated vLLM model server: OpenAI API (SSE), /metrics, /tokenize, KV events "
+      "over ZMQ, driven by an engine model in sped-up real time.");
+  auto c = std::make_shared<sim::SimConfig>();
+  auto no_kv_events = std::make_shared<bool>(false);
+  auto config_path = std::make_shared<std::string>();
+  cmd->add_option("--config", *config_path,
+                  "YAML file with the same keys as the flags; flags override it");
+
+  cmd->add_option("--host", c->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", c->port, "HTTP port; 0 picks a free one (printed when ready)")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", c->http_threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--served-model-name", c->served_model_name,
+                  "Model name clients must send (default: the profile's)");
+  cmd->add_option("--shutdown-timeout", c->shutdown_timeout_s,
+                  "Seconds in-flight requests may run after SIGTERM/SIGINT; 0 aborts them")
+      ->capture_default_str();
+  cmd->add_option("--profile", c->profile,
+                  "Model x hardware profile: embedded name or path to a .yaml")
+      ->capture_default_str();
+  cmd->add_option("--block-size", c->block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--max-num-seqs", c->max_num_seqs, "Requests in one batch")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", c->max_num_batched_tokens,
+                  "Tokens (prefill + decode) in one engine step")
+      ->capture_default_str();
+  cmd->add_option("--num-gpu-blocks", c->num_gpu_blocks,
+                  "KV blocks on the GPU; 0 derives them from the profile")
+      ->capture_default_str();
+  cmd->add_option("--num-cpu-blocks", c->num_cpu_blocks, "KV blocks of the CPU tier; 0 = none")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", c->max_model_len, "Context length; 0 = the profile's")
+      ->capture_default_str();
+  cmd->add_option("--seed", c->seed, "Output seed for requests without one")->capture_default_str();
+  cmd->add_option("--speedup", c->speedup,
+                  "Simulated time runs this many times faster than real time")
+      ->capture_default_str();
+  cmd->add_option("--kv-events-endpoint", c->kv_events_endpoint,
+                  "ZMQ PUB endpoint; bound if it has '*' or '::' (vLLM's rule), else connected")
+      ->capture_default_str();
+  cmd->add_option("--kv-events-topic", c->kv_events_topic, "First frame of every KV message");
+  cmd->add_option("--kv-events-replay-endpoint", c->kv_events_replay_endpoint,
+                  "ZMQ ROUTER endpoint for replay (always bound); empty = none");
+  cmd->add_option("--kv-events-encoding", c->kv_events_encoding,
+                  "Event layout: map (vLLM main) or array (older vLLM)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"map", "array"}));
+  cmd->add_option("--kv-events-buffer-steps", c->kv_events_buffer_steps, "Batches kept for replay")
+      ->capture_default_str();
+  cmd->add_flag("--no-kv-events", *no_kv_events, "Do not publish KV events");
+  cmd->add_option("--log-level", c->log_level, "trace|debug|info|warn|error|off")
+      ->capture_default_str();
+  cmd->footer("Embedded profiles: " + [] {
+    std::string names;
+    for (const auto& n : engine::ListProfiles()) names += (names.empty() ? "" : ", ") + n;
+    return names;
+  }());
+
+  cmd->callback([cmd, c, no_kv_events, config_path, exit_code] {
+    if (!config_path->empty()) {
+      if (auto ok = ApplyConfigFile(*cmd, *config_path); !ok) {
+        std::cerr << "kvroute sim: " << ok.error() << "\n";
+        *exit_code = 2;
+        return;
+      }
+    }
+    sim::SimConfig config = *c;
+    if (*no_kv_events) config.kv_events = false;
+    if (auto ok = sim::Validate(config); !ok) {
+      std::cerr << "kvroute sim: " << ok.error() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = RunSim(std::move(config));
+  });
+}
+
+}  // namespace kvroute::app
