@@ -23,6 +23,14 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<std::pair<std::string, To
     nodes_[node].token = id;
     first_byte_[static_cast<unsigned char>(content[0])] = true;
   }
+  int distinct = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (first_byte_[b]) {
+      ++distinct;
+      single_first_byte_ = b;
+    }
+  }
+  if (distinct != 1) single_first_byte_ = -1;
 }
 
 std::size_t AddedTokenMatcher::LongestAt(std::string_view text, std::size_t pos,
@@ -55,7 +63,11 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<TextPiece>* out
   }
   std::size_t start = 0;
   for (std::size_t i = 0; i < text.size();) {
-    if (!first_byte_[static_cast<unsigned char>(text[i])]) {
+    if (single_first_byte_ >= 0) {
+      const void* hit = std::memchr(text.data() + i, single_first_byte_, text.size() - i);
+      if (hit == nullptr) break;
+      i = static_cast<std::size_t>(static_cast<const char*>(hit) - text.data());
+    } else if (!first_byte_[static_cast<unsigned char>(text[i])]) {
       ++i;
       continue;
     }

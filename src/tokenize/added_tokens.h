@@ -44,6 +44,7 @@ class AddedTokenMatcher {
 
   std::vector<Node> nodes_{Node{}};
   bool first_byte_[256] = {};
+  int single_first_byte_ = -1;  // when every token starts with the same byte: memchr scan
 };
 
 }  // namespace kvroute::tokenize

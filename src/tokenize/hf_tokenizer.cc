@@ -90,60 +90,62 @@ void HfTokenizer::EncodeSegment(std::string_view text, std::vector<TokenId>* out
   for (std::string_view w : words) parts_.bpe.EncodeWord(w, out);
 }
 
-void HfTokenizer::EncodeNormalizedPiece(std::string_view text, bool use_cache,
-                                        std::vector<TokenId>* out) const {
-  if (!use_cache || text.size() < kMinCachedSegment) {
-    EncodeSegment(text, out);
+void HfTokenizer::EncodeRawPiece(std::string_view text, std::vector<TokenId>* out) const {
+  // Requests arrive as JSON strings (valid UTF-8); raw bytes are decoded lossily, as a Python
+  // caller's bytes.decode(errors="replace") would before tokenizing. Sanitizing piece by
+  // piece equals sanitizing the whole text: added tokens are valid UTF-8 and start with a
+  // lead byte, so no invalid sequence spans a cut.
+  std::string sanitized;
+  if (!utf8::IsValid(text)) {
+    sanitized = utf8::Sanitize(text);
+    text = sanitized;
+  }
+  std::string normalized;
+  std::string_view view = text;
+  if (parts_.normalizer == Normalizer::kNfc && !IsNfcQuick(view)) {
+    normalized = NormalizeNfc(view);
+    view = normalized;
+  }
+  if (normalized_matcher_.empty()) {
+    EncodeSegment(view, out);
     return;
   }
-  if (cache_->Lookup(text, out)) return;
-  const std::size_t before = out->size();
-  EncodeSegment(text, out);
-  cache_->Insert(text, out->data() + before, out->size() - before);
+  std::vector<TextPiece> sub;
+  normalized_matcher_.Split(view, &sub);
+  for (const TextPiece& s : sub) {
+    if (s.token) {
+      out->push_back(*s.token);
+    } else {
+      EncodeSegment(s.text, out);
+    }
+  }
 }
 
-void HfTokenizer::EncodeValid(std::string_view text, bool use_cache,
-                              std::vector<TokenId>* out) const {
+void HfTokenizer::EncodePieces(std::string_view text, bool use_cache,
+                               std::vector<TokenId>* out) const {
   std::vector<TextPiece> pieces;
   raw_matcher_.Split(text, &pieces);
-  std::vector<TextPiece> sub;
   for (const TextPiece& piece : pieces) {
     if (piece.token) {
       out->push_back(*piece.token);
       continue;
     }
-    std::string normalized;
-    std::string_view view = piece.text;
-    if (parts_.normalizer == Normalizer::kNfc && !IsNfcQuick(view)) {
-      normalized = NormalizeNfc(view);
-      view = normalized;
-    }
-    if (normalized_matcher_.empty()) {
-      EncodeNormalizedPiece(view, use_cache, out);
+    // The cache is keyed by the raw piece: its ids are a pure function of its bytes
+    // (normalization included), so a hit skips normalization too.
+    if (!use_cache || piece.text.size() < kMinCachedSegment) {
+      EncodeRawPiece(piece.text, out);
       continue;
     }
-    sub.clear();
-    normalized_matcher_.Split(view, &sub);
-    for (const TextPiece& s : sub) {
-      if (s.token) {
-        out->push_back(*s.token);
-      } else {
-        EncodeNormalizedPiece(s.text, use_cache, out);
-      }
-    }
+    if (cache_->Lookup(piece.text, out)) continue;
+    const std::size_t before = out->size();
+    EncodeRawPiece(piece.text, out);
+    cache_->Insert(piece.text, out->data() + before, out->size() - before);
   }
 }
 
 void HfTokenizer::EncodeNoSpecial(std::string_view text, bool use_cache,
                                   std::vector<TokenId>* out) const {
-  if (utf8::IsValid(text)) {
-    EncodeValid(text, use_cache, out);
-  } else {
-    // Requests arrive as JSON strings (valid UTF-8); raw bytes are decoded lossily, as a
-    // Python caller's bytes.decode(errors="replace") would before tokenizing.
-    const std::string clean = utf8::Sanitize(text);
-    EncodeValid(clean, use_cache, out);
-  }
+  EncodePieces(text, use_cache, out);
 }
 
 std::vector<TokenId> HfTokenizer::Encode(std::string_view text, bool add_special_tokens) const {

@@ -96,9 +96,9 @@ class HfTokenizer final : public Tokenizer {
  private:
   explicit HfTokenizer(Parts parts);
 
-  void EncodeValid(std::string_view text, bool use_cache, std::vector<TokenId>* out) const;
-  void EncodeNormalizedPiece(std::string_view text, bool use_cache,
-                             std::vector<TokenId>* out) const;
+  void EncodePieces(std::string_view text, bool use_cache, std::vector<TokenId>* out) const;
+  // Normalizes and encodes text between two raw added tokens.
+  void EncodeRawPiece(std::string_view text, std::vector<TokenId>* out) const;
 
   Parts parts_;
   AddedTokenMatcher raw_matcher_, normalized_matcher_;

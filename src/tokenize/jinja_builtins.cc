@@ -38,23 +38,35 @@ bool IsPySpace(char32_t c) {
          c == 0x205F || c == 0x3000;
 }
 
-// str.strip/lstrip/rstrip with Python semantics: `chars` None strips whitespace.
+// str.strip/lstrip/rstrip with Python semantics: `chars` None strips whitespace. Only the
+// ends are decoded, so stripping a long message costs what it strips.
 std::string Strip(std::string_view s, const Value* chars, bool left, bool right) {
-  const std::u32string u = ToU32(s);
-  std::u32string set;
   const bool whitespace = chars == nullptr || chars->IsNone() || chars->IsUndefined();
+  std::u32string set;
   if (!whitespace) set = ToU32(chars->s);
   const auto strip = [&](char32_t c) {
     return whitespace ? IsPySpace(c) : set.find(c) != std::u32string::npos;
   };
-  std::size_t b = 0, e = u.size();
+  std::size_t b = 0, e = s.size();
   if (left) {
-    while (b < e && strip(u[b])) ++b;
+    while (b < e) {
+      std::size_t len;
+      const char32_t cp = utf8::Decode(s, b, &len);
+      if (!strip(cp)) break;
+      b += len;
+    }
   }
   if (right) {
-    while (e > b && strip(u[e - 1])) --e;
+    while (e > b) {
+      std::size_t start = e - 1;
+      while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      std::size_t len;
+      const char32_t cp = utf8::Decode(s.substr(0, e), start, &len);
+      if (start + len != e || !strip(cp)) break;
+      e = start;
+    }
   }
-  return ToU8(std::u32string_view(u).substr(b, e - b));
+  return std::string(s.substr(b, e - b));
 }
 
 std::string AsciiCase(std::string s, bool upper) {

@@ -1,5 +1,6 @@
 #include "tokenize/jinja_template.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
@@ -59,9 +60,14 @@ class Interpreter {
         out_ += s.text;
         return Flow::kNormal;
       case Stmt::Kind::kOutput: {
-        auto v = Eval(*s.exprs[0]);
+        Value scratch;
+        auto v = Ref(*s.exprs[0], &scratch);
         if (!v) return Error(v.error());
-        out_ += v->ToString();
+        if ((*v)->IsString()) {
+          out_ += (*v)->s;
+        } else {
+          out_ += (*v)->ToString();
+        }
         return Flow::kNormal;
       }
       case Stmt::Kind::kIf:
@@ -220,6 +226,55 @@ class Interpreter {
     });
   }
 
+  // Evaluates `e` without copying when it names an existing value (a variable, a dict entry or
+  // a list item): returns a pointer to it, or to *scratch holding a computed value. The
+  // pointer is valid until the next statement runs, so callers use it before evaluating
+  // anything else.
+  std::expected<const Value*, std::string> Ref(const Expr& e, Value* scratch) {
+    if (e.kind == Expr::Kind::kName) {
+      if (const Value* v = Lookup(e.name)) return v;
+      *scratch = Value{};
+      return scratch;
+    }
+    if (e.kind == Expr::Kind::kAttr || e.kind == Expr::Kind::kItem) {
+      Value key_scratch;
+      const Value* key = nullptr;
+      if (e.kind == Expr::Kind::kItem) {
+        auto k = Eval(*e.kids[1]);
+        if (!k) return Error(k.error());
+        key_scratch = std::move(*k);
+        key = &key_scratch;
+      }
+      Value obj_scratch;
+      auto obj = Ref(*e.kids[0], &obj_scratch);
+      if (!obj) return obj;
+      const Value& o = **obj;
+      // A computed container dies with obj_scratch: copy out of it instead of pointing in.
+      const auto found = [&](const Value* v) -> const Value* {
+        if (*obj != &obj_scratch) return v;
+        *scratch = *v;
+        return scratch;
+      };
+      if (o.IsDict() && o.dict) {
+        const std::string& name = e.kind == Expr::Kind::kAttr ? e.name : key->s;
+        if (e.kind == Expr::Kind::kAttr || key->IsString()) {
+          if (const Value* v = o.dict->Find(name)) return found(v);
+          *scratch = Value{};
+          return scratch;
+        }
+      }
+      if (e.kind == Expr::Kind::kItem && o.IsList() && key->kind == Value::Kind::kInt) {
+        const auto n = static_cast<std::int64_t>(o.list->size());
+        const std::int64_t k = key->i < 0 ? key->i + n : key->i;
+        if (k >= 0 && k < n) return found(&(*o.list)[static_cast<std::size_t>(k)]);
+      }
+    }
+    auto v = Eval(e);
+    if (!v) return Error(v.error());
+    *scratch = std::move(*v);
+    return scratch;
+  }
+
   std::expected<Value, std::string> Eval(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
@@ -229,21 +284,23 @@ class Interpreter {
         return v ? *v : Value{};
       }
       case Expr::Kind::kAttr: {
-        auto obj = Eval(*e.kids[0]);
-        if (!obj) return obj;
-        if (obj->IsUndefined()) return Error("'" + e.name + "' of an undefined value");
-        if (obj->IsDict()) {
-          const Value* v = obj->dict->Find(e.name);
+        Value scratch;
+        auto obj = Ref(*e.kids[0], &scratch);
+        if (!obj) return Error(obj.error());
+        if ((*obj)->IsUndefined()) return Error("'" + e.name + "' of an undefined value");
+        if ((*obj)->IsDict()) {
+          const Value* v = (*obj)->dict->Find(e.name);
           return v ? *v : Value{};
         }
         return Value{};
       }
       case Expr::Kind::kItem: {
-        auto obj = Eval(*e.kids[0]);
-        if (!obj) return obj;
         auto key = Eval(*e.kids[1]);
         if (!key) return key;
-        return Item(*obj, *key);
+        Value scratch;
+        auto obj = Ref(*e.kids[0], &scratch);
+        if (!obj) return Error(obj.error());
+        return Item(**obj, *key);
       }
       case Expr::Kind::kSlice: {
         auto obj = Eval(*e.kids[0]);
@@ -262,12 +319,13 @@ class Interpreter {
         return EvalCall(e);
       case Expr::Kind::kFilter:
       case Expr::Kind::kTest: {
-        auto in = Eval(*e.kids[0]);
-        if (!in) return in;
         CallArgs args;
         if (auto r = EvalArgs(e, 1, &args); !r) return Error(r.error());
-        return e.kind == Expr::Kind::kFilter ? ApplyFilter(e.name, *in, args)
-                                             : NegateIf(ApplyTest(e.name, *in, args), e.negated);
+        Value scratch;
+        auto in = Ref(*e.kids[0], &scratch);
+        if (!in) return Error(in.error());
+        return e.kind == Expr::Kind::kFilter ? ApplyFilter(e.name, **in, args)
+                                             : NegateIf(ApplyTest(e.name, **in, args), e.negated);
       }
       case Expr::Kind::kNot: {
         auto v = Eval(*e.kids[0]);
@@ -358,13 +416,16 @@ class Interpreter {
     CallArgs args;
     if (auto r = EvalArgs(e, 1, &args); !r) return Error(r.error());
     if (callee.kind == Expr::Kind::kAttr) {
-      auto obj = Eval(*callee.kids[0]);
-      if (!obj) return obj;
-      if (obj->IsDict()) {
-        const Value* f = obj->dict->Find(callee.name);
+      Value scratch;
+      auto ref = Ref(*callee.kids[0], &scratch);
+      if (!ref) return Error(ref.error());
+      const Value obj_holder = (*ref)->IsDict() || (*ref)->IsList() ? **ref : Value{};
+      const Value& obj = (*ref)->IsDict() || (*ref)->IsList() ? obj_holder : **ref;
+      if (obj.IsDict()) {
+        const Value* f = obj.dict->Find(callee.name);
         if (f != nullptr && f->kind == Value::Kind::kFunction) return (*f->fn)(args);
       }
-      return CallMethod(*obj, callee.name, args);
+      return CallMethod(obj, callee.name, args);
     }
     if (callee.kind == Expr::Kind::kName) {
       const Value* f = Lookup(callee.name);
@@ -383,17 +444,26 @@ class Interpreter {
     if (!a) return a;
     if (op == "and") return a->Truthy() ? Eval(*e.kids[1]) : a;
     if (op == "or") return a->Truthy() ? a : Eval(*e.kids[1]);
-    auto b = Eval(*e.kids[1]);
-    if (!b) return b;
+    Value b_scratch;
+    auto b_ref = Ref(*e.kids[1], &b_scratch);
+    if (!b_ref) return Error(b_ref.error());
+    const Value* b = *b_ref;
     using K = Value::Kind;
     if (op == "==") return Value::Bool(Equal(*a, *b));
     if (op == "!=") return Value::Bool(!Equal(*a, *b));
     if (op == "in" || op == "not in") {
-      CallArgs args;
-      args.args.push_back(*b);
-      auto r = ApplyTest("in", *a, args);
-      if (!r) return r;
-      return Value::Bool(op == "in" ? r->b : !r->b);
+      bool found;
+      if (b->IsList()) {
+        found = std::any_of(b->list->begin(), b->list->end(),
+                            [&](const Value& x) { return Equal(x, *a); });
+      } else if (b->IsString() && a->IsString()) {
+        found = b->s.find(a->s) != std::string::npos;
+      } else if (b->IsDict() && a->IsString()) {
+        found = b->dict->Find(a->s) != nullptr;
+      } else {
+        return Error("unsupported operands for '" + op + "'");
+      }
+      return Value::Bool(op == "in" ? found : !found);
     }
     if (op == "~") return Value::Str(a->ToString() + b->ToString());
     const bool numeric = (a->kind == K::kInt || a->kind == K::kFloat || a->kind == K::kBool) &&
@@ -417,7 +487,10 @@ class Interpreter {
       return Value::Bool(r);
     }
     if (op == "+") {
-      if (a->IsString() && b->IsString()) return Value::Str(a->s + b->s);
+      if (a->IsString() && b->IsString()) {
+        a->s += b->s;  // `a` is a temporary: appending keeps a chain of + linear
+        return std::move(*a);
+      }
       if (a->IsList() && b->IsList()) {
         List items = *a->list;
         items.insert(items.end(), b->list->begin(), b->list->end());

@@ -1,5 +1,7 @@
 #include "tokenize/utf8.h"
 
+#include <cstring>
+
 namespace kvroute::tokenize::utf8 {
 
 char32_t Decode(std::string_view s, std::size_t i, std::size_t* len) {
@@ -70,6 +72,15 @@ void Append(char32_t cp, std::string* out) {
 bool IsValid(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
+    // ASCII fast path, 8 bytes at a time.
+    if (i + 8 <= s.size()) {
+      std::uint64_t word;
+      std::memcpy(&word, s.data() + i, 8);
+      if ((word & 0x8080808080808080ULL) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     if (static_cast<unsigned char>(s[i]) < 0x80) {
       ++i;
       continue;
