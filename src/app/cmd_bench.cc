@@ -153,7 +153,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   run->add_option("--concurrency", r.concurrency, "Concurrent sessions; a list sweeps: 1,2,4,8")
       ->delimiter(',')
       ->capture_default_str();
-  run->add_option("--sessions", r.agentic.sessions, "Sessions per level (at least the concurrency)")
+  run->add_option("--sessions", r.agentic.sessions,
+                  "Sessions per level; 0: the level's concurrency (each session runs all its "
+                  "turns; a worker that finishes one starts the next)")
       ->capture_default_str();
   run->add_option("--common-prefix-tokens", r.agentic.common_prefix_tokens,
                   "System prompt shared by every session")

@@ -41,7 +41,12 @@ struct RunnerOptions {
   std::vector<std::string> metrics_urls;  // empty: <target_url>/metrics
   std::string workload = "agentic";       // agentic | shared-prefix | trace
 
-  AgenticOptions agentic;  // sessions <= 0 means "as many as the level's concurrency"
+  // sessions <= 0 (the default here): as many sessions as the level's concurrency.
+  AgenticOptions agentic = [] {
+    AgenticOptions a;
+    a.sessions = 0;
+    return a;
+  }();
   std::vector<int> concurrency = {1};
 
   SharedPrefixOptions shared_prefix;
