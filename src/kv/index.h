@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <expected>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <span>
@@ -169,6 +170,31 @@ class KvIndex {
     std::uint32_t lane_count = 0;  // sum over holders of held tiers (+1 if any tier held)
     HolderList holders;            // sorted by slot
   };
+  // Nodes in fixed chunks: no 2x capacity slack at 10M nodes, and references stay valid as
+  // the arena grows.
+  class NodeArena {
+   public:
+    Node& operator[](std::uint32_t id) { return chunks_[id >> kShift][id & kMask]; }
+    const Node& operator[](std::uint32_t id) const { return chunks_[id >> kShift][id & kMask]; }
+    std::uint32_t size() const { return size_; }
+    std::uint32_t emplace_back() {
+      if ((size_ & kMask) == 0) chunks_.push_back(std::make_unique<Node[]>(kMask + 1));
+      return size_++;
+    }
+    void resize(std::uint32_t n) {
+      while (size_ < n) emplace_back();
+    }
+    void clear() {
+      chunks_.clear();
+      size_ = 0;
+    }
+
+   private:
+    static constexpr std::uint32_t kShift = 12;
+    static constexpr std::uint32_t kMask = (1u << kShift) - 1;
+    std::vector<std::unique_ptr<Node[]>> chunks_;
+    std::uint32_t size_ = 0;
+  };
   struct EngineRef {
     std::uint32_t node;
     std::uint32_t refs;  // stores minus removals of this engine hash, all tiers
@@ -205,6 +231,7 @@ class KvIndex {
   void OnHeld(std::uint32_t slot, std::uint32_t node, int tier);
   void OnReleased(std::uint32_t slot, std::uint32_t node, int tier);
   const Entry* FindEntry(std::uint32_t node, std::uint32_t slot) const;
+  static const Entry* FindEntryIn(const Node& node, std::uint32_t slot);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
   void RefreshDirty(std::uint32_t slot);
   void ResetLocked();
@@ -212,7 +239,7 @@ class KvIndex {
   const BlockKeyer keyer_;
   mutable std::shared_mutex mu_;
   IndexFlatMap<std::uint32_t> node_of_key_;
-  std::vector<Node> nodes_;
+  NodeArena nodes_;
   std::vector<std::uint32_t> free_nodes_;
   IndexFlatMap<std::uint32_t> slot_of_worker_;
   std::vector<WorkerState> workers_;  // by slot; slots are reused after RemoveWorker

@@ -286,7 +286,11 @@ void KvIndex::RefreshDirty(std::uint32_t slot) {
 }
 
 const KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) const {
-  const HolderList& h = nodes_[node].holders;
+  return FindEntryIn(nodes_[node], slot);
+}
+
+const KvIndex::Entry* KvIndex::FindEntryIn(const Node& node, std::uint32_t slot) {
+  const HolderList& h = node.holders;
   auto it = std::lower_bound(h.begin(), h.end(), slot,
                              [](const Entry& e, std::uint32_t s) { return e.slot < s; });
   return (it != h.end() && it->slot == slot) ? &*it : nullptr;
@@ -325,8 +329,7 @@ std::uint32_t KvIndex::GetOrCreateNode(BlockKey key, std::uint32_t parent) {
     node = free_nodes_.back();
     free_nodes_.pop_back();
   } else {
-    node = static_cast<std::uint32_t>(nodes_.size());
-    nodes_.emplace_back();
+    node = nodes_.emplace_back();
   }
   *id = node;
   Node& n = nodes_[node];

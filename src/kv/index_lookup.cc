@@ -153,7 +153,7 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     if (fast_count && node->holders.size() > 4 * s.dirty.size()) {
       c = node->lane_count;
       for (std::uint32_t slot : s.dirty) {
-        const Entry* e = FindEntry(static_cast<std::uint32_t>(node - nodes_.data()), slot);
+        const Entry* e = FindEntryIn(*node, slot);
         if (e == nullptr) continue;
         const std::uint8_t m = HeldLanes(*e);
         c += Lanes(m & s.alive[slot]) - Lanes(m);

@@ -229,7 +229,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
 
   std::unique_lock lock(mu_);
   ResetLocked();
-  nodes_.resize(nodes.size());
+  nodes_.resize(static_cast<std::uint32_t>(nodes.size()));
   for (std::uint32_t i = 0; i < nodes.size(); ++i) {
     nodes_[i].key = nodes[i].key;
     node_of_key_.Insert(nodes[i].key, i);
