@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 namespace kvroute::tokenize {
 namespace {
 
@@ -145,6 +148,48 @@ TEST(HfChatTest, EncodeChatEqualsEncodingTheRenderedPromptAndReusesSegments) {
   EXPECT_EQ(tok->EncodeChat(req).value(), expected);  // warm
   const auto after = tok->SegmentCacheStats();
   EXPECT_GT(after.hits, before.hits);
+}
+
+}  // namespace
+}  // namespace kvroute::tokenize
+
+namespace kvroute::tokenize {
+namespace {
+
+TEST(HfChatTest, ConcurrentEncodeChatMatchesSingleThreadedResults) {
+  // Eight threads encode overlapping conversations (shared prefixes hit the same cache
+  // segments, new turns insert); every result must equal the uncached single-thread encoding.
+  auto dir = FindShippedModelDir("llama3_1");
+  if (!dir) GTEST_SKIP() << "llama3_1 tokenizer files not installed";
+  auto loaded = LoadHfTokenizer(*dir);
+  ASSERT_TRUE(loaded.has_value());
+  const TokenizerPtr tok = *loaded;
+  std::vector<ChatRequest> requests;
+  for (int n = 1; n <= 12; ++n) {
+    ChatRequest req;
+    req.messages.push_back({.role = "system", .content = std::string(300, 's') + " system"});
+    for (int t = 0; t < n; ++t) {
+      req.messages.push_back(
+          {.role = t % 2 == 0 ? "user" : "assistant",
+           .content = "turn " + std::to_string(t) + " " + std::string(100 + t * 10, 'a' + t % 26)});
+    }
+    requests.push_back(std::move(req));
+  }
+  std::vector<std::vector<TokenId>> expected;
+  for (const auto& req : requests) expected.push_back(tok->Encode(*tok->RenderChat(req), false));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 8; ++th) {
+    threads.emplace_back([&, th] {
+      for (int k = 0; k < 60; ++k) {
+        const std::size_t i = static_cast<std::size_t>((k * 5 + th) % 12);
+        auto ids = tok->EncodeChat(requests[i]);
+        if (!ids || *ids != expected[i]) mismatches.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
