@@ -87,9 +87,10 @@ std::vector<PlotFile> MakePlotFiles(const RunReport& run, std::string_view png_t
   std::ostringstream gp;
   const std::string xlabel = closed ? "concurrent sessions" : "offered rate (req/s)";
   auto render = [&](const std::string& name, const std::string& body) {
-    gp << "set terminal " << png_terminal << " size 960,600\n"
+    // noenhanced: labels are literal text (an '_' or '@' in a label is not markup).
+    gp << "set terminal " << png_terminal << " size 960,600 noenhanced\n"
        << "set output " << Quote(stem + "_" + name + ".png") << "\n"
-       << body << "set terminal svg size 960,600 dynamic\n"
+       << body << "set terminal svg size 960,600 dynamic noenhanced\n"
        << "set output " << Quote(stem + "_" + name + ".svg") << "\n"
        << "replot\nunset output\nreset\n";
   };
@@ -104,7 +105,7 @@ std::vector<PlotFile> MakePlotFiles(const RunReport& run, std::string_view png_t
   for (std::size_t i = 0; i < infera.size() && i < run.itl_targets_tps.size(); ++i) {
     if (infera[i].tokens_per_s_per_gpu) {
       char title[96];
-      std::snprintf(title, sizeof title, "goodput @%g tok/s/user", run.itl_targets_tps[i]);
+      std::snprintf(title, sizeof title, "goodput at %g tok/s/user", run.itl_targets_tps[i]);
       tp << ", " << *infera[i].tokens_per_s_per_gpu << " with lines dashtype 2 title "
          << Quote(title);
     }
@@ -119,7 +120,7 @@ std::vector<PlotFile> MakePlotFiles(const RunReport& run, std::string_view png_t
       << "set key bottom right\nset yrange [0:1]\nplot ";
     for (std::size_t i = 0; i < run.levels.size(); ++i) {
       if (i > 0) p << ", ";
-      p << Quote(data) << " index " << i << " using 1:2 with lines title "
+      p << Quote(data) << " index " << i << " using 1:2 with steps title "
         << Quote(run.levels[i].name);
     }
     if (run.levels.empty()) p << "NaN notitle";
