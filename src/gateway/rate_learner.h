@@ -67,6 +67,9 @@ struct RateEstimate {
 class RateLearner {
  public:
   explicit RateLearner(RateLearnerOptions options = {});
+  ~RateLearner();
+  RateLearner(const RateLearner&) = delete;
+  RateLearner& operator=(const RateLearner&) = delete;
 
   // (Re)starts a worker's estimate at `seed`, dropping what was learned.
   void Seed(WorkerId worker, const RateSeed& seed);

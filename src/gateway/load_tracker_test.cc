@@ -1,0 +1,169 @@
+#include "gateway/load_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include "gateway/rate_learner.h"
+
+namespace kvroute::gateway {
+namespace {
+
+constexpr WorkerId kA = 1;
+constexpr WorkerId kB = 2;
+
+Nanos Ms(double ms) { return FromSeconds(ms / 1000); }
+
+RoutedRequest Req(WorkerId w, std::uint64_t prompt, std::uint64_t uncached, std::uint64_t blocks) {
+  return {.worker = w, .prompt_tokens = prompt, .uncached_tokens = uncached, .kv_blocks = blocks};
+}
+
+TEST(LoadTrackerTest, RouteCountsInflightPendingPrefillAndBlocks) {
+  LoadTracker t;
+  ASSERT_TRUE(t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0)));
+  ASSERT_TRUE(t.OnRouted(11, Req(kA, 200, 200, 13), Ms(1)));
+  WorkerLoad l = t.Load(kA);
+  EXPECT_EQ(l.inflight_requests, 2u);
+  EXPECT_EQ(l.pending_prefill_tokens, 800u);
+  EXPECT_EQ(l.active_kv_blocks, 76u);
+  EXPECT_EQ(t.Load(kB), WorkerLoad{});
+}
+
+TEST(LoadTrackerTest, FirstTokenDropsPendingPrefillButKeepsBlocks) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0));
+  t.OnFirstToken(10, Ms(50));
+  WorkerLoad l = t.Load(kA);
+  EXPECT_EQ(l.inflight_requests, 1u);
+  EXPECT_EQ(l.pending_prefill_tokens, 0u);
+  EXPECT_EQ(l.active_kv_blocks, 63u);
+  EXPECT_EQ(l.decoding_requests, 1u);
+  EXPECT_EQ(l.active_kv_tokens, 1001u);
+}
+
+TEST(LoadTrackerTest, CompletionFreesEverything) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0));
+  t.OnFirstToken(10, Ms(50));
+  t.OnToken(10, Ms(70), 3);
+  t.OnDone(10, Ms(90), true);
+  EXPECT_EQ(t.Load(kA), WorkerLoad{});
+  EXPECT_EQ(t.inflight(), 0u);
+}
+
+TEST(LoadTrackerTest, FailureBeforeFirstTokenReleasesPendingPrefill) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0));
+  t.OnRouted(11, Req(kA, 100, 100, 7), Ms(0));
+  t.OnDone(10, Ms(5), false);
+  WorkerLoad l = t.Load(kA);
+  EXPECT_EQ(l.inflight_requests, 1u);
+  EXPECT_EQ(l.pending_prefill_tokens, 100u);
+  EXPECT_EQ(l.active_kv_blocks, 7u);
+}
+
+TEST(LoadTrackerTest, UnknownIdsAndDoubleCompletionAreIgnoredAndCounted) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 100, 100, 7), Ms(0));
+  t.OnFirstToken(99, Ms(1));
+  t.OnToken(99, Ms(2));
+  t.OnDone(99, Ms(3), true);
+  t.OnDone(10, Ms(4), true);
+  t.OnDone(10, Ms(5), true);
+  t.OnFirstToken(10, Ms(6));
+  EXPECT_EQ(t.stale_calls(), 5u);
+  EXPECT_EQ(t.Load(kA), WorkerLoad{});
+}
+
+TEST(LoadTrackerTest, RoutingAnIdTwiceIsRejected) {
+  LoadTracker t;
+  EXPECT_TRUE(t.OnRouted(10, Req(kA, 100, 100, 7), Ms(0)));
+  EXPECT_FALSE(t.OnRouted(10, Req(kB, 100, 100, 7), Ms(0)));
+  EXPECT_EQ(t.Load(kA).inflight_requests, 1u);
+  EXPECT_EQ(t.Load(kB).inflight_requests, 0u);
+}
+
+TEST(LoadTrackerTest, UncachedTokensAreClampedToThePrompt) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 100, 500, 7), Ms(0));
+  EXPECT_EQ(t.Load(kA).pending_prefill_tokens, 100u);
+}
+
+TEST(LoadTrackerTest, ForgetWorkerDropsItsRequests) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 100, 100, 7), Ms(0));
+  t.OnRouted(11, Req(kB, 100, 100, 7), Ms(0));
+  t.ForgetWorker(kA);
+  EXPECT_EQ(t.Load(kA), WorkerLoad{});
+  EXPECT_EQ(t.inflight(), 1u);
+  t.OnDone(10, Ms(1), true);  // ignored
+  EXPECT_EQ(t.stale_calls(), 1u);
+  EXPECT_EQ(t.Load(kB).inflight_requests, 1u);
+}
+
+class LoadTrackerLearningTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RateSeed seed;
+    seed.prefill_overhead_s = 0.001;
+    seed.prefill_s_per_token = 1.0 / 50000;
+    seed.decode = {.base_s = 0.01, .per_sequence_s = 1e-4, .per_kv_token_s = 1e-8};
+    learner_.Seed(kA, seed);
+  }
+  RateLearner learner_;
+  LoadTracker tracker_{&learner_};
+};
+
+TEST_F(LoadTrackerLearningTest, TtftIsFittedAgainstOwnPlusQueuedAheadTokens) {
+  // A worker that prefills 10k tokens/s, FIFO: request 2's TTFT includes request 1's work.
+  const double rate = 10000;
+  RequestId id = 0;
+  Nanos now{0};
+  for (int round = 0; round < 400; ++round) {
+    std::uint64_t a = 500 + (round * 37) % 3000, b = 300 + (round * 91) % 2000;
+    tracker_.OnRouted(++id, Req(kA, a, a, 1), now);
+    tracker_.OnRouted(++id, Req(kA, b, b, 1), now);
+    tracker_.OnFirstToken(id - 1, now + FromSeconds(a / rate));
+    tracker_.OnFirstToken(id, now + FromSeconds((a + b) / rate));
+    tracker_.OnDone(id - 1, now + FromSeconds(1), true);
+    tracker_.OnDone(id, now + FromSeconds(1), true);
+    now += FromSeconds(2);
+  }
+  auto e = learner_.Estimate(kA);
+  EXPECT_EQ(e->prefill_samples, 800u);
+  EXPECT_NEAR(e->prefill_tokens_per_s, rate, rate * 0.05);
+}
+
+TEST_F(LoadTrackerLearningTest, InterTokenGapsFitTheDecodeModelWithTheLiveBatch) {
+  const sched::StepTimeModel truth{.base_s = 0.02, .per_sequence_s = 5e-4, .per_kv_token_s = 0};
+  RequestId id = 0;
+  Nanos now{0};
+  for (int round = 0; round < 300; ++round) {
+    int batch = 1 + round % 16;
+    for (int i = 0; i < batch; ++i) tracker_.OnRouted(id + i + 1, Req(kA, 100, 100, 7), now);
+    for (int i = 0; i < batch; ++i) tracker_.OnFirstToken(id + i + 1, now);
+    double itl = truth.Seconds(batch, 0);
+    for (int step = 1; step <= 4; ++step) {
+      for (int i = 0; i < batch; ++i) tracker_.OnToken(id + i + 1, now + FromSeconds(itl * step));
+    }
+    for (int i = 0; i < batch; ++i) tracker_.OnDone(id + i + 1, now + FromSeconds(1), true);
+    id += batch;
+    now += FromSeconds(2);
+  }
+  auto e = learner_.Estimate(kA);
+  EXPECT_GT(e->decode_samples, 1000u);
+  EXPECT_NEAR(e->decode.Seconds(8, 8 * 110), truth.Seconds(8, 0), truth.Seconds(8, 0) * 0.05);
+  EXPECT_NEAR(e->decode.per_sequence_s, truth.per_sequence_s, truth.per_sequence_s * 0.15);
+}
+
+TEST_F(LoadTrackerLearningTest, NoDecodeSampleWhilePrefillIsPendingOnTheWorker) {
+  tracker_.OnRouted(1, Req(kA, 100, 100, 7), Ms(0));
+  tracker_.OnFirstToken(1, Ms(10));
+  tracker_.OnRouted(2, Req(kA, 5000, 5000, 300), Ms(11));  // its prefill mixes into steps
+  tracker_.OnToken(1, Ms(40));
+  EXPECT_EQ(learner_.Estimate(kA)->decode_samples, 0u);
+  tracker_.OnFirstToken(2, Ms(60));
+  tracker_.OnToken(1, Ms(80));
+  EXPECT_EQ(learner_.Estimate(kA)->decode_samples, 1u);
+}
+
+}  // namespace
+}  // namespace kvroute::gateway
