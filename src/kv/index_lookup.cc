@@ -224,6 +224,10 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     std::size_t lo = i, hi = j;  // count_at(hi) < alive_lanes; all hold keys[..lo-1]
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
+      // Start loading both possible next midpoints' table slots while this one is probed:
+      // the probes are dependent cache misses, this overlaps one of them per round.
+      node_of_key_.Prefetch(keys[mid + 1 + (hi - mid - 1) / 2]);
+      if (mid > lo) node_of_key_.Prefetch(keys[lo + (mid - 1 - lo) / 2]);
       if (count_at(mid) == alive_lanes) {
         lo = mid + 1;
       } else {
@@ -231,8 +235,9 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
       }
     }
     exact_step(lo);
+    // Drop points tend to be spread evenly: resume with the last gap instead of from 1.
+    step = std::max<std::size_t>(1, lo - i);
     i = lo + 1;
-    step = 1;
   }
 
   for (std::uint32_t slot : s.dirty) s.exact[slot] = 0;
