@@ -93,7 +93,10 @@ void EngineLoop::DrainMailbox() {
 }
 
 void EngineLoop::Run() {
+  constexpr auto kMaxLag = std::chrono::milliseconds(2);
+  Nanos timeline{0};  // simulated end of the previous step
   for (;;) {
+    const bool was_idle = !engine_->HasWork();
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [this] {
@@ -103,6 +106,8 @@ void EngineLoop::Run() {
       if (stop_) break;
     }
     DrainMailbox();
+    // An idle engine starts its next step when work arrives, not in the past.
+    if (was_idle) timeline = std::max(timeline, clock_.Now());
     if (!engine_->HasWork()) {
       // A reset with no live request still owes its AllBlocksCleared batch: step once.
       engine::StepResult r = engine_->Step(clock_.Now());
@@ -113,9 +118,16 @@ void EngineLoop::Run() {
       UpdateMetrics(r);
       continue;
     }
-    Nanos now = clock_.Now();
+    // Back-to-back steps start where the previous one ended on the simulated timeline, not
+    // when this thread woke up: wake-up latency then does not add to every ITL. A loop that
+    // fell behind real time (more than kMaxLag of real time, e.g. CPU-bound at a huge
+    // speedup) resynchronises instead of replaying the backlog in a burst.
+    Nanos real_now = clock_.Now();
+    if (timeline < real_now && clock_.ToReal(real_now - timeline) > kMaxLag) timeline = real_now;
+    Nanos now = timeline;
     engine::StepResult result = engine_->Step(now);
     Nanos at = now + result.duration;
+    timeline = at;
     if (result.duration > Nanos(0)) {
       // Sleep until the step is over in simulated time. Aborts arriving meanwhile wait for the
       // next turn, as they would wait for the running step on a GPU.
