@@ -24,6 +24,11 @@ Result CallGlobal(std::string_view name, CallArgs& args);
 
 // Python's obj[start:stop:step] for lists and strings (code points).
 Result Slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
+// a op b for ==, !=, in, not in, ~, <, >, <=, >=, +, -, *, /, //, % (not and/or, which
+// short-circuit in the interpreter).
+Result BinaryOp(const std::string& op, Value a, const Value& b);
+// obj[key]: dict entry, list item (negative from the end) or character; undefined when absent.
+Result Subscript(const Value& obj, const Value& key);
 // Python's len() (code points for strings).
 std::expected<std::int64_t, std::string> Length(const Value& v);
 
