@@ -76,6 +76,9 @@ int RunSim(sim::SimConfig config) {
   std::cout << "kvroute sim listening on http://" << host << ":" << (*server)->port()
             << " model=" << (*server)->served_model_name() << " kv_events="
             << ((*server)->kv_events_endpoint().empty() ? "off" : (*server)->kv_events_endpoint())
+            << ((*server)->kv_events_replay_endpoint().empty()
+                    ? ""
+                    : " kv_replay=" + (*server)->kv_events_replay_endpoint())
             << std::endl;
 
   int signal_number = 0;
