@@ -115,5 +115,42 @@ TEST_F(IndexLookupTest, HoleOffThePromptDoesNotShortenIt) {
   EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 30))))[1].depth[0], 30u);
 }
 
+TEST_F(IndexLookupTest, SaturatedChildCounterFallsBackToExactScanning) {
+  // 65,536 children of block 20 overflow its 16-bit kids counter: hole tracking for that
+  // worker and tier is abandoned, and lookups must still be exact.
+  index_.ApplyBatch(1, Batch({Store(Hashes(1, 41), std::nullopt, Range(1, 41))}));
+  index_.ApplyBatch(2, Batch({Store(Hashes(1, 41), std::nullopt, Range(1, 41))}));
+  KvEventBatch children;
+  for (std::uint32_t k = 0; k < 65536; ++k) {
+    children.events.push_back(Store({1000 + k}, 21, {100000 + k}));
+  }
+  index_.ApplyBatch(1, children);
+  // Removing 65,535 of them brings the saturated counter to 0 although two children (block 21
+  // and one of the new ones) are still held, so evicting block 20 records no hole.
+  KvEventBatch evictions;
+  for (std::uint32_t k = 0; k < 65535; ++k) evictions.events.push_back(Remove({1000 + k}));
+  index_.ApplyBatch(1, evictions);
+  index_.ApplyBatch(1, Batch({Remove({21})}));
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(1, 41))));
+  EXPECT_EQ(m[1], Match(1, 20, 0, 0, 0, 20));
+  EXPECT_EQ(m[2], Match(2, 40, 0, 0, 0, 40));
+  index_.ApplyBatch(1, Batch({Store({21}, 20, {21})}));
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(1, 41))))[1].depth[0], 40u);
+}
+
+TEST_F(IndexLookupTest, ReferenceCountSaturationIsCountedAndIgnored) {
+  KvEventBatch b;
+  for (int k = 0; k < 256; ++k) b.events.push_back(Store({1}, std::nullopt, {1}));
+  index_.ApplyBatch(1, b);
+  EXPECT_EQ(index_.counters().ref_overflow, 1u);
+  KvEventBatch r;
+  for (int k = 0; k < 254; ++k) r.events.push_back(Remove({1}));
+  index_.ApplyBatch(1, r);
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, {1})))[1].depth[0], 1u);
+  index_.ApplyBatch(1, Batch({Remove({1})}));
+  EXPECT_TRUE(index_.Lookup(PromptKeys(keyer_, {1})).empty());
+  EXPECT_EQ(index_.stats().engine_hashes, 0u);
+}
+
 }  // namespace
 }  // namespace kvroute::kv
