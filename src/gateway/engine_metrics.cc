@@ -1,0 +1,176 @@
+#include "gateway/engine_metrics.h"
+
+#include <charconv>
+#include <cmath>
+#include <string_view>
+
+#include "client/blocking_http_client.h"
+
+namespace kvroute::gateway {
+namespace {
+
+bool Usable(double v) { return std::isfinite(v) && v >= 0; }
+
+// Sum over label sets (data-parallel engines report one series each).
+std::optional<double> SumOf(const telemetry::PromScrape& s, std::string_view name) {
+  std::optional<double> sum;
+  for (const telemetry::PromSample* p : s.Find(name)) {
+    if (!Usable(p->value)) return std::nullopt;
+    sum = sum.value_or(0) + p->value;
+  }
+  return sum;
+}
+
+// Mean over label sets, for fractions.
+std::optional<double> MeanOf(const telemetry::PromScrape& s, std::string_view name) {
+  auto samples = s.Find(name);
+  if (samples.empty()) return std::nullopt;
+  double sum = 0;
+  for (const telemetry::PromSample* p : samples) {
+    if (!Usable(p->value)) return std::nullopt;
+    sum += p->value;
+  }
+  return sum / static_cast<double>(samples.size());
+}
+
+std::optional<std::uint32_t> CountOf(std::optional<double> v) {
+  if (!v || *v > 4e9) return std::nullopt;
+  return static_cast<std::uint32_t>(std::llround(*v));
+}
+
+std::optional<std::uint64_t> LabelNumber(const telemetry::PromSample* s, std::string_view label) {
+  if (s == nullptr) return std::nullopt;
+  const std::string* text = s->Label(label);
+  if (text == nullptr || text->empty()) return std::nullopt;
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (ec != std::errc() || p != text->data() + text->size()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> FirstPresent(const telemetry::PromScrape& s,
+                                   std::initializer_list<std::string_view> names) {
+  for (std::string_view n : names) {
+    if (auto v = SumOf(s, n)) return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+double EngineMetrics::AgeSeconds(Nanos now) const {
+  return now > scraped_at ? ToSeconds(now - scraped_at) : 0.0;
+}
+
+sched::ScrapedMetrics EngineMetrics::ToScraped(Nanos now) const {
+  return {.age_s = AgeSeconds(now),
+          .num_waiting = num_waiting,
+          .num_running = num_running,
+          .kv_usage = kv_usage};
+}
+
+EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& s, Nanos scraped_at) {
+  EngineMetrics m;
+  m.scraped_at = scraped_at;
+  m.parse_errors = s.errors.size() + s.errors_dropped;
+  if (!s.Find("vllm:num_requests_waiting").empty() ||
+      !s.Find("vllm:num_requests_running").empty()) {
+    m.kind = EngineKind::kVllm;
+    m.num_waiting = CountOf(SumOf(s, "vllm:num_requests_waiting"));
+    m.num_running = CountOf(SumOf(s, "vllm:num_requests_running"));
+    m.kv_usage = MeanOf(s, "vllm:kv_cache_usage_perc");
+    if (!m.kv_usage) m.kv_usage = MeanOf(s, "vllm:gpu_cache_usage_perc");  // vLLM < 0.10
+    m.prefix_cache_queries =
+        FirstPresent(s, {"vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"});
+    m.prefix_cache_hits =
+        FirstPresent(s, {"vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"});
+    const telemetry::PromSample* info = s.First("vllm:cache_config_info");
+    if (auto b = LabelNumber(info, "block_size"); b && *b > 0 && *b < (1u << 20)) {
+      m.block_size = static_cast<std::uint32_t>(*b);
+    }
+    m.num_gpu_blocks = LabelNumber(info, "num_gpu_blocks");
+    m.num_cpu_blocks = LabelNumber(info, "num_cpu_blocks");
+  } else if (!s.Find("sglang:num_queue_reqs").empty() ||
+             !s.Find("sglang:num_running_reqs").empty()) {
+    m.kind = EngineKind::kSglang;
+    m.num_waiting = CountOf(SumOf(s, "sglang:num_queue_reqs"));
+    m.num_running = CountOf(SumOf(s, "sglang:num_running_reqs"));
+    m.kv_usage = MeanOf(s, "sglang:token_usage");
+    const telemetry::PromSample* info = s.First("sglang:cache_config_info");
+    if (auto b = LabelNumber(info, "page_size"); b && *b > 0 && *b < (1u << 20)) {
+      m.block_size = static_cast<std::uint32_t>(*b);
+    }
+    m.num_gpu_blocks = LabelNumber(info, "num_pages");
+  }
+  if (m.kv_usage) m.kv_usage = std::min(*m.kv_usage, 1.0);
+  return m;
+}
+
+EngineMetricsScraper::EngineMetricsScraper(ScraperOptions options, TargetsFn targets, SinkFn sink,
+                                           const Clock* clock)
+    : options_(std::move(options)),
+      targets_(std::move(targets)),
+      sink_(std::move(sink)),
+      clock_(clock),
+      http_(std::make_unique<client::BlockingHttpClient>(
+          client::ClientOptions{.timeouts = {.connect = options_.timeout,
+                                             .first_byte = options_.timeout,
+                                             .idle = options_.timeout,
+                                             .total = options_.timeout},
+                                .max_idle_per_origin = 2,
+                                .max_body_bytes = 16u << 20})) {}
+
+EngineMetricsScraper::~EngineMetricsScraper() { Stop(); }
+
+void EngineMetricsScraper::Start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable() || stop_) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void EngineMetricsScraper::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void EngineMetricsScraper::RunOnce() {
+  for (const ScrapeTarget& t : targets_()) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+    }
+    auto req = client::MakeRequest("GET", t.base_url + options_.path);
+    if (!req) {
+      sink_(t.worker, std::unexpected("bad URL: " + req.error()));
+      continue;
+    }
+    auto resp = http_->Send(std::move(*req));
+    if (!resp) {
+      sink_(t.worker, std::unexpected(std::string(client::ErrorKindName(resp.error().kind)) + ": " +
+                                      resp.error().text));
+      continue;
+    }
+    if (resp->status != 200) {
+      sink_(t.worker, std::unexpected("HTTP " + std::to_string(resp->status)));
+      continue;
+    }
+    sink_(t.worker, ExtractEngineMetrics(telemetry::ParsePromText(resp->body), clock_->Now()));
+  }
+  rounds_.fetch_add(1);
+}
+
+void EngineMetricsScraper::Loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    RunOnce();
+    lock.lock();
+    cv_.wait_for(lock, options_.interval, [this] { return stop_; });
+  }
+}
+
+}  // namespace kvroute::gateway
