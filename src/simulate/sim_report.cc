@@ -1,0 +1,116 @@
+#include "simulate/sim_report.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace kvroute::simulate {
+namespace {
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::expected<void, std::string> WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return std::unexpected("cannot write " + path);
+  return {};
+}
+
+}  // namespace
+
+SimLevelExtras AppendLevel(SimResult result, const std::string& name, bench::RunReport* report) {
+  SimLevelExtras x;
+  x.level = name;
+  x.decisions = std::move(result.decisions);
+  x.workers = std::move(result.workers);
+  x.virtual_s = result.virtual_s;
+  x.wall_s = result.wall_s;
+  x.events = result.events;
+  x.steps = result.steps;
+  result.level.name = name;
+  report->levels.push_back(std::move(result.level));
+  return x;
+}
+
+std::string WorkersCsv(const std::vector<SimLevelExtras>& levels) {
+  std::ostringstream out;
+  out << "level,worker,profile,alive,restarts,gpus,routed,prefix_cache_queries,"
+         "prefix_cache_hits,hit_rate,cpu_cache_hits,preemptions,prompt_tokens,generation_tokens\n";
+  for (const SimLevelExtras& l : levels) {
+    for (const WorkerReport& w : l.workers) {
+      const auto& s = w.stats;
+      out << l.level << ',' << w.id << ',' << w.profile << ',' << (w.alive ? 1 : 0) << ','
+          << w.restarts << ',' << w.gpus << ',' << w.routed << ',' << s.prefix_cache_queries << ','
+          << s.prefix_cache_hits << ',';
+      if (s.prefix_cache_queries > 0) {
+        out << Num(static_cast<double>(s.prefix_cache_hits) /
+                   static_cast<double>(s.prefix_cache_queries));
+      }
+      out << ',' << s.cpu_cache_hits << ',' << s.num_preemptions << ',' << s.prompt_tokens << ','
+          << s.generation_tokens << '\n';
+    }
+  }
+  return out.str();
+}
+
+std::string DecisionsCsv(const bench::RunReport& report,
+                         const std::vector<SimLevelExtras>& levels) {
+  std::ostringstream out;
+  out << "level,request,worker,at_s,prompt_tokens,predicted_cached_tokens,cached_tokens,"
+         "predicted_ttft_s,ttft_s,inflight_at_route,pending_prefill_at_route,ok\n";
+  for (std::size_t li = 0; li < levels.size() && li < report.levels.size(); ++li) {
+    const auto& reqs = report.levels[li].requests;
+    for (const DecisionRecord& d : levels[li].decisions) {
+      if (d.request >= reqs.size()) continue;
+      const bench::RequestResult& r = reqs[d.request].result;
+      out << levels[li].level << ',' << d.request << ',' << d.worker << ',' << Num(d.at_s) << ','
+          << d.prompt_tokens << ',' << d.predicted_cached_tokens << ',';
+      if (r.ok) out << r.cached_tokens;
+      out << ',';
+      if (d.predicted_ttft_s) out << Num(*d.predicted_ttft_s);
+      out << ',';
+      if (r.ok) out << Num(r.ttft_s);
+      out << ',' << d.inflight_at_route << ',' << d.pending_prefill_at_route << ','
+          << (r.ok ? 1 : 0) << '\n';
+    }
+  }
+  return out.str();
+}
+
+std::expected<void, std::string> WriteSimFiles(const bench::RunReport& report,
+                                               const std::vector<SimLevelExtras>& levels,
+                                               const std::string& stem) {
+  if (auto ok = WriteFile(stem + "_workers.csv", WorkersCsv(levels)); !ok) return ok;
+  return WriteFile(stem + "_decisions.csv", DecisionsCsv(report, levels));
+}
+
+std::string RunLine(const SimLevelExtras& l, std::size_t requests) {
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "level %s: %zu requests, virtual %.1f s, wall %.1f s (%.0fx), %llu events, "
+      "%llu engine steps",
+      l.level.c_str(), requests, l.virtual_s, l.wall_s, l.wall_s > 0 ? l.virtual_s / l.wall_s : 0.0,
+      static_cast<unsigned long long>(l.events), static_cast<unsigned long long>(l.steps));
+  return buf;
+}
+
+std::optional<std::uint64_t> PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream fields(line.substr(6));
+      std::uint64_t kb = 0;
+      if (fields >> kb) return kb * 1024;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvroute::simulate

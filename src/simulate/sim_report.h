@@ -1,0 +1,54 @@
+// Outputs of `kvroute simulate`. The run itself is reported in exactly the format of
+// `kvroute bench run` (bench/report.h: the run JSON, levels CSV, per-request CSV, gnuplot
+// charts), so a simulated run and a live one compare line by line with `kvroute bench
+// compare`. The simulator adds two files of its own:
+//   <stem>_workers.csv    per level and worker: profile, routed requests, restarts, prefix
+//                         cache queries/hits (tokens, GPU + CPU tier), CPU-tier hits,
+//                         preemptions — the cache hit rate per worker and tier
+//   <stem>_decisions.csv  per request: the worker chosen, what the router predicted (cached
+//                         tokens, TTFT) and what happened — the fidelity hooks
+// and a run line per level (wall and virtual seconds, events, engine steps, peak RSS).
+//
+// Thread safety: pure functions, except PeakRssBytes (reads /proc/self/status).
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+#include "simulate/simulator.h"
+
+namespace kvroute::simulate {
+
+// What the simulator knows of a level beyond bench::LevelResult.
+struct SimLevelExtras {
+  std::string level;  // the level's name
+  std::vector<DecisionRecord> decisions;
+  std::vector<WorkerReport> workers;
+  double virtual_s = 0, wall_s = 0;
+  std::uint64_t events = 0, steps = 0;
+};
+
+// Moves `result`'s level into `report` (named `name`) and returns the rest.
+SimLevelExtras AppendLevel(SimResult result, const std::string& name, bench::RunReport* report);
+
+std::string WorkersCsv(const std::vector<SimLevelExtras>& levels);
+// `report` supplies the actual outcome of each decision (same level order as `levels`).
+std::string DecisionsCsv(const bench::RunReport& report, const std::vector<SimLevelExtras>& levels);
+
+// Writes <stem>_workers.csv and <stem>_decisions.csv; `stem` is "<dir>/<file stem>" as
+// bench::WriteRunFiles names its files (the folder must exist).
+std::expected<void, std::string> WriteSimFiles(const bench::RunReport& report,
+                                               const std::vector<SimLevelExtras>& levels,
+                                               const std::string& stem);
+
+// "level c=8: 1234 requests, virtual 812.3 s, wall 4.1 s (198x), 2.1M events, 310k steps"
+std::string RunLine(const SimLevelExtras& level, std::size_t requests);
+
+// Peak resident set size of this process (VmHWM), bytes; nullopt where unavailable.
+std::optional<std::uint64_t> PeakRssBytes();
+
+}  // namespace kvroute::simulate

@@ -1,0 +1,532 @@
+#include "simulate/simulator.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <unordered_map>
+
+#include "kv/approx_predicted.h"
+#include "kv/index.h"
+#include "kv/index_overlay.h"
+#include "simulate/event_queue.h"
+#include "simulate/router_state.h"
+
+namespace kvroute::simulate {
+namespace {
+
+constexpr std::uint64_t kFromNext = 1;  // arrival event operand: pulled from Workload::Next
+
+struct WorkerState {
+  WorkerSpec spec;
+  std::unique_ptr<engine::Engine> engine;
+  RateSeed seed;
+  bool alive = false;
+  std::uint64_t epoch = 0;  // bumped on failure: stale step ends and deliveries are dropped
+  bool stepping = false;
+  engine::StepResult pending;  // the step in flight, visible at its end
+  engine::EngineStats past;    // counters of earlier lives
+  std::uint64_t routed = 0;
+  std::uint32_t restarts = 0;
+  Nanos scraped_at{0};
+};
+
+struct LiveRequest {
+  SimRequest request;
+  WorkerId worker = 0;
+  Nanos arrival{0};
+  Nanos last_token{0};
+  Booking booking;
+  std::vector<TokenId> output;  // only when the workload wants it
+};
+
+struct KvDelivery {
+  WorkerId worker = 0;
+  std::vector<kv::KvEvent> events;
+};
+
+void AddCounters(const engine::EngineStats& from, engine::EngineStats* to) {
+  to->prefix_cache_queries += from.prefix_cache_queries;
+  to->prefix_cache_hits += from.prefix_cache_hits;
+  to->cpu_cache_hits += from.cpu_cache_hits;
+  to->num_preemptions += from.num_preemptions;
+  to->prompt_tokens += from.prompt_tokens;
+  to->generation_tokens += from.generation_tokens;
+}
+
+}  // namespace
+
+struct Simulator::Impl {
+  Impl(SimOptions o, std::unique_ptr<Workload> w)
+      : options(std::move(o)),
+        workload(std::move(w)),
+        keyer(options.fleet.workers.empty() ? kv::kDefaultBlockSize
+                                            : options.fleet.workers.front().config.block_size),
+        index(keyer),
+        predicted(kv::PredictedOptions{options.predicted_ttl, 1 << 16}),
+        policy_state(options.seed) {}
+
+  std::expected<SimResult, std::string> Run();
+  void AddWorker(const WorkerSpec& spec, Nanos now);
+  void StartWorker(WorkerId w);
+  void StartStep(WorkerId w, Nanos now);
+  void OnStepEnd(WorkerId w, Nanos now);
+  std::expected<void, std::string> OnArrival(std::uint32_t slot, bool from_next, Nanos now);
+  void Finish(std::uint64_t id, bool ok, const char* error_kind, Nanos now);
+  void FailWorker(WorkerId w, Nanos now);
+  void RestartWorker(WorkerId w, Nanos now);
+  void Scrape(Nanos now);
+  void Schedule(std::optional<Arrival> a, bool from_next);
+  void PullNext();
+  void Progress(Nanos now, bool final_line);
+  bool NeedsScrape() const { return (inputs & sched::kScrapedMetrics) != 0; }
+
+  SimOptions options;
+  std::unique_ptr<Workload> workload;
+  kv::BlockKeyer keyer;
+  kv::KvIndex index;
+  kv::PredictedBlocks predicted;
+  sched::PolicyState policy_state;
+  sched::Inputs inputs = sched::kNoInputs;
+  EventQueue queue;
+  RouterState router;
+  std::vector<WorkerState> workers;
+  std::vector<sched::WorkerSnapshot> snapshots;
+  std::unordered_map<std::uint64_t, LiveRequest> live;
+  std::vector<Arrival> arrival_slots;
+  std::vector<std::uint32_t> free_arrival_slots;
+  std::vector<KvDelivery> delivery_slots;
+  std::vector<std::uint32_t> free_delivery_slots;
+  std::size_t pending_arrivals = 0;
+  int admitted = 0;  // arrivals accepted under the bounds
+  SimResult result;
+  Nanos first_arrival{-1};
+  Nanos last_done{0};
+  std::chrono::steady_clock::time_point wall_start;
+  std::chrono::steady_clock::time_point last_progress;
+  std::vector<kv::BlockKey> keys;  // scratch
+};
+
+void Simulator::Impl::AddWorker(const WorkerSpec& spec, Nanos now) {
+  const auto w = static_cast<WorkerId>(workers.size());
+  workers.emplace_back();
+  workers.back().spec = spec;
+  // The simulator keys blocks with kvroute's own BlockKey (no SHA-256 per block).
+  workers.back().spec.config.event_hash = engine::EventHash::kBlockKey;
+  workers.back().spec.config.seed = options.seed;
+  sched::WorkerSnapshot snap;
+  snap.id = w;
+  snap.name = "w" + std::to_string(w);
+  snap.models = {options.model};
+  snapshots.push_back(std::move(snap));
+  StartWorker(w);
+  workers[w].scraped_at = now;
+}
+
+void Simulator::Impl::StartWorker(WorkerId w) {
+  WorkerState& ws = workers[w];
+  ws.engine = engine::NewEngine(ws.spec.profile, ws.spec.config);
+  const engine::EngineConfig& c = ws.engine->config();
+  ws.seed = SeedRates(ws.spec.profile, c.block_size);
+  ws.alive = true;
+  ws.stepping = false;
+  router.ResetWorker(w, ws.seed);
+  predicted.SetCapacity(w, static_cast<std::size_t>(c.num_gpu_blocks_override));
+  sched::WorkerSnapshot& s = snapshots[w];
+  s.healthy = true;
+  s.scraped.reset();
+  s.kv_capacity_blocks = static_cast<std::uint64_t>(c.num_gpu_blocks_override);
+  if (c.num_cpu_blocks > 0) {
+    s.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = c.cpu_to_gpu_bandwidth_bytes_per_s;
+  }
+}
+
+void Simulator::Impl::StartStep(WorkerId w, Nanos now) {
+  WorkerState& ws = workers[w];
+  if (!ws.alive || ws.stepping || !ws.engine->HasWork()) return;
+  ws.pending = ws.engine->Step(now);
+  ++result.steps;
+  const auto& p = ws.pending;
+  if (p.duration.count() == 0 && p.tokens.empty() && p.kv_events.empty() &&
+      p.finished_without_token.empty()) {
+    return;  // nothing could run (the engine waits for memory it will never get)
+  }
+  ws.stepping = true;
+  queue.Push(now + p.duration, EventKind::kStepEnd, w, ws.epoch);
+}
+
+void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
+  WorkerState& ws = workers[w];
+  ws.stepping = false;
+  engine::StepResult r = std::move(ws.pending);
+  ws.pending = {};
+  const bool keep_output = workload->wants_output();
+  for (const engine::TokenEvent& t : r.tokens) {
+    std::uint64_t id = 0;
+    std::from_chars(t.request_id.data(), t.request_id.data() + t.request_id.size(), id);
+    auto it = live.find(id);
+    if (it == live.end()) continue;
+    LiveRequest& lr = it->second;
+    bench::RequestResult& rec = result.level.requests[id].result;
+    if (t.is_first) {
+      rec.ttft_s = ToSeconds(now - lr.arrival);
+      rec.cached_tokens = t.cached_tokens;
+      router.OnFirstToken(&lr.booking, now - lr.arrival);
+    } else {
+      rec.itl_s.push_back(ToSeconds(now - lr.last_token));
+    }
+    lr.last_token = now;
+    ++rec.output_tokens;
+    if (keep_output) lr.output.push_back(t.token);
+    if (t.finished) {
+      const bool ok = *t.finished != engine::FinishReason::kAbort;
+      Finish(id, ok, ok ? "" : "stream", now);
+    }
+  }
+  for (const std::string& rid : r.finished_without_token) {
+    std::uint64_t id = 0;
+    std::from_chars(rid.data(), rid.data() + rid.size(), id);
+    if (live.contains(id)) Finish(id, false, "stream", now);
+  }
+  if (!r.kv_events.empty()) {
+    if (options.event_delay.count() == 0) {
+      for (const kv::KvEvent& e : r.kv_events) index.ApplyEvent(w, e);
+    } else {
+      std::uint32_t slot;
+      if (free_delivery_slots.empty()) {
+        slot = static_cast<std::uint32_t>(delivery_slots.size());
+        delivery_slots.emplace_back();
+      } else {
+        slot = free_delivery_slots.back();
+        free_delivery_slots.pop_back();
+      }
+      delivery_slots[slot] = KvDelivery{w, std::move(r.kv_events)};
+      queue.Push(now + options.event_delay, EventKind::kKvDelivery, slot, ws.epoch);
+    }
+  }
+  if (options.on_step_end) options.on_step_end(w, now);
+  StartStep(w, now);
+}
+
+void Simulator::Impl::Finish(std::uint64_t id, bool ok, const char* error_kind, Nanos now) {
+  auto it = live.find(id);
+  if (it == live.end()) return;
+  LiveRequest lr = std::move(it->second);
+  live.erase(it);
+  router.OnDone(&lr.booking);
+  bench::RequestResult& rec = result.level.requests[id].result;
+  rec.ok = ok;
+  rec.error_kind = ok ? "" : error_kind;
+  rec.e2e_s = ToSeconds(now - lr.arrival);
+  if (!ok) rec.itl_s.clear();
+  last_done = std::max(last_done, now);
+  Schedule(workload->OnDone(lr.request, lr.output, ok, now), false);
+}
+
+void Simulator::Impl::Schedule(std::optional<Arrival> a, bool from_next) {
+  if (!a) return;
+  if (options.max_requests > 0 && admitted >= options.max_requests) return;
+  if (options.duration.count() > 0 && a->at > options.duration) return;
+  ++admitted;
+  std::uint32_t slot;
+  if (free_arrival_slots.empty()) {
+    slot = static_cast<std::uint32_t>(arrival_slots.size());
+    arrival_slots.emplace_back();
+  } else {
+    slot = free_arrival_slots.back();
+    free_arrival_slots.pop_back();
+  }
+  const Nanos at = a->at;
+  arrival_slots[slot] = std::move(*a);
+  ++pending_arrivals;
+  queue.Push(at, EventKind::kArrival, slot, from_next ? kFromNext : 0);
+}
+
+void Simulator::Impl::PullNext() { Schedule(workload->Next(), true); }
+
+std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, bool from_next,
+                                                            Nanos now) {
+  Arrival a = std::move(arrival_slots[slot]);
+  arrival_slots[slot] = {};
+  free_arrival_slots.push_back(slot);
+  --pending_arrivals;
+  if (from_next) PullNext();
+  if (first_arrival.count() < 0) first_arrival = now;
+
+  const std::uint64_t id = result.level.requests.size();
+  bench::RequestRecord record;
+  record.session = a.request.session;
+  record.turn = a.request.turn;
+  record.result.start_s = ToSeconds(now);
+  record.result.prompt_tokens = static_cast<std::uint32_t>(a.request.prompt.size());
+  result.level.requests.push_back(std::move(record));
+
+  // The request profile, as the gateway builds it.
+  const std::uint32_t bs = keyer.block_size();
+  sched::RequestProfile profile;
+  profile.model = options.model;
+  profile.prompt_tokens = a.request.prompt.size();
+  profile.block_size = bs;
+  profile.num_full_blocks = static_cast<std::uint32_t>(a.request.prompt.size() / bs);
+  profile.predicted_output_tokens = a.request.max_tokens;
+  keys.clear();
+  const bool use_cache = (inputs & sched::kCacheView) != 0;
+  if (use_cache) {
+    keyer.AppendKeys(a.request.prompt, keyer.Root(), &keys);
+    std::vector<kv::WorkerMatch> matches =
+        options.predicted_overlay ? kv::LookupWithPredictions(index, predicted, keys, now)
+                                  : index.Lookup(keys);
+    profile.cache_views.reserve(matches.size());
+    for (const kv::WorkerMatch& m : matches) {
+      sched::CacheView v;
+      v.worker = m.worker;
+      v.depth_blocks = m.depth;
+      v.any_depth_blocks = m.any_depth;
+      v.stale = m.stale;
+      profile.cache_views.push_back(v);
+    }
+  }
+  const bool scrape = NeedsScrape();
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    if (!workers[w].alive) continue;
+    router.Fill(static_cast<WorkerId>(w), &snapshots[w]);
+    if (scrape && snapshots[w].scraped) {
+      snapshots[w].scraped->age_s = ToSeconds(now - workers[w].scraped_at);
+    }
+  }
+  auto decision = options.policy->Decide(profile, snapshots, policy_state);
+  if (!decision)
+    return std::unexpected("policy " + options.policy->name() + ": " + decision.error().message);
+  DecisionRecord dr;
+  dr.request = id;
+  dr.at_s = ToSeconds(now);
+  dr.prompt_tokens = profile.prompt_tokens;
+  if (!decision->chosen) {
+    // The gateway answers 503 when no worker can take the request.
+    result.decisions.push_back(dr);
+    bench::RequestResult& rec = result.level.requests[id].result;
+    rec.ok = false;
+    rec.error_kind = "http_5xx";
+    Schedule(workload->OnDone(a.request, {}, false, now), false);
+    return {};
+  }
+  const WorkerId w = *decision->chosen;
+  if (w >= workers.size() || !workers[w].alive) {
+    return std::unexpected("policy " + options.policy->name() + " chose a dead worker");
+  }
+  std::uint32_t gpu_depth = 0;
+  for (const auto& v : profile.cache_views) {
+    if (v.worker == w) gpu_depth = v.depth(kv::Tier::kGpu);
+  }
+  const std::uint64_t cached =
+      std::min<std::uint64_t>(std::uint64_t{gpu_depth} * bs, profile.prompt_tokens);
+  const std::uint64_t kv_blocks = (profile.prompt_tokens + a.request.max_tokens + bs - 1) / bs;
+  dr.worker = w;
+  dr.predicted_cached_tokens = cached;
+  dr.inflight_at_route = snapshots[w].inflight_requests;
+  dr.pending_prefill_at_route = snapshots[w].pending_prefill_tokens;
+  if (const sched::CandidateTrace* c = decision->Find(w)) dr.predicted_ttft_s = c->predicted_ttft_s;
+  result.decisions.push_back(dr);
+  if (use_cache && options.predicted_overlay) predicted.Record(w, keys, now);
+
+  LiveRequest lr;
+  lr.worker = w;
+  lr.arrival = now;
+  lr.last_token = now;
+  lr.booking = router.OnRouted(w, profile.prompt_tokens - cached, kv_blocks);
+  ++workers[w].routed;
+  engine::RequestSpec spec;
+  spec.id = std::to_string(id);
+  spec.max_tokens = a.request.max_tokens;
+  spec.ignore_eos = true;
+  spec.seed = id;
+  if (workload->wants_output()) {
+    spec.prompt = a.request.prompt;
+  } else {
+    spec.prompt = std::move(a.request.prompt);
+    a.request.prompt.clear();
+  }
+  lr.request = std::move(a.request);
+  if (auto err = workers[w].engine->Add(std::move(spec))) {
+    live.emplace(id, std::move(lr));
+    Finish(id, false, "http_4xx", now);  // vLLM rejects what can never fit with a 400
+    return {};
+  }
+  live.emplace(id, std::move(lr));
+  StartStep(w, now);
+  return {};
+}
+
+void Simulator::Impl::FailWorker(WorkerId w, Nanos now) {
+  WorkerState& ws = workers[w];
+  if (!ws.alive) return;
+  // Its in-flight requests fail: mid-stream ones with a broken stream, queued ones with a
+  // refused connection (the client sees the socket close either way).
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, lr] : live) {
+    if (lr.worker == w) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (std::uint64_t id : ids) {
+    const bool streaming = live[id].booking.first_token_seen;
+    Finish(id, false, streaming ? "stream" : "connect", now);
+  }
+  AddCounters(ws.engine->Stats(), &ws.past);
+  ws.engine.reset();
+  ws.alive = false;
+  ws.stepping = false;
+  ws.pending = {};
+  ++ws.epoch;
+  router.ForgetWorker(w);
+  index.RemoveWorker(w);
+  predicted.RemoveWorker(w);
+  snapshots[w].healthy = false;
+  snapshots[w].scraped.reset();
+}
+
+void Simulator::Impl::RestartWorker(WorkerId w, Nanos now) {
+  FailWorker(w, now);  // a restart of a live worker loses its work and cache too
+  ++workers[w].restarts;
+  StartWorker(w);
+  workers[w].scraped_at = now;
+}
+
+void Simulator::Impl::Scrape(Nanos now) {
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    if (!workers[w].alive) continue;
+    const engine::EngineStats s = workers[w].engine->Stats();
+    sched::ScrapedMetrics m;
+    m.num_waiting = s.num_waiting;
+    m.num_running = s.num_running;
+    m.kv_usage = s.kv_cache_usage;
+    snapshots[w].scraped = m;
+    workers[w].scraped_at = now;
+  }
+}
+
+void Simulator::Impl::Progress(Nanos now, bool final_line) {
+  const auto t = std::chrono::steady_clock::now();
+  if (!final_line && t - last_progress < std::chrono::milliseconds(250)) return;
+  last_progress = t;
+  std::fprintf(stderr,
+               "\rsimulate: virtual %.1f s, requests %zu routed, %zu in flight, wall %.1f s%s",
+               ToSeconds(now), result.level.requests.size(), live.size(),
+               std::chrono::duration<double>(t - wall_start).count(), final_line ? "\n" : "");
+  std::fflush(stderr);
+}
+
+std::expected<SimResult, std::string> Simulator::Impl::Run() {
+  if (!options.policy) return std::unexpected("no policy");
+  SortChanges(&options.fleet);
+  if (auto ok = ValidateFleet(options.fleet); !ok) return std::unexpected(ok.error());
+  inputs = options.policy->RequiredInputs();
+  wall_start = std::chrono::steady_clock::now();
+  last_progress = wall_start;
+  for (const WorkerSpec& spec : options.fleet.workers) {
+    AddWorker(spec, Nanos(0));
+    result.gpus += static_cast<int>(spec.profile.hardware.num_gpus);
+  }
+  for (std::size_t i = 0; i < options.fleet.changes.size(); ++i) {
+    queue.Push(options.fleet.changes[i].at, EventKind::kFleetChange, static_cast<std::uint32_t>(i));
+  }
+  if (NeedsScrape()) {
+    Scrape(Nanos(0));
+    queue.Push(options.scrape_interval, EventKind::kScrape);
+  }
+  PullNext();
+  Nanos now{0};
+  while (!queue.empty()) {
+    if (pending_arrivals == 0 && live.empty()) break;
+    const Event e = queue.Pop();
+    now = e.time;
+    ++result.events;
+    switch (e.kind) {
+      case EventKind::kArrival:
+        if (auto ok = OnArrival(e.a, e.b == kFromNext, now); !ok) {
+          if (options.progress) Progress(now, true);
+          return std::unexpected(ok.error());
+        }
+        break;
+      case EventKind::kStepEnd:
+        if (workers[e.a].alive && workers[e.a].epoch == e.b) OnStepEnd(e.a, now);
+        break;
+      case EventKind::kKvDelivery: {
+        KvDelivery d = std::move(delivery_slots[e.a]);
+        delivery_slots[e.a] = {};
+        free_delivery_slots.push_back(e.a);
+        if (workers[d.worker].alive && workers[d.worker].epoch == e.b) {
+          for (const kv::KvEvent& ev : d.events) index.ApplyEvent(d.worker, ev);
+        }
+        break;
+      }
+      case EventKind::kScrape:
+        Scrape(now);
+        queue.Push(now + options.scrape_interval, EventKind::kScrape);
+        break;
+      case EventKind::kFleetChange: {
+        const FleetChange& c = options.fleet.changes[e.a];
+        if (c.kind == FleetChange::Kind::kFail) {
+          FailWorker(c.worker, now);
+        } else if (c.kind == FleetChange::Kind::kRestart) {
+          RestartWorker(c.worker, now);
+        } else {
+          for (int k = 0; k < c.count; ++k) AddWorker(c.spec, now);
+        }
+        break;
+      }
+    }
+    if (options.progress && (result.events & 1023) == 0) Progress(now, false);
+  }
+  if (options.progress) Progress(now, true);
+
+  result.virtual_s = ToSeconds(now);
+  result.wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  bench::LevelResult& level = result.level;
+  level.duration_s = first_arrival.count() < 0 ? 0 : ToSeconds(last_done - first_arrival);
+  std::uint64_t queries = 0, hits = 0, cpu_hits = 0;
+  bool any_cpu = false;
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    WorkerState& ws = workers[w];
+    WorkerReport rep;
+    rep.id = static_cast<WorkerId>(w);
+    rep.profile = ws.spec.profile.name;
+    rep.alive = ws.alive;
+    rep.gpus = static_cast<int>(ws.spec.profile.hardware.num_gpus);
+    rep.routed = ws.routed;
+    rep.restarts = ws.restarts;
+    rep.stats = ws.alive ? ws.engine->Stats() : engine::EngineStats{};
+    engine::EngineStats counters = rep.stats;
+    rep.stats.prefix_cache_queries = rep.stats.prefix_cache_hits = rep.stats.cpu_cache_hits = 0;
+    rep.stats.num_preemptions = rep.stats.prompt_tokens = rep.stats.generation_tokens = 0;
+    AddCounters(ws.past, &rep.stats);
+    AddCounters(counters, &rep.stats);
+    queries += rep.stats.prefix_cache_queries;
+    hits += rep.stats.prefix_cache_hits;
+    cpu_hits += rep.stats.cpu_cache_hits;
+    any_cpu = any_cpu || ws.spec.config.num_cpu_blocks > 0;
+    result.workers.push_back(std::move(rep));
+  }
+  if (queries > 0) {
+    level.hit_rate = static_cast<double>(hits) / static_cast<double>(queries);
+    if (any_cpu)
+      level.external_hit_rate = static_cast<double>(cpu_hits) / static_cast<double>(queries);
+  }
+  return std::move(result);
+}
+
+Simulator::Simulator(SimOptions options, std::unique_ptr<Workload> workload)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(workload))) {}
+
+Simulator::~Simulator() = default;
+
+std::expected<SimResult, std::string> Simulator::Run() { return impl_->Run(); }
+
+const engine::Engine* Simulator::engine(WorkerId worker) const {
+  if (worker >= impl_->workers.size() || !impl_->workers[worker].alive) return nullptr;
+  return impl_->workers[worker].engine.get();
+}
+
+const kv::KvIndex& Simulator::index() const { return impl_->index; }
+
+}  // namespace kvroute::simulate

@@ -1,0 +1,119 @@
+// Simulator: a whole cluster in virtual time — N engine models (engine/), the live router's
+// decision path (kv::KvIndex + predicted-blocks overlay → sched::CacheView, router-side load,
+// scraped metrics with their age, learned rates → sched::Policy::Decide), a workload, and a
+// fleet schedule (failures, restarts, added workers). One run is one benchmark level.
+//
+// Events (event_queue.h), in virtual time:
+//   arrival      build the request profile exactly as the gateway does (token ids →
+//                kv::BlockKeyer keys → index lookup with the predicted overlay → cache views),
+//                snapshot every worker, Decide, book the load, record the prediction, then
+//                Engine::Add on the chosen worker (starting its step loop if idle).
+//   step end     the tokens of the step become visible (TTFT, ITL gaps, completions); its KV
+//                events are delivered to the index after `event_delay` (at once when 0); the
+//                engine steps again if it has work.
+//   KV delivery  one step's KV events applied to the index in order.
+//   scrape       every `scrape_interval`, each live worker's engine metrics (waiting,
+//                running, KV usage) are copied; decisions see them with their age.
+//   fleet change a worker fails (its in-flight requests fail, its index entries and load are
+//                dropped, it is marked unhealthy), restarts (a fresh engine, empty cache), or
+//                new workers join.
+//
+// Determinism: the same options (seed included) give byte-identical results; nothing depends
+// on addresses, wall time or unordered iteration.
+//
+// Ownership: a Simulator owns its engines, index and workload for one Run. Thread safety:
+// none; Run executes on the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+#include "engine/engine.h"
+#include "sched/policy.h"
+#include "simulate/fleet.h"
+#include "simulate/workload.h"
+
+namespace kvroute::kv {
+class KvIndex;
+}
+
+namespace kvroute::simulate {
+
+struct SimOptions {
+  Fleet fleet;
+  std::shared_ptr<const sched::Policy> policy;
+  std::string model = "sim-model";  // served model name every worker serves
+  Nanos event_delay{0};             // engine KV event → index
+  Nanos scrape_interval{std::chrono::seconds(1)};
+  bool predicted_overlay = true;  // predict-on-route entries until events confirm them
+  Nanos predicted_ttl{std::chrono::seconds(5)};
+  std::uint64_t seed = 1;
+  // Bounds of one level: arrivals after `duration` (when > 0) or beyond `max_requests`
+  // (when > 0) are not sent; in-flight requests still finish.
+  Nanos duration{0};
+  int max_requests = 0;
+  bool progress = false;  // progress line on stderr a few times a second
+  // Test hook: called after each step end is processed (its tokens visible, its KV events
+  // applied when the delay is 0).
+  std::function<void(WorkerId, Nanos)> on_step_end;
+};
+
+// What the router predicted at decision time, and what happened (fidelity hooks).
+struct DecisionRecord {
+  std::uint64_t request = 0;
+  WorkerId worker = 0;
+  double at_s = 0;
+  std::uint64_t prompt_tokens = 0;
+  std::uint64_t predicted_cached_tokens = 0;  // GPU prefix depth the router saw × block size
+  std::optional<double> predicted_ttft_s;
+  std::uint32_t inflight_at_route = 0;
+  std::uint64_t pending_prefill_at_route = 0;
+};
+
+struct WorkerReport {
+  WorkerId id = 0;
+  std::string profile;
+  bool alive = true;
+  int gpus = 1;
+  std::uint64_t routed = 0;  // requests routed here
+  std::uint32_t restarts = 0;
+  engine::EngineStats stats;  // summed over the worker's lives (counters), last life (gauges)
+};
+
+struct SimResult {
+  bench::LevelResult level;               // requests in arrival order
+  std::vector<DecisionRecord> decisions;  // same order as level.requests
+  std::vector<WorkerReport> workers;
+  double virtual_s = 0;  // virtual time of the last event
+  double wall_s = 0;
+  std::uint64_t events = 0;
+  std::uint64_t steps = 0;
+  int gpus = 0;  // GPUs of the initial fleet
+};
+
+class Simulator {
+ public:
+  Simulator(SimOptions options, std::unique_ptr<Workload> workload);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // Runs to completion. Errors: an unusable fleet or policy, a scheduling error.
+  std::expected<SimResult, std::string> Run();
+
+  // For tests (valid during on_step_end and after Run): the engine of a live worker, the index.
+  const engine::Engine* engine(WorkerId worker) const;
+  const kv::KvIndex& index() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvroute::simulate

@@ -1,0 +1,161 @@
+#include "simulate/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <unordered_set>
+
+#include "engine/step_time.h"
+#include "kv/index.h"
+#include "simulate/sim_report.h"
+#include "simulate/sim_test_util.h"
+
+namespace kvroute::simulate {
+namespace {
+
+using testing::Options;
+using testing::SmallAgentic;
+using testing::SmallSharedPrefix;
+
+// Every field of every request and decision, doubles as exact hex floats.
+std::string Fingerprint(const SimResult& r) {
+  std::string out;
+  char buf[160];
+  for (const auto& rec : r.level.requests) {
+    const auto& q = rec.result;
+    std::snprintf(buf, sizeof buf, "%d %s %a %a %a %u %u %u|", q.ok, q.error_kind.c_str(),
+                  q.start_s, q.ttft_s, q.e2e_s, q.prompt_tokens, q.output_tokens, q.cached_tokens);
+    out += buf;
+    for (double g : q.itl_s) {
+      std::snprintf(buf, sizeof buf, "%a,", g);
+      out += buf;
+    }
+    out += '\n';
+  }
+  bench::RunReport report;
+  std::vector<SimLevelExtras> levels = {{"x", r.decisions, r.workers, 0, 0, 0, 0}};
+  report.levels.push_back(r.level);
+  return out + DecisionsCsv(report, levels) + WorkersCsv(levels);
+}
+
+SimResult RunOrDie(SimOptions o, std::unique_ptr<Workload> w) {
+  Simulator sim(std::move(o), std::move(w));
+  auto r = sim.Run();
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
+  return r ? std::move(*r) : SimResult{};
+}
+
+TEST(SimulatorTest, SameSeedGivesByteIdenticalResults) {
+  auto run = [](std::uint64_t seed) {
+    SimOptions o = Options(4, "predicted_latency");
+    o.seed = seed;
+    o.event_delay = std::chrono::milliseconds(20);
+    return Fingerprint(RunOrDie(std::move(o), NewAgenticWorkload(SmallAgentic(6, 3))));
+  };
+  const std::string a = run(7);
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, run(7));
+}
+
+TEST(SimulatorTest, DifferentSeedsChangeSampledDecisions) {
+  // The random picker draws from the seeded PolicyState only.
+  auto run = [](std::uint64_t seed) {
+    SimOptions o = Options(8, "random");
+    o.seed = seed;
+    return Fingerprint(RunOrDie(std::move(o), NewSharedPrefixWorkload(SmallSharedPrefix(4, 4, 5))));
+  };
+  EXPECT_NE(run(1), run(2));
+}
+
+TEST(SimulatorTest, SingleWorkerTtftEqualsTheEnginePrefillPrediction) {
+  SimOptions o = Options(1, "round_robin");
+  const engine::Profile profile = o.fleet.workers[0].profile;
+  auto trace = std::make_shared<bench::Trace>();
+  trace->hash_block_tokens = 512;
+  trace->requests = {{0.0, 3000, 5, {1, 2, 3, 4, 5}}};
+  SimResult r = RunOrDie(std::move(o), NewTraceWorkload(trace, {}));
+  ASSERT_EQ(r.level.requests.size(), 1u);
+  const auto& q = r.level.requests[0].result;
+  ASSERT_TRUE(q.ok);
+  const engine::StepTimeModel model(profile);
+  EXPECT_DOUBLE_EQ(q.ttft_s, ToSeconds(model.PrefillTime(3000)));
+  EXPECT_EQ(q.output_tokens, 5u);
+  EXPECT_EQ(q.itl_s.size(), 4u);
+  EXPECT_EQ(q.cached_tokens, 0u);
+}
+
+TEST(SimulatorTest, ClosedLoopTurnsStayOnTheirWorkerUnderPrefixAwarePolicy) {
+  SimResult r = RunOrDie(Options(4, "predicted_latency"), NewAgenticWorkload(SmallAgentic(4, 5)));
+  ASSERT_EQ(r.level.requests.size(), 20u);
+  for (const auto& [session, ws] : testing::WorkersBySession(r)) {
+    EXPECT_EQ(ws.size(), 1u) << "session " << session;
+  }
+  // Later turns reuse the history: cached tokens grow past the first turn's prompt.
+  for (const auto& rec : r.level.requests) {
+    if (rec.turn > 0) {
+      EXPECT_GT(rec.result.cached_tokens, 768u) << "turn " << rec.turn;
+    }
+  }
+}
+
+TEST(SimulatorTest, ClosedLoopTurnsSpreadUnderRoundRobin) {
+  // 4 sessions over 3 workers: the cursor shifts by one worker per round of turns.
+  SimResult r = RunOrDie(Options(3, "round_robin"), NewAgenticWorkload(SmallAgentic(4, 5)));
+  std::size_t multi = 0;
+  for (const auto& [session, ws] : testing::WorkersBySession(r)) multi += ws.size() > 1 ? 1 : 0;
+  EXPECT_EQ(multi, 4u);
+}
+
+// Depth of the consecutive prefix of `keys` present in `cached`.
+std::uint32_t Depth(const std::vector<kv::BlockKey>& keys,
+                    const std::unordered_set<kv::EngineHash>& cached) {
+  std::uint32_t d = 0;
+  while (d < keys.size() && cached.contains(keys[d])) ++d;
+  return d;
+}
+
+// Runs a shared-prefix workload on 2 workers and counts, after every step, the prompts whose
+// GPU depth in the index differs from the engine's cache.
+std::size_t IndexMismatches(Nanos delay) {
+  const auto shape = SmallSharedPrefix(6, 4, 20);
+  std::vector<std::vector<kv::BlockKey>> prompts;
+  kv::BlockKeyer keyer(16);
+  {
+    auto w = NewSharedPrefixWorkload(shape);
+    while (auto a = w->Next()) prompts.push_back(keyer.Keys(a->request.prompt));
+  }
+  SimOptions o = Options(2, "predicted_latency");
+  o.event_delay = delay;
+  for (auto& w : o.fleet.workers) w.config.num_gpu_blocks_override = 200;  // forces evictions
+  std::size_t checks = 0, mismatches = 0;
+  Simulator* sim_ptr = nullptr;
+  o.on_step_end = [&](WorkerId w, Nanos) {
+    const auto hashes = sim_ptr->engine(w)->CachedBlockHashes(kv::Tier::kGpu);
+    const std::unordered_set<kv::EngineHash> cached(hashes.begin(), hashes.end());
+    for (const auto& keys : prompts) {
+      std::uint32_t indexed = 0;
+      for (const kv::WorkerMatch& m : sim_ptr->index().Lookup(keys)) {
+        if (m.worker == w) indexed = m.depth[static_cast<int>(kv::Tier::kGpu)];
+      }
+      ++checks;
+      mismatches += indexed != Depth(keys, cached) ? 1 : 0;
+    }
+  };
+  Simulator sim(std::move(o), NewSharedPrefixWorkload(shape));
+  sim_ptr = &sim;
+  auto r = sim.Run();
+  EXPECT_TRUE(r.has_value());
+  EXPECT_GT(checks, 100u);
+  return mismatches;
+}
+
+TEST(SimulatorTest, ZeroEventDelayKeepsTheIndexEqualToTheEngineCachesAfterEveryStep) {
+  EXPECT_EQ(IndexMismatches(Nanos(0)), 0u);
+}
+
+TEST(SimulatorTest, EventDelayMakesTheIndexLagTheEngines) {
+  EXPECT_GT(IndexMismatches(std::chrono::milliseconds(200)), 0u);
+}
+
+}  // namespace
+}  // namespace kvroute::simulate

@@ -1,0 +1,221 @@
+#include "simulate/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "bench/trace_expand.h"
+
+namespace kvroute::simulate {
+namespace {
+
+std::uint64_t Mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Streams of SeededTokens, kept apart per use.
+constexpr std::uint64_t kCommonStream = 1;
+constexpr std::uint64_t kSessionStream = 2ULL << 40;
+constexpr std::uint64_t kTurnStream = 3ULL << 40;
+constexpr std::uint64_t kSystemStream = 4ULL << 40;
+constexpr std::uint64_t kQuestionStream = 5ULL << 40;
+
+class AgenticWorkload final : public Workload {
+ public:
+  explicit AgenticWorkload(const AgenticSimOptions& o)
+      : o_(o),
+        total_sessions_(std::max(o.shape.sessions, o.concurrency)),
+        common_(SeededTokens(o.shape.seed, kCommonStream, o.shape.common_prefix_tokens)) {}
+
+  std::string name() const override { return "agentic"; }
+  bool wants_output() const override { return true; }
+
+  std::optional<Arrival> Next() override {
+    if (started_ >= std::min(o_.concurrency, total_sessions_)) return std::nullopt;
+    return FirstTurn(started_++, Nanos(0));
+  }
+
+  std::optional<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output, bool ok,
+                                Nanos now) override {
+    const Nanos at = now + o_.think_time;
+    if (done.turn + 1 < o_.shape.turns) {
+      Arrival next;
+      next.at = at;
+      next.request.session = done.session;
+      next.request.turn = done.turn + 1;
+      next.request.max_tokens = o_.shape.output_tokens;
+      auto& p = next.request.prompt;
+      p.reserve(done.prompt.size() + output.size() + o_.shape.turn_input_tokens);
+      p = done.prompt;
+      if (ok) p.insert(p.end(), output.begin(), output.end());
+      AppendTurn(done.session, next.request.turn, &p);
+      return next;
+    }
+    if (started_ < total_sessions_) return FirstTurn(started_++, at);
+    return std::nullopt;
+  }
+
+ private:
+  void AppendTurn(int session, int turn, std::vector<TokenId>* p) const {
+    auto t = SeededTokens(o_.shape.seed,
+                          kTurnStream + (static_cast<std::uint64_t>(session) << 16) +
+                              static_cast<std::uint64_t>(turn),
+                          o_.shape.turn_input_tokens);
+    p->insert(p->end(), t.begin(), t.end());
+  }
+
+  Arrival FirstTurn(int session, Nanos at) const {
+    Arrival a;
+    a.at = at;
+    a.request.session = session;
+    a.request.turn = 0;
+    a.request.max_tokens = o_.shape.output_tokens;
+    auto& p = a.request.prompt;
+    p = common_;
+    auto s = SeededTokens(o_.shape.seed, kSessionStream + static_cast<std::uint64_t>(session),
+                          o_.shape.session_prefix_tokens);
+    p.insert(p.end(), s.begin(), s.end());
+    AppendTurn(session, 0, &p);
+    return a;
+  }
+
+  AgenticSimOptions o_;
+  int total_sessions_;
+  int started_ = 0;
+  std::vector<TokenId> common_;
+};
+
+class SharedPrefixWorkload final : public Workload {
+ public:
+  explicit SharedPrefixWorkload(const SharedPrefixSimOptions& o) : o_(o) {
+    const int n = o.shape.groups * o.shape.prompts_per_group;
+    order_.resize(static_cast<std::size_t>(std::max(n, 0)));
+    std::iota(order_.begin(), order_.end(), 0);
+    // Fisher-Yates with our own mixer, so the order does not depend on the standard library.
+    for (std::size_t i = order_.size(); i > 1; --i) {
+      const std::size_t j = Mix(o.shape.seed ^ (i * 0x51ed27ULL)) % i;
+      std::swap(order_[i - 1], order_[j]);
+    }
+    total_ = o.requests > 0 ? o.requests : n;
+  }
+
+  std::string name() const override { return "shared-prefix"; }
+  bool wants_output() const override { return false; }
+
+  std::optional<Arrival> Next() override {
+    if (sent_ >= total_ || order_.empty()) return std::nullopt;
+    // Exponential gaps from a uniform in (0, 1].
+    const double u =
+        (static_cast<double>(Mix(o_.shape.seed * 7919 + static_cast<std::uint64_t>(sent_)) >> 11) +
+         1.0) *
+        0x1.0p-53;
+    clock_s_ += -std::log(u) / o_.rate_per_s;
+    const int prompt = order_[static_cast<std::size_t>(sent_) % order_.size()];
+    const int group = prompt / o_.shape.prompts_per_group;
+    Arrival a;
+    a.at = FromSeconds(clock_s_);
+    a.request.session = group;
+    a.request.turn = sent_;
+    a.request.max_tokens = o_.shape.output_tokens;
+    auto& p = a.request.prompt;
+    p = SeededTokens(o_.shape.seed, kSystemStream + static_cast<std::uint64_t>(group),
+                     o_.shape.system_prompt_tokens);
+    auto q = SeededTokens(o_.shape.seed, kQuestionStream + static_cast<std::uint64_t>(prompt),
+                          o_.shape.question_tokens);
+    p.insert(p.end(), q.begin(), q.end());
+    ++sent_;
+    return a;
+  }
+
+  std::optional<Arrival> OnDone(const SimRequest&, std::span<const TokenId>, bool, Nanos) override {
+    return std::nullopt;
+  }
+
+ private:
+  SharedPrefixSimOptions o_;
+  std::vector<int> order_;
+  int total_ = 0;
+  int sent_ = 0;
+  double clock_s_ = 0;
+};
+
+class TraceWorkload final : public Workload {
+ public:
+  TraceWorkload(std::shared_ptr<const bench::Trace> trace, const TraceSimOptions& o)
+      : trace_(std::move(trace)), o_(o) {
+    for (const auto& r : trace_->requests) {
+      for (std::uint64_t id : r.hash_ids) id_span_ = std::max(id_span_, id + 1);
+    }
+    palette_.resize(kVocabulary);
+    std::iota(palette_.begin(), palette_.end(), kFirstToken);
+  }
+
+  std::string name() const override { return "trace"; }
+  bool wants_output() const override { return false; }
+
+  std::optional<Arrival> Next() override {
+    if (index_ >= trace_->requests.size()) return std::nullopt;
+    const bench::TraceRequest& src = trace_->requests[index_];
+    bench::TraceRequest r = src;
+    // Replica k of the trace: the same arrivals and shapes, its own prefixes.
+    for (auto& id : r.hash_ids) id += id_span_ * static_cast<std::uint64_t>(replica_);
+    const std::uint64_t serial =
+        index_ * static_cast<std::uint64_t>(o_.replicas) + static_cast<std::uint64_t>(replica_);
+    bench::ExpandOptions eo;
+    eo.prefix_multiplier = o_.prefix_multiplier;
+    eo.unique_salt = Mix(o_.seed) ^ serial;
+    Arrival a;
+    a.at = FromSeconds(src.arrival_s / o_.speedup);
+    a.request.turn = static_cast<int>(serial);
+    a.request.max_tokens = std::max<std::uint32_t>(1, src.output_tokens);
+    const std::uint32_t block = trace_->hash_block_tokens > 0 ? trace_->hash_block_tokens : 512;
+    a.request.prompt = bench::ExpandPrompt(r, block, palette_, eo);
+    if (a.request.prompt.empty()) a.request.prompt.push_back(kFirstToken);
+    if (++replica_ >= o_.replicas) {
+      replica_ = 0;
+      ++index_;
+    }
+    return a;
+  }
+
+  std::optional<Arrival> OnDone(const SimRequest&, std::span<const TokenId>, bool, Nanos) override {
+    return std::nullopt;
+  }
+
+ private:
+  std::shared_ptr<const bench::Trace> trace_;
+  TraceSimOptions o_;
+  std::uint64_t id_span_ = 0;
+  std::vector<TokenId> palette_;
+  std::size_t index_ = 0;
+  int replica_ = 0;
+};
+
+}  // namespace
+
+std::vector<TokenId> SeededTokens(std::uint64_t seed, std::uint64_t stream, std::uint32_t count) {
+  std::vector<TokenId> out(count);
+  const std::uint64_t base = Mix(seed ^ Mix(stream));
+  for (std::uint32_t i = 0; i < count; ++i) {
+    out[i] = kFirstToken + static_cast<TokenId>(Mix(base + i) % kVocabulary);
+  }
+  return out;
+}
+
+std::unique_ptr<Workload> NewAgenticWorkload(const AgenticSimOptions& options) {
+  return std::make_unique<AgenticWorkload>(options);
+}
+
+std::unique_ptr<Workload> NewSharedPrefixWorkload(const SharedPrefixSimOptions& options) {
+  return std::make_unique<SharedPrefixWorkload>(options);
+}
+
+std::unique_ptr<Workload> NewTraceWorkload(std::shared_ptr<const bench::Trace> trace,
+                                           const TraceSimOptions& options) {
+  return std::make_unique<TraceWorkload>(std::move(trace), options);
+}
+
+}  // namespace kvroute::simulate

@@ -1,0 +1,89 @@
+// Workloads of the simulator, in token ids (no text: the router's view of a prompt in
+// precise mode is its token ids, and simulation never needs the words). The same shapes as
+// `kvroute bench` (bench/workload.h, bench/trace.h), so live and simulated runs compare:
+//
+//   agentic        closed loop: `concurrency` sessions at a time; turn k's prompt is turn
+//                  k-1's prompt + the tokens the engine actually generated + new user tokens;
+//                  the next turn arrives when the previous one finishes (+ think time); a
+//                  finished session is replaced by a fresh one until `sessions` have run.
+//   shared-prefix  open loop: Poisson arrivals at `rate`; groups sharing a system prompt.
+//   trace          open loop: a Mooncake trace (hash ids expanded with bench::ExpandPrompt),
+//                  arrivals divided by `speedup`, optionally `replicas` copies side by side
+//                  with disjoint hash ids (a bigger cluster's worth of the same traffic).
+//
+// Token ids come from a seeded generator over [kFirstToken, kFirstToken + kVocabulary).
+// Ownership: a Workload owns its generator state. Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench/trace.h"
+#include "bench/workload.h"
+#include "common/types.h"
+
+namespace kvroute::simulate {
+
+inline constexpr TokenId kFirstToken = 100;
+inline constexpr TokenId kVocabulary = 30000;
+
+// Seeded token ids: a pure function of (seed, stream, index).
+std::vector<TokenId> SeededTokens(std::uint64_t seed, std::uint64_t stream, std::uint32_t count);
+
+struct SimRequest {
+  std::vector<TokenId> prompt;
+  std::uint32_t max_tokens = 1;  // exact output length (ignore_eos, as kvroute bench sends)
+  int session = -1;              // agentic: session; shared-prefix: group; trace: -1
+  int turn = -1;                 // agentic: turn; otherwise the request's index
+};
+
+struct Arrival {
+  Nanos at{0};
+  SimRequest request;
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual std::string name() const = 0;
+  // The next arrival known without feedback (open loop; the first turns of closed loop),
+  // in non-decreasing time; nullopt when there are no more.
+  virtual std::optional<Arrival> Next() = 0;
+  // A request ended at `now` (`ok` false: it failed; `output` empty then). Closed loop
+  // returns the follow-up turn (or a new session's first turn).
+  virtual std::optional<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output,
+                                        bool ok, Nanos now) = 0;
+  // Whether OnDone needs the generated tokens (the simulator keeps them only then).
+  virtual bool wants_output() const = 0;
+};
+
+struct AgenticSimOptions {
+  bench::AgenticOptions shape;  // sessions <= 0: as many as the concurrency
+  int concurrency = 1;
+  Nanos think_time{0};
+};
+std::unique_ptr<Workload> NewAgenticWorkload(const AgenticSimOptions& options);
+
+struct SharedPrefixSimOptions {
+  bench::SharedPrefixOptions shape;
+  double rate_per_s = 1;
+  int requests = 0;  // 0: every prompt once
+};
+std::unique_ptr<Workload> NewSharedPrefixWorkload(const SharedPrefixSimOptions& options);
+
+struct TraceSimOptions {
+  double speedup = 1;
+  double prefix_multiplier = 1;
+  int replicas = 1;
+  std::uint64_t seed = 1;
+};
+// REQUIRES: trace.hash_block_tokens > 0 or no request has hash ids (Azure: unique prompts).
+std::unique_ptr<Workload> NewTraceWorkload(std::shared_ptr<const bench::Trace> trace,
+                                           const TraceSimOptions& options);
+
+}  // namespace kvroute::simulate
