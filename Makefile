@@ -28,7 +28,7 @@ test-unit: build
 
 test-asan: setup
 	cmake --preset asan >/dev/null
-	cmake --build --preset asan
+	cmake --build --preset asan --target unit_tests
 	ctest --preset asan
 
 demo: build
