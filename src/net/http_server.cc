@@ -451,14 +451,22 @@ std::expected<void, std::string> HttpServer::Start() {
   if (s.started_.exchange(true)) return std::unexpected("server already started");
   beast::error_code ec;
   auto address = asio::ip::make_address(s.options_.host, ec);
-  if (ec) return std::unexpected("bad listen address '" + s.options_.host + "': " + ec.message());
+  if (ec) {
+    s.started_ = false;  // nothing runs: Shutdown has nothing to stop
+    return std::unexpected("bad listen address '" + s.options_.host + "': " + ec.message());
+  }
   tcp::endpoint endpoint(address, s.options_.port);
   std::string where = s.options_.host + ":" + std::to_string(s.options_.port);
   s.acceptor_.open(endpoint.protocol(), ec);
   if (!ec) s.acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) s.acceptor_.bind(endpoint, ec);
   if (!ec) s.acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return std::unexpected("cannot listen on " + where + ": " + ec.message());
+  if (ec) {
+    beast::error_code ignored;
+    s.acceptor_.close(ignored);
+    s.started_ = false;
+    return std::unexpected("cannot listen on " + where + ": " + ec.message());
+  }
   s.port_ = s.acceptor_.local_endpoint().port();
   asio::co_spawn(s.ioc_, s.AcceptLoop(), asio::detached);
   int n = std::max(1, s.options_.threads);

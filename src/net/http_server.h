@@ -41,9 +41,9 @@ struct ServerOptions {
   std::uint16_t port = 0;              // 0: the OS picks one (read it back with port())
   int threads = 2;                     // I/O threads running handlers and sockets
   std::size_t body_limit = 16u << 20;  // bytes of request body; larger → 413
-  // A request's header+body must arrive within this once its first byte came.
+  // A request's body must arrive within this once its header was read.
   std::chrono::milliseconds read_timeout{30'000};
-  // A keep-alive connection with no request in progress is closed after this.
+  // Waiting for the next request's header (a new or keep-alive connection) ends after this.
   std::chrono::milliseconds idle_timeout{75'000};
   // One write (one response, or one piece of a stream) must be taken by the client within this.
   std::chrono::milliseconds write_timeout{60'000};

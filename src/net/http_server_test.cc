@@ -239,6 +239,15 @@ TEST_F(HttpServerTest, StopAcceptingRefusesNewConnectionsAndClosesIdleOnes) {
   EXPECT_FALSE(late.Connect(server_->port()));
 }
 
+TEST_F(HttpServerTest, StartFailsWhenThePortIsTakenAndShutdownReturnsAtOnce) {
+  StartServer();
+  HttpServer second(ServerOptions{.port = server_->port()});
+  auto started = second.Start();
+  ASSERT_FALSE(started.has_value());
+  EXPECT_NE(started.error().find("cannot listen"), std::string::npos);
+  EXPECT_EQ(second.Shutdown(10s), 0u);  // nothing to drain: no wait
+}
+
 TEST_F(HttpServerTest, HandlerExceptionBecomes500) {
   server_ = std::make_unique<HttpServer>(ServerOptions{});
   server_->Handle("GET", "/throw",
