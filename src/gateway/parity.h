@@ -19,6 +19,7 @@
 // Thread safety: every method takes one internal mutex; `lookup` is called under it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,6 +49,8 @@ struct ParityOptions {
   double warn_ratio = 0.5;                 // warn below this confirmed/predicted ratio
   std::size_t min_samples = 50;            // final samples the ratio is judged over
   std::size_t max_pending = 100'000;       // bound on tracked requests; oldest dropped
+  // A request with no first token by then (failed, cancelled, never reported) is dropped.
+  Nanos max_wait_first_token = std::chrono::minutes(10);
 };
 
 // What the checker needs to know about the index (kv::IndexCounters + keyer).
@@ -101,6 +104,7 @@ class ParityChecker {
   struct Pending {
     WorkerId worker = 0;
     std::vector<kv::BlockKey> keys;
+    Nanos routed_at{0};
     std::optional<Nanos> first_token_at;
     std::uint32_t best_depth = 0;  // deepest confirmation seen
   };
