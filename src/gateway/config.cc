@@ -1,0 +1,412 @@
+#include "gateway/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "client/client_types.h"
+#include "sched/registry.h"
+
+namespace kvroute::gateway {
+namespace {
+
+using Error = std::unexpected<std::string>;
+
+std::string Join(std::string_view path, std::string_view key) {
+  return path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
+}
+
+// Reads one map, remembering which keys were read so that the rest are reported.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
+
+  std::expected<void, std::string> CheckIsMap() const {
+    if (node_.IsNull() || node_.IsMap()) return {};
+    return Error(Where() + ": must be a mapping");
+  }
+
+  YAML::Node Get(const std::string& key) {
+    seen_.insert(key);
+    return node_.IsMap() ? node_[key] : YAML::Node();
+  }
+
+  std::expected<void, std::string> String(const std::string& key, std::string* out) {
+    YAML::Node n = Get(key);
+    if (!n || n.IsNull()) return {};
+    if (!n.IsScalar()) return Error(Join(path_, key) + ": must be a string");
+    *out = n.Scalar();
+    return {};
+  }
+
+  template <typename T>
+  std::expected<void, std::string> Number(const std::string& key, T* out, double min, double max) {
+    YAML::Node n = Get(key);
+    if (!n || n.IsNull()) return {};
+    double v = 0;
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
+      return Error(Join(path_, key) + ": must be a number");
+    }
+    if (v < min || v > max) {
+      std::ostringstream os;
+      os << Join(path_, key) << ": " << n.Scalar() << " is out of range [" << min << ", " << max
+         << "]";
+      return Error(os.str());
+    }
+    if constexpr (std::is_integral_v<T>) {
+      if (v != std::floor(v)) return Error(Join(path_, key) + ": must be an integer");
+    }
+    *out = static_cast<T>(v);
+    return {};
+  }
+
+  std::expected<void, std::string> StringList(const std::string& key,
+                                              std::vector<std::string>* out) {
+    YAML::Node n = Get(key);
+    if (!n || n.IsNull()) return {};
+    if (n.IsScalar()) {
+      *out = {n.Scalar()};
+      return {};
+    }
+    if (!n.IsSequence()) return Error(Join(path_, key) + ": must be a list of strings");
+    out->clear();
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      if (!n[i].IsScalar()) {
+        return Error(Join(path_, key) + "[" + std::to_string(i) + "]: must be a string");
+      }
+      out->push_back(n[i].Scalar());
+    }
+    return {};
+  }
+
+  std::expected<void, std::string> RejectUnknown() const {
+    if (!node_.IsMap()) return {};
+    for (const auto& kv : node_) {
+      std::string key = kv.first.Scalar();
+      if (!seen_.contains(key)) return Error(Join(path_, key) + ": unknown key");
+    }
+    return {};
+  }
+
+  const std::string& path() const { return path_; }
+  std::string Where() const { return path_.empty() ? "configuration" : path_; }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+#define KVROUTE_TRY(expr)                                \
+  do {                                                   \
+    if (auto _r = (expr); !_r) return Error(_r.error()); \
+  } while (0)
+
+std::expected<WorkerConfig, std::string> ParseWorker(const YAML::Node& node, std::string path) {
+  MapReader r(node, path);
+  if (!node.IsMap()) return Error(path + ": must be a mapping");
+  WorkerConfig w;
+  KVROUTE_TRY(r.String("name", &w.name));
+  KVROUTE_TRY(r.String("url", &w.url));
+  KVROUTE_TRY(r.StringList("models", &w.models));
+  std::string model;
+  KVROUTE_TRY(r.String("model", &model));
+  if (!model.empty()) w.models.insert(w.models.begin(), model);
+  KVROUTE_TRY(r.String("role", &w.role));
+  KVROUTE_TRY(r.String("profile", &w.profile));
+  YAML::Node ev = r.Get("kv_events");
+  if (ev && !ev.IsNull()) {
+    MapReader e(ev, path + ".kv_events");
+    KVROUTE_TRY(e.CheckIsMap());
+    KVROUTE_TRY(e.String("endpoint", &w.kv_events.endpoint));
+    KVROUTE_TRY(e.String("replay_endpoint", &w.kv_events.replay_endpoint));
+    KVROUTE_TRY(e.String("topic", &w.kv_events.topic));
+    KVROUTE_TRY(e.RejectUnknown());
+  }
+  YAML::Node labels = r.Get("labels");
+  if (labels && !labels.IsNull()) {
+    if (!labels.IsMap()) return Error(path + ".labels: must be a mapping of strings");
+    for (const auto& kv : labels) {
+      if (!kv.second.IsScalar()) {
+        return Error(path + ".labels." + kv.first.Scalar() + ": must be a string");
+      }
+      w.labels[kv.first.Scalar()] = kv.second.Scalar();
+    }
+  }
+  KVROUTE_TRY(r.RejectUnknown());
+  if (w.name.empty()) w.name = w.url;
+  return w;
+}
+
+std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig* c) {
+  MapReader r(root, "");
+  KVROUTE_TRY(r.CheckIsMap());
+  // listen: {host, port} or top-level host/port.
+  YAML::Node listen = r.Get("listen");
+  if (listen && !listen.IsNull()) {
+    MapReader l(listen, "listen");
+    KVROUTE_TRY(l.CheckIsMap());
+    KVROUTE_TRY(l.String("host", &c->host));
+    KVROUTE_TRY(l.Number("port", &c->port, 0, 65535));
+    KVROUTE_TRY(l.Number("http_threads", &c->http_threads, 1, 256));
+    KVROUTE_TRY(l.Number("proxy_threads", &c->proxy_threads, 1, 256));
+    KVROUTE_TRY(l.RejectUnknown());
+  }
+  YAML::Node workers = r.Get("workers");
+  if (workers && !workers.IsNull()) {
+    if (!workers.IsSequence()) return Error("workers: must be a list");
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      auto w = ParseWorker(workers[i], "workers[" + std::to_string(i) + "]");
+      if (!w) return Error(w.error());
+      c->workers.push_back(std::move(*w));
+    }
+  }
+  YAML::Node sched = r.Get("scheduler");
+  if (sched && !sched.IsNull()) {
+    MapReader s(sched, "scheduler");
+    KVROUTE_TRY(s.CheckIsMap());
+    YAML::Node policy = s.Get("policy");
+    if (policy && !policy.IsNull()) {
+      if (policy.IsScalar()) {
+        c->policy_yaml = "preset: " + policy.Scalar();
+      } else {
+        YAML::Emitter out;
+        out << policy;
+        c->policy_yaml = out.c_str();
+      }
+    }
+    KVROUTE_TRY(s.Number("seed", &c->scheduler_seed, 0, 9.0e15));
+    KVROUTE_TRY(s.RejectUnknown());
+  }
+  std::string mode;
+  KVROUTE_TRY(r.String("mode", &mode));
+  if (!mode.empty()) {
+    if (mode == "precise") {
+      c->mode = RoutingMode::kPrecise;
+    } else if (mode == "approximate") {
+      c->mode = RoutingMode::kApproximate;
+    } else {
+      return Error("mode: '" + mode + "' is not one of precise, approximate");
+    }
+  }
+  YAML::Node tok = r.Get("tokenizer");
+  if (tok && !tok.IsNull()) {
+    if (tok.IsScalar()) {
+      c->tokenizer.kind = tok.Scalar();
+    } else {
+      MapReader t(tok, "tokenizer");
+      KVROUTE_TRY(t.CheckIsMap());
+      KVROUTE_TRY(t.String("kind", &c->tokenizer.kind));
+      KVROUTE_TRY(t.String("model_dir", &c->tokenizer.model_dir));
+      if (!c->tokenizer.model_dir.empty() && !t.Get("kind")) c->tokenizer.kind = "hf";
+      KVROUTE_TRY(t.RejectUnknown());
+    }
+  }
+  KVROUTE_TRY(r.Number("block_size", &c->block_size, 0, 4096));
+  KVROUTE_TRY(r.Number("predicted_ttl_s", &c->predicted_ttl_s, 0, 3600));
+  KVROUTE_TRY(r.Number("approx_ttl_s", &c->approx_ttl_s, 0, 86400));
+  std::string failure;
+  KVROUTE_TRY(r.String("failure_mode", &failure));
+  if (!failure.empty()) {
+    if (failure == "fail_open") {
+      c->failure_mode = FailureMode::kFailOpen;
+    } else if (failure == "fail_close") {
+      c->failure_mode = FailureMode::kFailClose;
+    } else {
+      return Error("failure_mode: '" + failure + "' is not one of fail_open, fail_close");
+    }
+  }
+  YAML::Node timeouts = r.Get("timeouts");
+  if (timeouts && !timeouts.IsNull()) {
+    MapReader t(timeouts, "timeouts");
+    KVROUTE_TRY(t.CheckIsMap());
+    KVROUTE_TRY(t.Number("connect_ms", &c->timeouts.connect_ms, 0, 3.6e6));
+    KVROUTE_TRY(t.Number("first_byte_ms", &c->timeouts.first_byte_ms, 0, 3.6e6));
+    KVROUTE_TRY(t.Number("idle_ms", &c->timeouts.idle_ms, 0, 3.6e6));
+    KVROUTE_TRY(t.RejectUnknown());
+  }
+  YAML::Node limits = r.Get("limits");
+  if (limits && !limits.IsNull()) {
+    MapReader l(limits, "limits");
+    KVROUTE_TRY(l.CheckIsMap());
+    KVROUTE_TRY(l.Number("max_body_bytes", &c->limits.max_body_bytes, 1024, 1 << 30));
+    KVROUTE_TRY(l.Number("max_attempts", &c->limits.max_attempts, 1, 16));
+    KVROUTE_TRY(l.RejectUnknown());
+  }
+  KVROUTE_TRY(r.StringList("api_keys", &c->api_keys));
+  KVROUTE_TRY(r.Number("scrape_interval_s", &c->scrape_interval_s, 0.01, 3600));
+  KVROUTE_TRY(r.Number("health_interval_s", &c->health_interval_s, 0.01, 3600));
+  KVROUTE_TRY(r.Number("shutdown_grace_s", &c->shutdown_grace_s, 0, 3600));
+  KVROUTE_TRY(r.Number("drain_timeout_s", &c->drain_timeout_s, 0, 86400));
+  KVROUTE_TRY(r.String("log_level", &c->log_level));
+  YAML::Node debug = r.Get("debug");
+  if (debug && !debug.IsNull()) {
+    MapReader d(debug, "debug");
+    KVROUTE_TRY(d.CheckIsMap());
+    KVROUTE_TRY(d.String("fault", &c->debug_fault));
+    KVROUTE_TRY(d.RejectUnknown());
+  }
+  return r.RejectUnknown();
+}
+
+}  // namespace
+
+std::string_view RoutingModeName(RoutingMode mode) {
+  return mode == RoutingMode::kPrecise ? "precise" : "approximate";
+}
+std::string_view FailureModeName(FailureMode mode) {
+  return mode == FailureMode::kFailOpen ? "fail_open" : "fail_close";
+}
+
+std::expected<GatewayConfig, std::string> ParseConfig(std::string_view yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return Error("invalid YAML: " + std::string(e.what()));
+  }
+  GatewayConfig config;
+  try {
+    KVROUTE_TRY(ParseInto(root, &config));
+  } catch (const YAML::Exception& e) {
+    return Error("invalid configuration: " + std::string(e.what()));
+  }
+  return config;
+}
+
+std::expected<GatewayConfig, std::string> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto config = ParseConfig(ss.str());
+  if (!config) return Error(path + ": " + config.error());
+  return config;
+}
+
+std::expected<void, std::string> Validate(const GatewayConfig& c) {
+  if (c.port < 0 || c.port > 65535) return Error("listen.port: out of range [0, 65535]");
+  if (c.http_threads < 1) return Error("listen.http_threads: must be >= 1");
+  if (c.proxy_threads < 1) return Error("listen.proxy_threads: must be >= 1");
+  if (c.workers.empty()) return Error("workers: at least one worker is required");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < c.workers.size(); ++i) {
+    const WorkerConfig& w = c.workers[i];
+    std::string path = "workers[" + std::to_string(i) + "]";
+    auto url = client::ParseUrl(w.url);
+    if (!url) return Error(path + ".url: " + url.error());
+    if (!names.insert(w.name).second) return Error(path + ".name: duplicate '" + w.name + "'");
+    if (w.models.empty()) return Error(path + ".models: at least one model is required");
+    for (const auto& m : w.models) {
+      if (m.empty()) return Error(path + ".models: empty model name");
+    }
+    if (w.role != "mixed" && w.role != "prefill" && w.role != "decode") {
+      return Error(path + ".role: '" + w.role + "' is not one of mixed, prefill, decode");
+    }
+  }
+  if (c.tokenizer.kind != "simple" && c.tokenizer.kind != "hf") {
+    return Error("tokenizer.kind: '" + c.tokenizer.kind + "' is not one of simple, hf");
+  }
+  if (c.tokenizer.kind == "hf" && c.tokenizer.model_dir.empty()) {
+    return Error("tokenizer.model_dir: required when tokenizer.kind is hf");
+  }
+  if (!c.debug_fault.empty() && c.debug_fault != "schedule_error") {
+    return Error("debug.fault: '" + c.debug_fault + "' is not one of schedule_error");
+  }
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "off"};
+  if (!kLevels.contains(c.log_level)) return Error("log_level: unknown '" + c.log_level + "'");
+  auto policy = sched::Registry::Builtin().ParsePolicy(c.policy_yaml);
+  if (!policy) return Error("scheduler.policy." + policy.error().message);
+  return {};
+}
+
+void ApplyOverrides(const ConfigOverrides& o, GatewayConfig* c) {
+  if (o.host) c->host = *o.host;
+  if (o.port) c->port = *o.port;
+  if (o.policy) {
+    const bool is_yaml = o.policy->find(':') != std::string::npos;
+    c->policy_yaml = is_yaml ? *o.policy : "preset: " + *o.policy;
+  }
+  if (o.log_level) c->log_level = *o.log_level;
+  if (o.drain_timeout_s) c->drain_timeout_s = *o.drain_timeout_s;
+}
+
+std::expected<GatewayConfig, std::string> LoadConfig(const std::string& path,
+                                                     const ConfigOverrides& overrides) {
+  auto config = LoadConfigFile(path);
+  if (!config) return config;
+  ApplyOverrides(overrides, &*config);
+  if (auto ok = Validate(*config); !ok) return Error(path + ": " + ok.error());
+  return config;
+}
+
+std::string EffectiveYaml(const GatewayConfig& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "listen" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "host" << YAML::Value << c.host;
+  out << YAML::Key << "port" << YAML::Value << c.port;
+  out << YAML::Key << "http_threads" << YAML::Value << c.http_threads;
+  out << YAML::Key << "proxy_threads" << YAML::Value << c.proxy_threads;
+  out << YAML::EndMap;
+  out << YAML::Key << "workers" << YAML::Value << YAML::BeginSeq;
+  for (const auto& w : c.workers) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << w.name;
+    out << YAML::Key << "url" << YAML::Value << w.url;
+    out << YAML::Key << "models" << YAML::Value << YAML::Flow << w.models;
+    out << YAML::Key << "role" << YAML::Value << w.role;
+    out << YAML::Key << "profile" << YAML::Value << w.profile;
+    out << YAML::Key << "kv_events" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "endpoint" << YAML::Value << w.kv_events.endpoint;
+    out << YAML::Key << "replay_endpoint" << YAML::Value << w.kv_events.replay_endpoint;
+    out << YAML::Key << "topic" << YAML::Value << w.kv_events.topic;
+    out << YAML::EndMap;
+    out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : w.labels) out << YAML::Key << k << YAML::Value << v;
+    out << YAML::EndMap;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "scheduler" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "policy" << YAML::Value << YAML::Load(c.policy_yaml);
+  out << YAML::Key << "seed" << YAML::Value << c.scheduler_seed;
+  out << YAML::EndMap;
+  out << YAML::Key << "mode" << YAML::Value << std::string(RoutingModeName(c.mode));
+  out << YAML::Key << "tokenizer" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "kind" << YAML::Value << c.tokenizer.kind;
+  out << YAML::Key << "model_dir" << YAML::Value << c.tokenizer.model_dir;
+  out << YAML::EndMap;
+  out << YAML::Key << "block_size" << YAML::Value << c.block_size;
+  out << YAML::Key << "predicted_ttl_s" << YAML::Value << c.predicted_ttl_s;
+  out << YAML::Key << "approx_ttl_s" << YAML::Value << c.approx_ttl_s;
+  out << YAML::Key << "failure_mode" << YAML::Value << std::string(FailureModeName(c.failure_mode));
+  out << YAML::Key << "timeouts" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "connect_ms" << YAML::Value << c.timeouts.connect_ms;
+  out << YAML::Key << "first_byte_ms" << YAML::Value << c.timeouts.first_byte_ms;
+  out << YAML::Key << "idle_ms" << YAML::Value << c.timeouts.idle_ms;
+  out << YAML::EndMap;
+  out << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "max_body_bytes" << YAML::Value << c.limits.max_body_bytes;
+  out << YAML::Key << "max_attempts" << YAML::Value << c.limits.max_attempts;
+  out << YAML::EndMap;
+  // Keys are secrets: print how many, never their values.
+  out << YAML::Key << "api_keys" << YAML::Value << YAML::BeginSeq;
+  for (std::size_t i = 0; i < c.api_keys.size(); ++i) out << "<redacted>";
+  out << YAML::EndSeq;
+  out << YAML::Key << "scrape_interval_s" << YAML::Value << c.scrape_interval_s;
+  out << YAML::Key << "health_interval_s" << YAML::Value << c.health_interval_s;
+  out << YAML::Key << "shutdown_grace_s" << YAML::Value << c.shutdown_grace_s;
+  out << YAML::Key << "drain_timeout_s" << YAML::Value << c.drain_timeout_s;
+  out << YAML::Key << "log_level" << YAML::Value << c.log_level;
+  out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "fault" << YAML::Value << c.debug_fault;
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace kvroute::gateway

@@ -1,0 +1,130 @@
+// GatewayConfig: every setting of `kvroute serve`, read from one YAML file, validated once at
+// start-up (errors name the key: "workers[1].url: ..."), then overridden by flags. Defaults
+// are written next to each field; `kvroute config check` prints EffectiveYaml(), the
+// configuration with every default resolved, plus the policy's own effective_config().
+//
+// The scheduler policy is kept as YAML text (preset name or full spec) and built by
+// sched::Registry at start; LoadConfig builds it once to validate it.
+//
+// Ownership: plain values. Thread safety: plain values; the gateway holds one const copy.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvroute::gateway {
+
+struct KvEventsConfig {
+  std::string endpoint;         // the engine's kv_events_config.endpoint; empty: no events
+  std::string replay_endpoint;  // the engine's replay ROUTER; empty: gaps not repairable
+  std::string topic;            // subscription prefix; empty: every topic
+};
+
+struct WorkerConfig {
+  std::string name;                 // unique; used in metrics labels and admin paths
+  std::string url;                  // "http://host:port" of the model server
+  std::vector<std::string> models;  // served model names; at least one
+  std::string role = "mixed";       // mixed | prefill | decode
+  KvEventsConfig kv_events;
+  std::string profile;  // engine profile seeding learned rates; empty: the default profile
+  std::map<std::string, std::string> labels;
+};
+
+enum class RoutingMode { kPrecise, kApproximate };
+enum class FailureMode { kFailOpen, kFailClose };
+std::string_view RoutingModeName(RoutingMode mode);
+std::string_view FailureModeName(FailureMode mode);
+
+// Upstream timeouts, milliseconds (0: no limit for that wait).
+struct UpstreamTimeouts {
+  std::int64_t connect_ms = 2'000;       // TCP connect to a worker
+  std::int64_t first_byte_ms = 300'000;  // request sent → response headers (queue + prefill)
+  std::int64_t idle_ms = 60'000;         // between two body pieces (inter-token gap)
+};
+
+struct LimitsConfig {
+  std::int64_t max_body_bytes = 4 << 20;  // request body; larger → 413 (OpenAI error JSON)
+  int max_attempts = 3;                   // workers tried per request (first + retries)
+};
+
+struct TokenizerConfig {
+  std::string kind = "simple";  // simple (SimpleTokenizer, what `kvroute sim` uses) | hf
+  std::string model_dir;        // hf: directory with tokenizer.json + tokenizer_config.json
+};
+
+struct GatewayConfig {
+  // Listener.
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: the OS picks one (printed in the ready line)
+  int http_threads = 2;
+  int proxy_threads = 2;  // single-threaded io_contexts running upstream requests
+
+  std::vector<WorkerConfig> workers;
+
+  // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).
+  std::string policy_yaml = "preset: predicted_latency";
+  std::uint64_t scheduler_seed = 1;
+
+  RoutingMode mode = RoutingMode::kPrecise;
+  TokenizerConfig tokenizer;
+  // Engine KV block size in tokens; 0: learn from the workers' cache_config_info, 16 until known.
+  std::uint32_t block_size = 0;
+  // How long a routed prefix counts as cached before the engine's events confirm it, seconds
+  // (precise mode's predict-on-route overlay); approximate mode uses approx_ttl_s.
+  double predicted_ttl_s = 5;
+  double approx_ttl_s = 120;
+
+  FailureMode failure_mode = FailureMode::kFailOpen;
+  UpstreamTimeouts timeouts;
+  LimitsConfig limits;
+  std::vector<std::string> api_keys;  // bearer tokens; empty: no authentication
+
+  double scrape_interval_s = 1.0;  // GET /metrics of each worker
+  double health_interval_s = 2.0;  // GET /health of each worker
+
+  // Shutdown: after SIGTERM readiness is false; new connections are still accepted for
+  // `shutdown_grace_s` (load balancers notice), then refused; in-flight requests run until
+  // `drain_timeout_s`, then are cut.
+  double shutdown_grace_s = 1.0;
+  double drain_timeout_s = 30.0;
+
+  std::string log_level = "info";
+
+  // Fault injection for tests and drills (documented in docs/operations.md):
+  //   "" none; "schedule_error": every scheduling attempt fails as if the policy reported
+  //   an error, so failure_mode decides.
+  std::string debug_fault;
+};
+
+// Parses and validates a YAML document. Unknown keys are errors. The policy is built once to
+// validate it (its errors are prefixed "scheduler.policy.").
+std::expected<GatewayConfig, std::string> ParseConfig(std::string_view yaml_text);
+std::expected<GatewayConfig, std::string> LoadConfigFile(const std::string& path);
+
+// Checks ranges, names, URLs and the policy of an assembled config (after flag overrides).
+std::expected<void, std::string> Validate(const GatewayConfig& config);
+
+// Command-line overrides (kvroute serve / config check flags); unset ones leave the file's.
+struct ConfigOverrides {
+  std::optional<std::string> host;
+  std::optional<int> port;
+  std::optional<std::string> policy;  // a preset name, or policy YAML text
+  std::optional<std::string> log_level;
+  std::optional<double> drain_timeout_s;
+};
+void ApplyOverrides(const ConfigOverrides& overrides, GatewayConfig* config);
+
+// LoadConfigFile + ApplyOverrides + Validate: what `kvroute serve` will run with. Errors are
+// prefixed with the file name.
+std::expected<GatewayConfig, std::string> LoadConfig(const std::string& path,
+                                                     const ConfigOverrides& overrides);
+
+// The configuration as YAML with every default resolved (re-parses to the same config).
+std::string EffectiveYaml(const GatewayConfig& config);
+
+}  // namespace kvroute::gateway

@@ -1,0 +1,162 @@
+#include "gateway/config.h"
+
+#include <gtest/gtest.h>
+
+namespace kvroute::gateway {
+namespace {
+
+constexpr const char* kMinimal = R"(
+workers:
+  - name: a
+    url: http://127.0.0.1:8001
+    model: m
+)";
+
+TEST(GatewayConfig, MinimalFileGetsDocumentedDefaults) {
+  auto c = ParseConfig(kMinimal);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->host, "127.0.0.1");
+  EXPECT_EQ(c->port, 8080);
+  EXPECT_EQ(c->mode, RoutingMode::kPrecise);
+  EXPECT_EQ(c->failure_mode, FailureMode::kFailOpen);
+  EXPECT_EQ(c->policy_yaml, "preset: predicted_latency");
+  ASSERT_EQ(c->workers.size(), 1u);
+  EXPECT_EQ(c->workers[0].models, std::vector<std::string>{"m"});
+  EXPECT_EQ(c->workers[0].role, "mixed");
+  EXPECT_TRUE(Validate(*c).has_value());
+}
+
+TEST(GatewayConfig, UnknownTopLevelKeyIsNamed) {
+  auto c = ParseConfig("workerz: []\n");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error(), "workerz: unknown key");
+}
+
+TEST(GatewayConfig, UnknownWorkerKeyNamesItsPath) {
+  auto c = ParseConfig(R"(
+workers:
+  - name: a
+    url: http://127.0.0.1:8001
+    model: m
+  - name: b
+    url: http://127.0.0.1:8002
+    modle: m
+)");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error(), "workers[1].modle: unknown key");
+}
+
+TEST(GatewayConfig, WrongTypeNamesTheKey) {
+  auto c = ParseConfig("listen: {port: eighty}\n");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error(), "listen.port: must be a number");
+}
+
+TEST(GatewayConfig, OutOfRangePortIsRefused) {
+  auto c = ParseConfig("listen: {port: 70000}\n");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().find("listen.port"), std::string::npos);
+}
+
+TEST(GatewayConfig, UnknownFailureModeListsTheChoices) {
+  auto c = ParseConfig("failure_mode: maybe\n");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error(), "failure_mode: 'maybe' is not one of fail_open, fail_close");
+}
+
+TEST(GatewayConfig, PresetNameBecomesPresetYaml) {
+  auto c = ParseConfig(std::string(kMinimal) + "scheduler: {policy: least_load}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->policy_yaml, "preset: least_load");
+  EXPECT_TRUE(Validate(*c).has_value());
+}
+
+TEST(GatewayConfig, BadPolicyIsReportedUnderSchedulerPolicy) {
+  auto c = ParseConfig(std::string(kMinimal) + "scheduler: {policy: {preset: nope}}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  auto ok = Validate(*c);
+  ASSERT_FALSE(ok.has_value());
+  EXPECT_TRUE(ok.error().starts_with("scheduler.policy.")) << ok.error();
+}
+
+TEST(GatewayConfig, NoWorkersFailsValidation) {
+  auto c = ParseConfig("mode: approximate\n");
+  ASSERT_TRUE(c.has_value());
+  auto ok = Validate(*c);
+  ASSERT_FALSE(ok.has_value());
+  EXPECT_EQ(ok.error(), "workers: at least one worker is required");
+}
+
+TEST(GatewayConfig, DuplicateWorkerNamesAreRefused) {
+  auto c = ParseConfig(R"(
+workers:
+  - {name: a, url: "http://127.0.0.1:1", model: m}
+  - {name: a, url: "http://127.0.0.1:2", model: m}
+)");
+  ASSERT_TRUE(c.has_value());
+  auto ok = Validate(*c);
+  ASSERT_FALSE(ok.has_value());
+  EXPECT_EQ(ok.error(), "workers[1].name: duplicate 'a'");
+}
+
+TEST(GatewayConfig, BadWorkerUrlIsRefused) {
+  auto c = ParseConfig("workers: [{name: a, url: 'ftp://x', model: m}]\n");
+  ASSERT_TRUE(c.has_value());
+  auto ok = Validate(*c);
+  ASSERT_FALSE(ok.has_value());
+  EXPECT_TRUE(ok.error().starts_with("workers[0].url: ")) << ok.error();
+}
+
+TEST(GatewayConfig, HfTokenizerNeedsAModelDir) {
+  auto c = ParseConfig(std::string(kMinimal) + "tokenizer: {kind: hf}\n");
+  ASSERT_TRUE(c.has_value());
+  auto ok = Validate(*c);
+  ASSERT_FALSE(ok.has_value());
+  EXPECT_EQ(ok.error(), "tokenizer.model_dir: required when tokenizer.kind is hf");
+}
+
+TEST(GatewayConfig, ModelDirAloneSelectsTheHfTokenizer) {
+  auto c = ParseConfig(std::string(kMinimal) + "tokenizer: {model_dir: /models/q}\n");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->tokenizer.kind, "hf");
+}
+
+TEST(GatewayConfig, EffectiveYamlParsesBackToTheSameSettings) {
+  auto c = ParseConfig(std::string(kMinimal) + R"(
+mode: approximate
+failure_mode: fail_close
+scheduler: {policy: dynamo_cost, seed: 7}
+timeouts: {connect_ms: 100, first_byte_ms: 200, idle_ms: 300}
+limits: {max_body_bytes: 2048, max_attempts: 2}
+drain_timeout_s: 4.5
+debug: {fault: schedule_error}
+)");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error() << "\n" << EffectiveYaml(*c);
+  EXPECT_EQ(EffectiveYaml(*again), EffectiveYaml(*c));
+  EXPECT_EQ(again->mode, RoutingMode::kApproximate);
+  EXPECT_EQ(again->failure_mode, FailureMode::kFailClose);
+  EXPECT_EQ(again->scheduler_seed, 7u);
+  EXPECT_EQ(again->timeouts.first_byte_ms, 200);
+  EXPECT_EQ(again->limits.max_attempts, 2);
+  EXPECT_DOUBLE_EQ(again->drain_timeout_s, 4.5);
+  EXPECT_EQ(again->debug_fault, "schedule_error");
+}
+
+TEST(GatewayConfig, EffectiveYamlRedactsApiKeys) {
+  auto c = ParseConfig(std::string(kMinimal) + "api_keys: [s3cret]\n");
+  ASSERT_TRUE(c.has_value());
+  std::string yaml = EffectiveYaml(*c);
+  EXPECT_EQ(yaml.find("s3cret"), std::string::npos);
+  EXPECT_NE(yaml.find("<redacted>"), std::string::npos);
+}
+
+TEST(GatewayConfig, InvalidYamlIsAnErrorNotAnException) {
+  auto c = ParseConfig("workers: [\n");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_TRUE(c.error().starts_with("invalid YAML")) << c.error();
+}
+
+}  // namespace
+}  // namespace kvroute::gateway

@@ -1,0 +1,157 @@
+#include "gateway/router_metrics.h"
+
+#include "telemetry/prometheus_text.h"
+
+namespace kvroute::gateway {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+// Latency buckets (seconds): TTFT spans queueing + prefill (ms to minutes); ITL is a decode
+// step (ms to a second); a decision is microseconds to milliseconds.
+const prometheus::Histogram::BucketBoundaries kTtftBuckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0,   2.5,   5.0,  7.5,  10,   20,   40,   80,  160,  640};
+const prometheus::Histogram::BucketBoundaries kItlBuckets = {
+    0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,  0.15, 0.2,
+    0.3,   0.4,   0.5,  0.75,  1.0,  2.5,   5.0,  7.5,  10.0, 20.0,  40.0, 80.0};
+const prometheus::Histogram::BucketBoundaries kDecisionBuckets = {
+    1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1};
+
+std::string S(std::string_view v) { return std::string(v); }
+
+}  // namespace
+
+RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  requests_ = &BuildCounter()
+                   .Name("kvroute_requests_total")
+                   .Help("Requests answered, by model, worker and HTTP status")
+                   .Register(r);
+  errors_ = &BuildCounter()
+                 .Name("kvroute_request_errors_total")
+                 .Help("Requests refused or failed by kvroute, by reason")
+                 .Register(r);
+  retries_ = &BuildCounter()
+                  .Name("kvroute_retries_total")
+                  .Help("Attempts moved to another worker before anything reached the client")
+                  .Register(r);
+  sched_failures_ = &BuildCounter()
+                         .Name("kvroute_scheduling_failures_total")
+                         .Help("Scheduling path errors, by the failure mode that handled them")
+                         .Register(r);
+  ttft_ = &BuildHistogram()
+               .Name("kvroute_ttft_seconds")
+               .Help("Time to first token as seen by the router, seconds")
+               .Register(r);
+  itl_ = &BuildHistogram()
+              .Name("kvroute_itl_seconds")
+              .Help("Inter-token latency as seen by the router, seconds")
+              .Register(r);
+  decision_ = &BuildHistogram()
+                   .Name("kvroute_decision_latency_seconds")
+                   .Help("Tokenize + index lookup + policy decision, seconds")
+                   .Register(r)
+                   .Add({}, kDecisionBuckets);
+  predicted_cached_ = &BuildCounter()
+                           .Name("kvroute_predicted_cached_tokens_total")
+                           .Help("Prompt tokens predicted cached on the chosen worker, by tier")
+                           .Register(r);
+  prompt_tokens_ = &BuildCounter()
+                        .Name("kvroute_prompt_tokens_total")
+                        .Help("Prompt tokens of routed requests")
+                        .Register(r)
+                        .Add({});
+  inflight_ = &BuildGauge()
+                   .Name("kvroute_inflight_requests")
+                   .Help("Requests being proxied")
+                   .Register(r)
+                   .Add({});
+  worker_healthy_ = &BuildGauge()
+                         .Name("kvroute_worker_healthy")
+                         .Help("1 when the worker takes new requests (healthy, not draining)")
+                         .Register(r);
+  worker_draining_ = &BuildGauge()
+                          .Name("kvroute_worker_draining")
+                          .Help("1 when the worker is draining (admin)")
+                          .Register(r);
+  worker_inflight_ = &BuildGauge()
+                          .Name("kvroute_worker_inflight_requests")
+                          .Help("Router-side in-flight requests per worker")
+                          .Register(r);
+  auto& index = BuildGauge().Name("kvroute_index_blocks").Help("Distinct blocks in the KV index");
+  index_blocks_ = &index.Register(r).Add({});
+  index_entries_ = &BuildGauge()
+                        .Name("kvroute_index_entries")
+                        .Help("(block, worker) pairs in the KV index")
+                        .Register(r)
+                        .Add({});
+  predicted_blocks_ = &BuildGauge()
+                           .Name("kvroute_predicted_blocks")
+                           .Help("Blocks in the predicted-blocks overlay (own routing history)")
+                           .Register(r)
+                           .Add({});
+  event_lag_ = &BuildGauge()
+                    .Name("kvroute_kv_event_lag_seconds")
+                    .Help("Wall-clock now minus the timestamp of the worker's last event batch")
+                    .Register(r);
+  parity_ = &BuildGauge()
+                 .Name("kvroute_parity_ratio")
+                 .Help("Fraction of predicted blocks the worker's events confirmed")
+                 .Register(r);
+  ready_ =
+      &BuildGauge().Name("kvroute_ready").Help("1 when /ready answers 200").Register(r).Add({});
+}
+
+void RouterMetrics::OnRequestDone(std::string_view model, std::string_view worker, int status) {
+  requests_->Add({{"model", S(model)}, {"worker", S(worker)}, {"status", std::to_string(status)}})
+      .Increment();
+}
+void RouterMetrics::OnError(std::string_view reason) {
+  errors_->Add({{"reason", S(reason)}}).Increment();
+}
+void RouterMetrics::OnRetry(std::string_view reason) {
+  retries_->Add({{"reason", S(reason)}}).Increment();
+}
+void RouterMetrics::OnSchedulingFailure(std::string_view failure_mode) {
+  sched_failures_->Add({{"failure_mode", S(failure_mode)}}).Increment();
+}
+void RouterMetrics::ObserveTtft(std::string_view model, double seconds) {
+  ttft_->Add({{"model", S(model)}}, kTtftBuckets).Observe(seconds);
+}
+void RouterMetrics::ObserveItl(std::string_view model, double seconds) {
+  itl_->Add({{"model", S(model)}}, kItlBuckets).Observe(seconds);
+}
+void RouterMetrics::ObserveDecision(double seconds) { decision_->Observe(seconds); }
+void RouterMetrics::AddPredictedCached(std::string_view tier, double tokens) {
+  if (tokens > 0) predicted_cached_->Add({{"tier", S(tier)}}).Increment(tokens);
+}
+void RouterMetrics::AddPromptTokens(double tokens) {
+  if (tokens > 0) prompt_tokens_->Increment(tokens);
+}
+void RouterMetrics::InflightDelta(double delta) { inflight_->Increment(delta); }
+
+void RouterMetrics::SetWorkerState(std::string_view worker, bool healthy, bool draining,
+                                   double inflight) {
+  worker_healthy_->Add({{"worker", S(worker)}}).Set(healthy ? 1 : 0);
+  worker_draining_->Add({{"worker", S(worker)}}).Set(draining ? 1 : 0);
+  worker_inflight_->Add({{"worker", S(worker)}}).Set(inflight);
+}
+void RouterMetrics::SetIndex(double blocks, double entries, double predicted_blocks) {
+  index_blocks_->Set(blocks);
+  index_entries_->Set(entries);
+  predicted_blocks_->Set(predicted_blocks);
+}
+void RouterMetrics::SetEventLag(std::string_view worker, double seconds) {
+  event_lag_->Add({{"worker", S(worker)}}).Set(seconds);
+}
+void RouterMetrics::SetParity(std::string_view worker, double ratio) {
+  parity_->Add({{"worker", S(worker)}}).Set(ratio);
+}
+void RouterMetrics::SetReady(bool ready) { ready_->Set(ready ? 1 : 0); }
+
+std::string RouterMetrics::Expose() const { return telemetry::ExposeText(*registry_); }
+
+}  // namespace kvroute::gateway

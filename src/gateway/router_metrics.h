@@ -1,0 +1,92 @@
+// RouterMetrics: every Prometheus metric `kvroute serve` exports, in one list (this file), on
+// one prometheus-cpp registry. Request-path code calls the typed On*/Observe* methods; gauges
+// that mirror other components' state (index size, event lag, worker health, parity) are set
+// by the gateway just before each /metrics exposition.
+//
+// Names (all prefixed kvroute_):
+//   requests_total{model,worker,status}          counter  answered requests (status: HTTP code)
+//   request_errors_total{reason}                 counter  refused/failed before or while proxying
+//   retries_total{reason}                        counter  attempts moved to another worker
+//   scheduling_failures_total{failure_mode}      counter  scheduling path errors (fail open/close)
+//   ttft_seconds{model}                          histogram router-seen time to first token
+//   itl_seconds{model}                           histogram router-seen inter-token latency
+//   decision_latency_seconds                     histogram tokenize + lookup + Decide
+//   predicted_cached_tokens_total{tier}          counter  prompt tokens predicted cached at route
+//   prompt_tokens_total                          counter  prompt tokens routed
+//   inflight_requests                            gauge    requests being proxied
+//   worker_healthy{worker}                       gauge    1 routable, 0 not
+//   worker_draining{worker}                      gauge    1 draining
+//   worker_inflight_requests{worker}             gauge    router-side in-flight per worker
+//   index_blocks                                 gauge    distinct blocks in the KV index
+//   index_entries                                gauge    (block, worker) pairs
+//   predicted_blocks                             gauge    entries of the predict-on-route overlay
+//   kv_event_lag_seconds{worker}                 gauge    now - ts of the last event batch
+//   parity_ratio{worker}                         gauge    predicted blocks the events confirmed
+//   ready                                        gauge    1 when /ready answers 200
+//
+// Thread safety: prometheus-cpp metrics are thread-safe; every method may be called from any
+// thread. Ownership: owns the registry; metric handles live as long as this object.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kvroute::gateway {
+
+class RouterMetrics {
+ public:
+  RouterMetrics();
+  RouterMetrics(const RouterMetrics&) = delete;
+  RouterMetrics& operator=(const RouterMetrics&) = delete;
+
+  void OnRequestDone(std::string_view model, std::string_view worker, int status);
+  void OnError(std::string_view reason);
+  void OnRetry(std::string_view reason);
+  void OnSchedulingFailure(std::string_view failure_mode);
+  void ObserveTtft(std::string_view model, double seconds);
+  void ObserveItl(std::string_view model, double seconds);
+  void ObserveDecision(double seconds);
+  void AddPredictedCached(std::string_view tier, double tokens);
+  void AddPromptTokens(double tokens);
+  void InflightDelta(double delta);
+
+  void SetWorkerState(std::string_view worker, bool healthy, bool draining, double inflight);
+  void SetIndex(double blocks, double entries, double predicted_blocks);
+  void SetEventLag(std::string_view worker, double seconds);
+  void SetParity(std::string_view worker, double ratio);
+  void SetReady(bool ready);
+
+  // The text exposition of every metric.
+  std::string Expose() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Counter>* errors_;
+  prometheus::Family<prometheus::Counter>* retries_;
+  prometheus::Family<prometheus::Counter>* sched_failures_;
+  prometheus::Family<prometheus::Histogram>* ttft_;
+  prometheus::Family<prometheus::Histogram>* itl_;
+  prometheus::Histogram* decision_;
+  prometheus::Family<prometheus::Counter>* predicted_cached_;
+  prometheus::Counter* prompt_tokens_;
+  prometheus::Gauge* inflight_;
+  prometheus::Family<prometheus::Gauge>* worker_healthy_;
+  prometheus::Family<prometheus::Gauge>* worker_draining_;
+  prometheus::Family<prometheus::Gauge>* worker_inflight_;
+  prometheus::Gauge* index_blocks_;
+  prometheus::Gauge* index_entries_;
+  prometheus::Gauge* predicted_blocks_;
+  prometheus::Family<prometheus::Gauge>* event_lag_;
+  prometheus::Family<prometheus::Gauge>* parity_;
+  prometheus::Gauge* ready_;
+};
+
+}  // namespace kvroute::gateway
