@@ -189,6 +189,28 @@ Result ApplyFilter(std::string_view name, const Value& in, CallArgs& args) {
     }
     return Value::MakeList(std::move(out));
   }
+  if (name == "select" || name == "reject") {
+    // select/reject(test_name, test args...): keep items for which the test is true/false;
+    // without a test, truthiness.
+    auto l = ToList(in);
+    if (!l) return l;
+    List out;
+    for (const Value& x : *l->list) {
+      bool keep;
+      if (!args.args.empty()) {
+        if (!args.args[0].IsString()) return Error(std::string(name) + " needs a test name");
+        CallArgs test_args;
+        test_args.args.assign(args.args.begin() + 1, args.args.end());
+        auto r = ApplyTest(args.args[0].s, x, test_args);
+        if (!r) return r;
+        keep = r->b;
+      } else {
+        keep = x.Truthy();
+      }
+      if (keep == (name == "select")) out.push_back(x);
+    }
+    return Value::MakeList(std::move(out));
+  }
   if (name == "map") {
     auto l = ToList(in);
     if (!l) return l;
@@ -281,10 +303,10 @@ Result ApplyTest(std::string_view name, const Value& v, CallArgs& args) {
 
 bool IsKnownFilter(std::string_view n) {
   static constexpr std::string_view kNames[] = {
-      "tojson",  "length",     "count",      "safe",  "string",  "default", "d",
-      "list",    "items",      "first",      "last",  "reverse", "join",    "abs",
-      "int",     "float",      "trim",       "upper", "lower",   "title",   "capitalize",
-      "replace", "selectattr", "rejectattr", "map"};
+      "tojson",  "length",     "count",      "safe",   "string",  "default", "d",
+      "list",    "items",      "first",      "last",   "reverse", "join",    "abs",
+      "int",     "float",      "trim",       "upper",  "lower",   "title",   "capitalize",
+      "replace", "selectattr", "rejectattr", "select", "reject",  "map"};
   return std::find(std::begin(kNames), std::end(kNames), n) != std::end(kNames);
 }
 

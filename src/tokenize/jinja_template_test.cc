@@ -152,6 +152,12 @@ TEST(JinjaTest, SelectAttrAndMap) {
             "[1]");
 }
 
+TEST(JinjaTest, SelectAndRejectWithTests) {
+  EXPECT_EQ(Render("{{ xs | reject('equalto', 'b') | join(', ') }}|{{ [0, 1, 2] | select | list }}",
+                   R"({"xs": ["a", "b", "c"]})"),
+            "a, c|[1, 2]");
+}
+
 TEST(JinjaTest, DictAndListLiterals) {
   EXPECT_EQ(Render("{{ {'a': [1, (2, 3)]}['a'][1][0] }}"), "2");
 }
