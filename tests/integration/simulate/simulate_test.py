@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""kvroute simulate writes the kvroute bench report format.
+
+Runs a tiny agentic sweep (concurrency 2,4 on 3 workers, with a failure, a restart and an
+added worker) and a short Mooncake trace replay, then checks the run JSON (schema
+kvroute.bench.run/1), the levels and requests CSVs, and the simulator's workers/decisions
+CSVs against each other. Every run is bounded by a subprocess timeout.
+"""
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def run(cmd, timeout):
+    print("+", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        print(p.stdout, p.stderr, sep="\n", file=sys.stderr)
+        raise SystemExit(f"exit status {p.returncode}")
+    return p
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def check(cond, msg):
+    if not cond:
+        raise SystemExit("FAIL: " + msg)
+
+
+def check_run(out, label, levels, workers):
+    stem = os.path.join(out, label)
+    with open(stem + ".json") as f:
+        doc = json.load(f)
+    check(doc["schema"] == "kvroute.bench.run/1", "schema")
+    check(doc["label"] == label, "label")
+    check([l["name"] for l in doc["levels"]] == levels, f"levels {doc['levels']}")
+    level_rows = read_csv(stem + "_levels.csv")
+    check(len(level_rows) == len(levels), "one levels.csv row per level")
+    requests = read_csv(stem + "_requests.csv")
+    decisions = read_csv(stem + "_decisions.csv")
+    worker_rows = read_csv(stem + "_workers.csv")
+    total_sent = 0
+    for level in doc["levels"]:
+        sent = level["requests"]["sent"]
+        ok = level["requests"]["ok"]
+        total_sent += sent
+        check(sent > 0 and ok > 0, f"level {level['name']} ran requests")
+        check(level["ttft_s"]["count"] == ok, "TTFT summary counts the ok requests")
+        check(level["ttft_s"]["p50"] > 0, "TTFT is positive")
+        check(level["cache"]["hit_rate"] is not None, "engine hit rate reported")
+        check(len([w for w in worker_rows if w["level"] == level["name"]]) == workers,
+              f"one workers.csv row per worker in {level['name']}")
+        routed = sum(int(w["routed"]) for w in worker_rows if w["level"] == level["name"])
+        check(routed == sent, f"routed {routed} == sent {sent}")
+    check(len(requests) == total_sent, f"requests.csv rows {len(requests)} == {total_sent}")
+    check(len(decisions) == total_sent, "one decision per request")
+    return doc, worker_rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kvroute", required=True)
+    ap.add_argument("--trace", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    os.makedirs(a.workdir)
+    out = os.path.join(a.workdir, "out")
+
+    common = [a.kvroute, "simulate", "--out", out, "--no-progress", "--no-plots",
+              "--num-gpu-blocks", "4096"]
+    run(common + ["--label", "agentic", "--workload", "agentic", "--workers", "3",
+                  "--concurrency", "2,4", "--turns", "3", "--common-prefix-tokens", "512",
+                  "--session-prefix-tokens", "256", "--turn-input-tokens", "128",
+                  "--output-tokens", "32", "--event-delay", "20ms",
+                  "--fail", "t=0.5s,worker=1", "--restart", "t=1s,worker=1",
+                  "--add", "t=0.2s,count=1"], timeout=60)
+    doc, workers = check_run(out, "agentic", ["c=2", "c=4"], 4)
+    check(all(l["concurrency"] in (2, 4) for l in doc["levels"]), "closed-loop levels")
+    check(any(w["restarts"] == "1" for w in workers), "the restart is reported")
+
+    if os.path.exists(a.trace):
+        run(common + ["--label", "trace", "--workload", "trace", "--trace", a.trace,
+                      "--workers", "4", "--max-requests", "200", "--trace-speedup", "4",
+                      "--prefix-multiplier", "0.0625", "--policy", "dynamo_cost",
+                      "--ttft-slo", "2", "--tpot-slo", "0.1"], timeout=60)
+        doc, _ = check_run(out, "trace", ["trace"], 4)
+        check(doc["levels"][0]["rate_per_s"] > 0, "trace level has an offered rate")
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
