@@ -62,6 +62,8 @@ std::expected<std::string, std::string> ChatTemplate::Render(const ChatRequest& 
   Value vars = Value::MakeDict();
   jinja::List messages;
   messages.reserve(request.messages.size());
+  std::size_t size_hint = 4096 + request.tools_json.size();
+  for (const ChatMessage& m : request.messages) size_hint += m.content.size() + 64;
   for (const ChatMessage& m : request.messages) messages.push_back(MessageValue(m));
   vars.dict->Set("messages", Value::MakeList(std::move(messages)));
   if (!request.tools_json.empty()) {
@@ -76,7 +78,7 @@ std::expected<std::string, std::string> ChatTemplate::Render(const ChatRequest& 
   vars.dict->Set("eos_token", Value::Str(tokens_.eos));
   vars.dict->Set("pad_token", Value::Str(tokens_.pad));
   vars.dict->Set("unk_token", Value::Str(tokens_.unk));
-  auto text = template_.Render(vars);
+  auto text = template_.Render(vars, size_hint);
   if (!text) return std::unexpected("chat template: " + text.error());
   if (continue_final) {
     const std::string_view final_content = StripSpace(request.messages.back().content);

@@ -20,7 +20,8 @@ constexpr int kMaxCallDepth = 64;
 
 class Interpreter {
  public:
-  explicit Interpreter(const Value& vars) {
+  Interpreter(const Value& vars, std::size_t size_hint) {
+    out_.reserve(std::min(size_hint, kMaxOutputBytes));
     frames_.emplace_back();
     for (const auto& [k, v] : vars.dict->items) frames_[0][k] = v;
   }
@@ -449,9 +450,10 @@ std::expected<Template, std::string> Template::Parse(std::string_view source) {
   return t;
 }
 
-std::expected<std::string, std::string> Template::Render(const Value& vars) const {
+std::expected<std::string, std::string> Template::Render(const Value& vars,
+                                                         std::size_t size_hint) const {
   if (!vars.IsDict()) return Error("template variables must be a dict");
-  Interpreter interp(vars);
+  Interpreter interp(vars, size_hint);
   return interp.Run(*body_);
 }
 

@@ -23,8 +23,11 @@ class Template {
  public:
   static std::expected<Template, std::string> Parse(std::string_view source);
 
-  // Renders with `vars` (a dict value) as the template's global variables.
-  std::expected<std::string, std::string> Render(const Value& vars) const;
+  // Renders with `vars` (a dict value) as the template's global variables. `size_hint`: the
+  // expected output size in bytes (reserved up front, so long prompts are not re-copied as
+  // the output grows).
+  std::expected<std::string, std::string> Render(const Value& vars,
+                                                 std::size_t size_hint = 0) const;
 
  private:
   std::shared_ptr<const Body> body_;
