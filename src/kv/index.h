@@ -226,10 +226,15 @@ class KvIndex {
   Entry* FindEntry(std::uint32_t node, std::uint32_t slot);
   Entry& GetOrCreateEntry(std::uint32_t node, std::uint32_t slot);
   void MaybeEraseEntry(std::uint32_t node, std::uint32_t slot);
-  void AddRef(std::uint32_t slot, std::uint32_t node, int tier);
-  void DropRef(std::uint32_t slot, std::uint32_t node, int tier);
-  void OnHeld(std::uint32_t slot, std::uint32_t node, int tier);
-  void OnReleased(std::uint32_t slot, std::uint32_t node, int tier);
+  // The (node, slot) entry is passed in by callers that already found it: each search of a
+  // node's holders saved is a measurable share of the apply cost.
+  void AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
+  void AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
+    AddRef(slot, node, *FindEntry(node, slot), tier);
+  }
+  void DropRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
+  void OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry, int tier);
+  void OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
   const Entry* FindEntry(std::uint32_t node, std::uint32_t slot) const;
   static const Entry* FindEntryIn(const Node& node, std::uint32_t slot);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);

@@ -109,15 +109,16 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
         return;
       }
     }
+    // The entry keeps a ref afterwards (added now, or saturated before), so it never needs
+    // erasing here.
     Entry& entry = GetOrCreateEntry(node, slot);
     if (entry.ref[t] == kMaxRef) {
       ++counters_.ref_overflow;
     } else {
       ++ref->refs;
-      AddRef(slot, node, t);
+      AddRef(slot, node, entry, t);
       ++counters_.blocks_stored;
     }
-    MaybeEraseEntry(node, slot);
     parent_node = node;
   }
 }
@@ -143,13 +144,13 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
     }
     std::uint32_t node = ref->node;
     if (--ref->refs == 0) w.engine.Erase(hash);
-    DropRef(slot, node, t);
+    DropRef(slot, node, *entry, t);
     ++counters_.blocks_removed;
   }
 }
 
-void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
-  Entry& entry = *FindEntry(node, slot);
+// `entry` is (node, slot)'s; it stays valid throughout: only the parent's holders change.
+void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier) {
   const bool was_held = AnyRef(entry.ref);
   if (entry.ref[tier]++ == 0) {
     ++nodes_[node].lane_count;
@@ -157,12 +158,11 @@ void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
       ++num_entries_;
       ++nodes_[node].lane_count;  // the any-tier lane
     }
-    OnHeld(slot, node, tier);
+    OnHeld(slot, node, entry, tier);
   }
 }
 
-void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, int tier) {
-  Entry& entry = *FindEntry(node, slot);
+void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier) {
   assert(entry.ref[tier] > 0);
   if (--entry.ref[tier] == 0) {
     --nodes_[node].lane_count;
@@ -170,14 +170,14 @@ void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, int tier) {
       --num_entries_;
       --nodes_[node].lane_count;
     }
-    OnReleased(slot, node, tier);  // may erase the entry and the node
+    OnReleased(slot, node, entry, tier);  // may erase the entry and the node
   }
 }
 
 // (slot, tier) now holds `node`: the node stops being a hole, and its parent becomes one if
 // the worker does not hold the parent in this tier.
-void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, int tier) {
-  if (FindEntry(node, slot)->kids[tier] > 0) SetHole(slot, node, tier, false);
+void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry, int tier) {
+  if (entry.kids[tier] > 0) SetHole(slot, node, tier, false);
   const std::uint32_t parent = nodes_[node].parent;
   if (parent == kNoNode) return;
   Entry& pe = GetOrCreateEntry(parent, slot);
@@ -190,20 +190,22 @@ void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, int tier) {
 }
 
 // (slot, tier) no longer holds `node`: the reverse of OnHeld.
-void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, int tier) {
-  if (FindEntry(node, slot)->kids[tier] > 0) SetHole(slot, node, tier, true);
+void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier) {
+  if (entry.kids[tier] > 0) SetHole(slot, node, tier, true);
   const std::uint32_t parent = nodes_[node].parent;
   if (parent != kNoNode) {
     Entry* pe = FindEntry(parent, slot);
     if (pe != nullptr && pe->kids[tier] > 0) {
       if (--pe->kids[tier] == 0 && pe->ref[tier] == 0) SetHole(slot, parent, tier, false);
-      MaybeEraseEntry(parent, slot);
+      MaybeEraseEntry(parent, slot);  // never deletes the parent: `node` is its child
     } else {
       workers_[slot].untracked[tier] = true;  // only after a saturated counter
       RefreshDirty(slot);
     }
   }
-  MaybeEraseEntry(node, slot);
+  if (AnyRef(entry.ref) || AnyRef(entry.kids)) return;
+  nodes_[node].holders.erase(&entry);
+  MaybeDeleteNode(node);
 }
 
 void KvIndex::SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole) {
@@ -336,7 +338,7 @@ void KvIndex::PurgeWorker(std::uint32_t slot) {
       Entry* e = FindEntry(node, slot);
       if (e == nullptr) break;
       while (e != nullptr && e->ref[t] > 0) {
-        DropRef(slot, node, t);
+        DropRef(slot, node, *e, t);
         e = FindEntry(node, slot);
       }
     }

@@ -34,6 +34,8 @@ constexpr std::size_t kMaxDirtyForFastCount = 64;
 // Above this many holes in one tier, a worker's lanes are examined position by position
 // instead of listing barriers.
 constexpr std::size_t kMaxHolesForBarriers = 256;
+// Positions resolved together per search round (see `resolve` in Lookup).
+constexpr int kFan = 8;
 
 // Per-thread scratch indexed by worker slot, so a lookup allocates nothing in steady state
 // and resets only what it touched.
@@ -144,9 +146,8 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   std::sort(s.barriers.begin(), s.barriers.end());
   const bool fast_count = s.dirty.size() <= kMaxDirtyForFastCount;
 
-  // Alive lanes holding keys[pos].
-  auto count_at = [&](std::size_t pos) -> std::int64_t {
-    const Node* node = node_at(pos);
+  // Alive lanes holding `node` (the node at some prompt position; nullptr = absent).
+  auto count_in = [&](const Node* node) -> std::int64_t {
     if (node == nullptr) return 0;
     std::int64_t c = 0;
     // O(1) plus a correction per dirty worker, unless scanning the holders is cheaper.
@@ -165,9 +166,25 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     }
     return c;
   };
-  // Examines keys[pos] exactly: lanes that do not hold it stop at depth pos.
-  auto exact_step = [&](std::size_t pos) {
-    const Node* node = node_at(pos);
+  // Resolves several prompt positions to nodes at once. Each resolution is two dependent
+  // cache misses (table slot, then node); requesting every slot before reading any, and
+  // every node before counting any, overlaps the misses of one round instead of paying them
+  // one position after another.
+  const Node* resolved[kFan];
+  auto resolve = [&](const std::size_t* pos, int m) {
+    for (int k = 0; k < m; ++k) node_of_key_.Prefetch(keys[pos[k]]);
+    for (int k = 0; k < m; ++k) {
+      const std::uint32_t* id = node_of_key_.Find(keys[pos[k]]);
+      resolved[k] = id == nullptr ? nullptr : &nodes_[*id];
+      if (resolved[k] != nullptr) {
+        __builtin_prefetch(resolved[k]);
+        __builtin_prefetch(reinterpret_cast<const char*>(resolved[k]) + sizeof(Node) - 1);
+      }
+    }
+  };
+  // Examines keys[pos] (whose node is `node`) exactly: lanes that do not hold it stop at
+  // depth pos.
+  auto exact_step_at = [&](std::size_t pos, const Node* node) {
     const std::uint32_t gen = s.NextGeneration();
     if (node != nullptr) {
       for (const Entry& e : node->holders) {
@@ -196,10 +213,12 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
       }
     }
   };
+  auto exact_step = [&](std::size_t pos) { exact_step_at(pos, node_at(pos)); };
 
   std::size_t i = 1;  // alive lanes hold keys[0..i-1]
   std::size_t step = 1;
   std::size_t next_barrier = 0;  // index into s.barriers
+  std::size_t pos[kFan];
   while (i < n && alive_lanes > 0) {
     if (exact_lanes > 0) {
       exact_step(i++);
@@ -215,26 +234,44 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
       }
       limit = s.barriers[next_barrier] - 1;
     }
-    const std::size_t j = std::min(i + step - 1, limit);
-    if (count_at(j) == alive_lanes) {
-      i = j + 1;
-      step *= 2;
+    // Gallop, several steps per round: the positions a sequential gallop would probe if
+    // every probe succeeded (i+step-1, then 2x, 4x, ... further), up to the barrier. The
+    // first position where fewer lanes hold the block bounds the drop; counts are
+    // non-increasing in position between barriers (file comment), so every earlier
+    // position's success means all alive lanes hold everything up to it.
+    int m = 0;
+    for (std::size_t j = i - 1, g = step; m < kFan; g *= 2) {
+      j = std::min(j + g, limit);
+      pos[m++] = j;
+      if (j == limit) break;
+    }
+    resolve(pos, m);
+    int fail = 0;
+    while (fail < m && count_in(resolved[fail]) == alive_lanes) ++fail;
+    if (fail == m) {
+      i = pos[m - 1] + 1;
+      step <<= m;
       continue;
     }
-    std::size_t lo = i, hi = j;  // count_at(hi) < alive_lanes; all hold keys[..lo-1]
+    // The first drop lies in [lo, hi]: every alive lane holds keys[..lo-1], fewer hold
+    // keys[hi]. Narrow it with kFan - 1 evenly spaced probes per round (a kFan-ary search).
+    std::size_t lo = fail == 0 ? i : pos[fail - 1] + 1;
+    std::size_t hi = pos[fail];
+    const Node* hi_node = resolved[fail];
     while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      // Start loading both possible next midpoints' table slots while this one is probed:
-      // the probes are dependent cache misses, this overlaps one of them per round.
-      node_of_key_.Prefetch(keys[mid + 1 + (hi - mid - 1) / 2]);
-      if (mid > lo) node_of_key_.Prefetch(keys[lo + (mid - 1 - lo) / 2]);
-      if (count_at(mid) == alive_lanes) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
+      const std::size_t span = hi - lo;
+      const int k = static_cast<int>(std::min<std::size_t>(kFan - 1, span));
+      for (int q = 0; q < k; ++q) pos[q] = lo + (q + 1) * span / (k + 1);
+      resolve(pos, k);
+      int f = 0;
+      while (f < k && count_in(resolved[f]) == alive_lanes) ++f;
+      if (f < k) {
+        hi = pos[f];
+        hi_node = resolved[f];
       }
+      lo = f == 0 ? lo : pos[f - 1] + 1;
     }
-    exact_step(lo);
+    exact_step_at(lo, hi_node);
     // Drop points tend to be spread evenly: resume with the last gap instead of from 1.
     step = std::max<std::size_t>(1, lo - i);
     i = lo + 1;
