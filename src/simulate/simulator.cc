@@ -4,7 +4,6 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <unordered_map>
 
 #include "kv/approx_predicted.h"
 #include "kv/index.h"
@@ -32,12 +31,49 @@ struct WorkerState {
 };
 
 struct LiveRequest {
+  bool active = false;
   SimRequest request;
   WorkerId worker = 0;
   Nanos arrival{0};
   Nanos last_token{0};
   Booking booking;
   std::vector<TokenId> output;  // only when the workload wants it
+};
+
+// In-flight requests by id. Ids are dense (arrival order), so a vector beats a hash map here
+// (one lookup per token); finished rows are reset, which frees their vectors.
+class LiveTable {
+ public:
+  LiveRequest* Find(std::uint64_t id) {
+    return id < rows_.size() && rows_[id].active ? &rows_[id] : nullptr;
+  }
+  void Insert(std::uint64_t id, LiveRequest lr) {
+    if (rows_.size() <= id) rows_.resize(id + 1);
+    lr.active = true;
+    rows_[id] = std::move(lr);
+    ++size_;
+  }
+  // REQUIRES: Find(id) != nullptr.
+  LiveRequest Take(std::uint64_t id) {
+    LiveRequest lr = std::move(rows_[id]);
+    rows_[id] = LiveRequest{};
+    --size_;
+    return lr;
+  }
+  // Ids of the in-flight requests on `worker`, ascending.
+  std::vector<std::uint64_t> OnWorker(WorkerId worker) const {
+    std::vector<std::uint64_t> ids;
+    for (std::uint64_t id = 0; id < rows_.size(); ++id) {
+      if (rows_[id].active && rows_[id].worker == worker) ids.push_back(id);
+    }
+    return ids;
+  }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::vector<LiveRequest> rows_;
+  std::size_t size_ = 0;
 };
 
 struct KvDelivery {
@@ -92,7 +128,7 @@ struct Simulator::Impl {
   RouterState router;
   std::vector<WorkerState> workers;
   std::vector<sched::WorkerSnapshot> snapshots;
-  std::unordered_map<std::uint64_t, LiveRequest> live;
+  LiveTable live;
   std::vector<Arrival> arrival_slots;
   std::vector<std::uint32_t> free_arrival_slots;
   std::vector<KvDelivery> delivery_slots;
@@ -164,9 +200,9 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
   for (const engine::TokenEvent& t : r.tokens) {
     std::uint64_t id = 0;
     std::from_chars(t.request_id.data(), t.request_id.data() + t.request_id.size(), id);
-    auto it = live.find(id);
-    if (it == live.end()) continue;
-    LiveRequest& lr = it->second;
+    LiveRequest* found = live.Find(id);
+    if (found == nullptr) continue;
+    LiveRequest& lr = *found;
     bench::RequestResult& rec = result.level.requests[id].result;
     if (t.is_first) {
       rec.ttft_s = ToSeconds(now - lr.arrival);
@@ -186,7 +222,7 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
   for (const std::string& rid : r.finished_without_token) {
     std::uint64_t id = 0;
     std::from_chars(rid.data(), rid.data() + rid.size(), id);
-    if (live.contains(id)) Finish(id, false, "stream", now);
+    if (live.Find(id) != nullptr) Finish(id, false, "stream", now);
   }
   if (!r.kv_events.empty()) {
     if (options.event_delay.count() == 0) {
@@ -209,10 +245,8 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
 }
 
 void Simulator::Impl::Finish(std::uint64_t id, bool ok, const char* error_kind, Nanos now) {
-  auto it = live.find(id);
-  if (it == live.end()) return;
-  LiveRequest lr = std::move(it->second);
-  live.erase(it);
+  if (live.Find(id) == nullptr) return;
+  LiveRequest lr = live.Take(id);
   router.OnDone(&lr.booking);
   bench::RequestResult& rec = result.level.requests[id].result;
   rec.ok = ok;
@@ -259,6 +293,8 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   record.turn = a.request.turn;
   record.result.start_s = ToSeconds(now);
   record.result.prompt_tokens = static_cast<std::uint32_t>(a.request.prompt.size());
+  // One allocation for every gap (growing by push_back dominated malloc time at scale).
+  record.result.itl_s.reserve(a.request.max_tokens > 0 ? a.request.max_tokens - 1 : 0);
   result.level.requests.push_back(std::move(record));
 
   // The request profile, as the gateway builds it.
@@ -348,11 +384,11 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   }
   lr.request = std::move(a.request);
   if (auto err = workers[w].engine->Add(std::move(spec))) {
-    live.emplace(id, std::move(lr));
+    live.Insert(id, std::move(lr));
     Finish(id, false, "http_4xx", now);  // vLLM rejects what can never fit with a 400
     return {};
   }
-  live.emplace(id, std::move(lr));
+  live.Insert(id, std::move(lr));
   StartStep(w, now);
   return {};
 }
@@ -362,13 +398,8 @@ void Simulator::Impl::FailWorker(WorkerId w, Nanos now) {
   if (!ws.alive) return;
   // Its in-flight requests fail: mid-stream ones with a broken stream, queued ones with a
   // refused connection (the client sees the socket close either way).
-  std::vector<std::uint64_t> ids;
-  for (const auto& [id, lr] : live) {
-    if (lr.worker == w) ids.push_back(id);
-  }
-  std::sort(ids.begin(), ids.end());
-  for (std::uint64_t id : ids) {
-    const bool streaming = live[id].booking.first_token_seen;
+  for (std::uint64_t id : live.OnWorker(w)) {
+    const bool streaming = live.Find(id)->booking.first_token_seen;
     Finish(id, false, streaming ? "stream" : "connect", now);
   }
   AddCounters(ws.engine->Stats(), &ws.past);
