@@ -147,11 +147,37 @@ class KvIndex {
     const Entry* end() const { return begin() + size_; }
     std::size_t size() const { return size_; }
     bool empty() const { return size_ == 0; }
-    Entry* insert(Entry* pos, const Entry& e);
-    void erase(Entry* pos);
+    // Most blocks have one holder, so the inline cases are handled here without a call or a
+    // search; the heap cases are in index_holders.cc.
+    // First entry whose slot is >= `slot` (end() if none).
+    Entry* LowerBound(std::uint32_t slot) {
+      if (cap_ == 0) return (size_ != 0 && one_.slot < slot) ? &one_ + 1 : &one_;
+      return LowerBoundHeap(slot);
+    }
+    const Entry* LowerBound(std::uint32_t slot) const {
+      return const_cast<HolderList*>(this)->LowerBound(slot);
+    }
+    Entry* insert(Entry* pos, const Entry& e) {
+      if (cap_ == 0 && size_ == 0) {
+        one_ = e;
+        size_ = 1;
+        return &one_;
+      }
+      return InsertSlow(pos, e);
+    }
+    void erase(Entry* pos) {
+      if (cap_ == 0) {  // inline: pos is the one entry
+        size_ = 0;
+        return;
+      }
+      EraseHeap(pos);
+    }
     void clear();
 
    private:
+    Entry* LowerBoundHeap(std::uint32_t slot);
+    Entry* InsertSlow(Entry* pos, const Entry& e);
+    void EraseHeap(Entry* pos);
     void Take(HolderList& o);
     union {
       Entry one_;

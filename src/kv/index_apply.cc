@@ -231,30 +231,26 @@ const KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot)
 
 const KvIndex::Entry* KvIndex::FindEntryIn(const Node& node, std::uint32_t slot) {
   const HolderList& h = node.holders;
-  auto it = std::lower_bound(h.begin(), h.end(), slot,
-                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  auto it = h.LowerBound(slot);
   return (it != h.end() && it->slot == slot) ? &*it : nullptr;
 }
 
 KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) {
   HolderList& h = nodes_[node].holders;
-  auto it = std::lower_bound(h.begin(), h.end(), slot,
-                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  auto it = h.LowerBound(slot);
   return (it != h.end() && it->slot == slot) ? &*it : nullptr;
 }
 
 KvIndex::Entry& KvIndex::GetOrCreateEntry(std::uint32_t node, std::uint32_t slot) {
   HolderList& h = nodes_[node].holders;
-  auto it = std::lower_bound(h.begin(), h.end(), slot,
-                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  auto it = h.LowerBound(slot);
   if (it != h.end() && it->slot == slot) return *it;
   return *h.insert(it, Entry{slot, {}, {}});
 }
 
 void KvIndex::MaybeEraseEntry(std::uint32_t node, std::uint32_t slot) {
   HolderList& h = nodes_[node].holders;
-  auto it = std::lower_bound(h.begin(), h.end(), slot,
-                             [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+  auto it = h.LowerBound(slot);
   if (it == h.end() || it->slot != slot) return;
   if (AnyRef(it->ref) || AnyRef(it->kids)) return;
   h.erase(it);

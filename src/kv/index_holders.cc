@@ -1,4 +1,5 @@
 // KvIndex::HolderList: a node's entries, one inline, more on the heap (see index.h).
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -6,7 +7,12 @@
 
 namespace kvroute::kv {
 
-KvIndex::Entry* KvIndex::HolderList::insert(Entry* pos, const Entry& e) {
+KvIndex::Entry* KvIndex::HolderList::LowerBoundHeap(std::uint32_t slot) {
+  return std::lower_bound(heap_, heap_ + size_, slot,
+                          [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+}
+
+KvIndex::Entry* KvIndex::HolderList::InsertSlow(Entry* pos, const Entry& e) {
   const std::size_t at = static_cast<std::size_t>(pos - begin());
   if (cap_ == 0 && size_ == 0) {
     one_ = e;
@@ -28,7 +34,7 @@ KvIndex::Entry* KvIndex::HolderList::insert(Entry* pos, const Entry& e) {
   return d + at;
 }
 
-void KvIndex::HolderList::erase(Entry* pos) {
+void KvIndex::HolderList::EraseHeap(Entry* pos) {
   Entry* d = begin();
   const std::size_t at = static_cast<std::size_t>(pos - d);
   std::memmove(d + at, d + at + 1, (size_ - at - 1) * sizeof(Entry));
