@@ -1,6 +1,7 @@
 // Failure injection and fleet changes.
 #include <gtest/gtest.h>
 
+#include "engine/step_time.h"
 #include "simulate/sim_test_util.h"
 #include "simulate/simulator.h"
 
@@ -107,6 +108,31 @@ TEST(SimulatorFleetTest, AddedWorkersTakeRequests) {
       EXPECT_LT(d.worker, 2u);
     }
   }
+}
+
+TEST(SimulatorFleetTest, HeterogeneousWorkersRunTheirOwnProfiles) {
+  SimOptions o = Options(1, "round_robin");
+  auto llama = engine::LoadProfile("llama-3.1-8b-h100");
+  ASSERT_TRUE(llama.has_value());
+  o.fleet.workers.push_back(testing::SmallWorker());
+  o.fleet.workers[1].profile = *llama;
+  const engine::Profile qwen = o.fleet.workers[0].profile;
+  auto trace = std::make_shared<bench::Trace>();
+  trace->hash_block_tokens = 512;
+  // Two cold requests far apart: one per worker, each alone on its engine.
+  trace->requests = {{0.0, 2048, 3, {1, 2, 3, 4}}, {30.0, 2048, 3, {5, 6, 7, 8}}};
+  Simulator sim(std::move(o), NewTraceWorkload(trace, {}));
+  auto r = sim.Run();
+  ASSERT_TRUE(r.has_value()) << r.error();
+  ASSERT_EQ(r->decisions.size(), 2u);
+  ASSERT_EQ(r->decisions[0].worker, 0u);
+  ASSERT_EQ(r->decisions[1].worker, 1u);
+  EXPECT_DOUBLE_EQ(r->level.requests[0].result.ttft_s,
+                   ToSeconds(engine::StepTimeModel(qwen).PrefillTime(2048)));
+  EXPECT_DOUBLE_EQ(r->level.requests[1].result.ttft_s,
+                   ToSeconds(engine::StepTimeModel(*llama).PrefillTime(2048)));
+  EXPECT_NE(r->level.requests[0].result.ttft_s, r->level.requests[1].result.ttft_s);
+  EXPECT_EQ(r->workers[1].profile, "llama-3.1-8b-h100");
 }
 
 }  // namespace
