@@ -56,5 +56,38 @@ TEST(IndexFlatMapTest, ShrinksAfterMassErase) {
   for (std::uint64_t k = 9991; k <= 10000; ++k) EXPECT_NE(m.Find(k), nullptr);
 }
 
+// The hash folds the top half onto the bottom one: keys that differ only in their high bits
+// (a worker id in the top bits) stay distinct and findable through inserts and erases.
+TEST(IndexFlatMapTest, KeysDifferingOnlyInHighBitsAreAllKept) {
+  IndexFlatMap<std::uint32_t> m;
+  for (std::uint64_t i = 1; i <= 4096; ++i) m.Insert(i << 52, static_cast<std::uint32_t>(i));
+  for (std::uint64_t i = 1; i <= 4096; i += 2) EXPECT_TRUE(m.Erase(i << 52));
+  EXPECT_EQ(m.size(), 2048u);
+  for (std::uint64_t i = 2; i <= 4096; i += 2) {
+    ASSERT_NE(m.Find(i << 52), nullptr) << i;
+    EXPECT_EQ(*m.Find(i << 52), i);
+    EXPECT_EQ(m.Find((i - 1) << 52), nullptr);
+  }
+}
+
+// Past 16 MiB per array the map allocates huge-page-aligned memory; growing into that size,
+// rehashing there and shrinking back out of it keeps every element.
+TEST(IndexFlatMapTest, LargeTablesKeepEveryElementAcrossGrowthAndShrink) {
+  IndexFlatMap<std::uint8_t> m;
+  constexpr std::uint64_t kN = 1'600'000;  // > 3/4 of 2^21 slots: 16 MiB of keys
+  for (std::uint64_t k = 1; k <= kN; ++k) m.Insert(k * 0x9E3779B97F4A7C15ULL, k & 0xFF);
+  EXPECT_GE(m.capacity_bytes(), std::size_t{16} << 20);
+  for (std::uint64_t k = 1; k <= kN; ++k) {
+    const std::uint8_t* v = m.Find(k * 0x9E3779B97F4A7C15ULL);
+    ASSERT_NE(v, nullptr) << k;
+    ASSERT_EQ(*v, k & 0xFF);
+  }
+  for (std::uint64_t k = 1; k <= kN - 100; ++k) m.Erase(k * 0x9E3779B97F4A7C15ULL);
+  EXPECT_EQ(m.size(), 100u);
+  EXPECT_LT(m.capacity_bytes(), std::size_t{1} << 20);
+  for (std::uint64_t k = kN - 99; k <= kN; ++k)
+    EXPECT_NE(m.Find(k * 0x9E3779B97F4A7C15ULL), nullptr);
+}
+
 }  // namespace
 }  // namespace kvroute::kv

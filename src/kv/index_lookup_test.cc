@@ -69,6 +69,25 @@ TEST_F(IndexLookupTest, WorkersReportTheirOwnDepths) {
   }
 }
 
+// Drop points far apart, adjacent, and at both ends of a long prompt: the search resolves
+// several positions per round (galloping, then an 8-ary search) and must land on each one.
+TEST_F(IndexLookupTest, ManyDistinctDepthsOnALongPromptAreEachExact) {
+  constexpr std::uint32_t kBlocks = 3000;
+  std::vector<std::uint32_t> depths = {1,   2,   3,    9,    10,   17,   64,   65,   127,
+                                       128, 129, 1000, 2047, 2048, 2049, 2990, 2999, 3000};
+  for (std::uint32_t d = 5; d < kBlocks; d += 37) depths.push_back(d);
+  for (WorkerId w = 0; w < depths.size(); ++w) {
+    const std::uint64_t base = (w + 1) * 10000;
+    index_.ApplyBatch(
+        w, Batch({Store(Hashes(base, base + depths[w]), std::nullopt, Range(0, depths[w]))}));
+  }
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, kBlocks))));
+  ASSERT_EQ(m.size(), depths.size());
+  for (WorkerId w = 0; w < depths.size(); ++w) {
+    EXPECT_EQ(m[w], Match(w, depths[w], 0, 0, 0, depths[w])) << "depth " << depths[w];
+  }
+}
+
 TEST_F(IndexLookupTest, HealedHoleMatchesFullDepthAgain) {
   index_.ApplyBatch(1, Batch({Store(Hashes(100, 120), std::nullopt, Range(0, 20)), Remove({105}),
                               Store({105}, 104, {5})}));
