@@ -4,12 +4,22 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+
+namespace kvroute::gateway {
+struct ConfigOverrides;
+}
 
 namespace kvroute::app {
 
 void RegisterVersionCommand(CLI::App& app, int* exit_code);
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
 void RegisterSimCommand(CLI::App& app, int* exit_code);
+void RegisterServeCommand(CLI::App& app, int* exit_code);
+void RegisterConfigCommand(CLI::App& app, int* exit_code);
+// --config and the override flags shared by `serve` and `config check` (cmd_config.cc).
+void AddGatewayConfigFlags(CLI::App* cmd, std::string* config_path,
+                           gateway::ConfigOverrides* overrides);
 void RegisterSimulateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace kvroute::app

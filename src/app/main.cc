@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   kvroute::app::RegisterVersionCommand(app, &exit_code);
   kvroute::app::RegisterBenchCommand(app, &exit_code);
   kvroute::app::RegisterSimCommand(app, &exit_code);
+  kvroute::app::RegisterServeCommand(app, &exit_code);
+  kvroute::app::RegisterConfigCommand(app, &exit_code);
   kvroute::app::RegisterSimulateCommand(app, &exit_code);
   try {
     app.parse(argc, argv);

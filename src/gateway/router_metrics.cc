@@ -81,8 +81,11 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                           .Name("kvroute_worker_inflight_requests")
                           .Help("Router-side in-flight requests per worker")
                           .Register(r);
-  auto& index = BuildGauge().Name("kvroute_index_blocks").Help("Distinct blocks in the KV index");
-  index_blocks_ = &index.Register(r).Add({});
+  index_blocks_ = &BuildGauge()
+                       .Name("kvroute_index_blocks")
+                       .Help("Distinct blocks in the KV index")
+                       .Register(r)
+                       .Add({});
   index_entries_ = &BuildGauge()
                         .Name("kvroute_index_entries")
                         .Help("(block, worker) pairs in the KV index")

@@ -1,0 +1,62 @@
+// The HTTP surface of `kvroute serve` (everything but the proxying itself, which is
+// proxy.h): routes, API-key check, and the small endpoints:
+//
+//   POST /v1/completions, /v1/chat/completions   → Proxy (streaming or not)
+//   GET  /v1/models        models of the routable workers (their own /v1/models answers)
+//   POST /tokenize, /detokenize   answered by kvroute's tokenizer (precise mode)
+//   GET  /health           liveness: 200 while the process serves HTTP
+//   GET  /ready            readiness: 200 only when not draining and a worker is routable
+//   GET  /metrics          Prometheus text (RouterMetrics; gauges refreshed per scrape)
+//   POST /debug/route      the decision for a request body, with reasons; nothing is sent
+//   GET  /admin/workers    every worker: health, drain, load, scraped metrics, learned rates
+//   POST /admin/drain, /admin/undrain   body {"worker": "<name>"}
+//
+// With api_keys configured, /v1/*, /tokenize, /detokenize, /debug/* and /admin/* need
+// "Authorization: Bearer <key>" (401 otherwise); /health, /ready and /metrics stay open for
+// probes and scrapers.
+//
+// Ownership: borrows everything in EndpointContext (owned by Gateway, outlives the server).
+// Thread safety: handlers run concurrently on the server threads; every dependency is
+// thread-safe; the debug PolicyState is guarded by its own mutex.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "gateway/config.h"
+#include "net/http_server.h"
+#include "tokenize/tokenizer.h"
+
+namespace kvroute::gateway {
+
+class Proxy;
+class RequestPipeline;
+class WorkerRegistry;
+class RouterMetrics;
+class ModelCatalog;
+
+struct EndpointContext {
+  const GatewayConfig* config = nullptr;
+  Proxy* proxy = nullptr;
+  const RequestPipeline* pipeline = nullptr;
+  WorkerRegistry* registry = nullptr;
+  RouterMetrics* metrics = nullptr;
+  const ModelCatalog* catalog = nullptr;
+  tokenize::TokenizerPtr tokenizer;  // may be null (approximate mode)
+  const Clock* clock = nullptr;
+  const std::atomic<bool>* draining = nullptr;
+  // Refreshes mirrored gauges (index size, lag, parity, worker state) before an exposition.
+  std::function<void()> refresh_metrics;
+};
+
+// Registers every route above on `server` (before Start).
+void RegisterEndpoints(net::HttpServer& server, std::shared_ptr<const EndpointContext> context);
+
+// True when `header` ("Bearer <key>") carries one of `keys`, or `keys` is empty.
+bool Authorized(std::string_view header, const std::vector<std::string>& keys);
+
+}  // namespace kvroute::gateway

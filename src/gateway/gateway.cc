@@ -1,0 +1,391 @@
+#include "gateway/gateway.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "client/blocking_http_client.h"
+#include "common/clock.h"
+#include "gateway/admin.h"
+#include "gateway/engine_metrics.h"
+#include "gateway/kv_feed.h"
+#include "gateway/model_catalog.h"
+#include "gateway/parity.h"
+#include "gateway/proxy.h"
+#include "gateway/request_pipeline.h"
+#include "gateway/router_metrics.h"
+#include "gateway/worker_health.h"
+#include "gateway/worker_registry.h"
+#include "kv/approx_predicted.h"
+#include "kv/index.h"
+#include "net/http_server.h"
+#include "sched/registry.h"
+#include "tokenize/hf_tokenizer.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::gateway {
+namespace {
+
+std::chrono::milliseconds Ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+sched::Role RoleOf(const std::string& role) {
+  if (role == "prefill") return sched::Role::kPrefill;
+  if (role == "decode") return sched::Role::kDecode;
+  return sched::Role::kMixed;
+}
+
+}  // namespace
+
+struct Gateway::Parts {
+  GatewayConfig config;
+  std::shared_ptr<const sched::Policy> policy;
+  tokenize::TokenizerPtr tokenizer;
+  SteadyClock clock;
+  RouterMetrics metrics;
+  ModelCatalog catalog;
+  std::atomic<bool> draining{false};
+  std::uint32_t block_size = kv::kDefaultBlockSize;
+
+  std::unique_ptr<WorkerRegistry> registry;
+  std::unique_ptr<kv::KvIndex> index;
+  std::unique_ptr<kv::PredictedBlocks> predicted;
+  std::unique_ptr<KvFeed> feed;
+  std::unique_ptr<ParityChecker> parity;
+  std::unique_ptr<EngineMetricsScraper> scraper;
+  std::unique_ptr<HealthChecker> health;
+  std::unique_ptr<RequestPipeline> pipeline;
+  std::unique_ptr<Proxy> proxy;
+  std::unique_ptr<net::HttpServer> server;
+  std::map<WorkerId, std::string> names;
+
+  // Maintenance thread: model catalog, parity check, prediction expiry.
+  std::thread maintenance;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;  // guarded by mu
+  bool stopped = false;
+
+  std::uint32_t LearnBlockSize();
+  void RefreshCatalog(client::BlockingHttpClient& http);
+  void Maintain();
+  void RefreshMetrics();
+  ParityIndexView IndexView() const;
+};
+
+std::uint32_t Gateway::Parts::LearnBlockSize() {
+  if (config.block_size > 0) return config.block_size;
+  std::mutex m;
+  std::map<std::uint32_t, int> seen;
+  ScraperOptions opts;
+  opts.timeout = std::chrono::milliseconds(2'000);
+  std::vector<ScrapeTarget> targets;
+  for (std::size_t i = 0; i < config.workers.size(); ++i) {
+    targets.push_back({static_cast<WorkerId>(i), config.workers[i].url});
+  }
+  EngineMetricsScraper probe(
+      opts, [targets] { return targets; },
+      [&](WorkerId, std::expected<EngineMetrics, std::string> r) {
+        if (r && r->block_size && *r->block_size > 0) {
+          std::lock_guard lock(m);
+          ++seen[*r->block_size];
+        }
+      },
+      &clock);
+  probe.RunOnce();
+  if (seen.empty()) {
+    spdlog::warn("block size: no worker reported cache_config_info; using {}",
+                 kv::kDefaultBlockSize);
+    return kv::kDefaultBlockSize;
+  }
+  if (seen.size() > 1) {
+    spdlog::warn("block size: workers disagree ({} sizes); using the most common", seen.size());
+  }
+  return std::max_element(seen.begin(), seen.end(),
+                          [](auto& a, auto& b) { return a.second < b.second; })
+      ->first;
+}
+
+void Gateway::Parts::RefreshCatalog(client::BlockingHttpClient& http) {
+  for (const auto& w : registry->List()) {
+    auto req = client::MakeRequest("GET", w.spec.base_url + "/v1/models");
+    if (!req) continue;
+    req->timeouts = client::Timeouts{.connect = std::chrono::milliseconds(1'000),
+                                     .first_byte = std::chrono::milliseconds(2'000),
+                                     .idle = std::chrono::milliseconds(2'000),
+                                     .total = std::chrono::milliseconds(3'000)};
+    auto res = http.Send(std::move(*req));
+    if (!res || res->status != 200) continue;
+    auto cards = ParseModelList(res->body);
+    if (cards) catalog.Update(w.id, std::move(*cards));
+  }
+}
+
+ParityIndexView Gateway::Parts::IndexView() const {
+  ParityIndexView v;
+  if (!index) return v;
+  kv::IndexCounters c = index->counters();
+  v.keyer_block_size = index->keyer().block_size();
+  v.last_event_block_size = c.last_event_block_size;
+  v.batches = c.batches;
+  v.blocks_stored = c.blocks_stored;
+  return v;
+}
+
+void Gateway::Parts::Maintain() {
+  client::BlockingHttpClient http;
+  auto last_catalog = std::chrono::steady_clock::now();
+  const auto catalog_every =
+      std::max(Ms(config.scrape_interval_s) * 5, std::chrono::milliseconds(2'000));
+  std::unique_lock lock(mu);
+  while (!stop) {
+    cv.wait_for(lock, std::chrono::milliseconds(500));
+    if (stop) break;
+    lock.unlock();
+    const Nanos now = clock.Now();
+    if (std::chrono::steady_clock::now() - last_catalog >= catalog_every) {
+      RefreshCatalog(http);
+      last_catalog = std::chrono::steady_clock::now();
+    }
+    predicted->Expire(now);
+    if (parity && index) {
+      auto lookup = [this](WorkerId worker, std::span<const kv::BlockKey> keys) -> std::uint32_t {
+        for (const auto& m : index->Lookup(keys)) {
+          if (m.worker == worker) return m.any_depth;
+        }
+        return 0;
+      };
+      if (auto warning = parity->Check(now, lookup, IndexView())) {
+        spdlog::warn("parity: {}", warning->message);
+      }
+    }
+    lock.lock();
+  }
+}
+
+void Gateway::Parts::RefreshMetrics() {
+  const Nanos now = clock.Now();
+  for (const auto& w : registry->List()) {
+    HealthStatus h = registry->health().Status(w.id, now);
+    metrics.SetWorkerState(w.spec.name, h.Routable(), h.draining,
+                           registry->load().Load(w.id).inflight_requests);
+  }
+  if (index) {
+    kv::IndexStats s = index->stats();
+    metrics.SetIndex(static_cast<double>(s.nodes), static_cast<double>(s.entries),
+                     static_cast<double>(predicted->size()));
+  } else {
+    metrics.SetIndex(0, 0, static_cast<double>(predicted->size()));
+  }
+  if (feed) {
+    for (const auto& [id, c] : feed->AllCounters()) {
+      auto it = names.find(id);
+      if (it != names.end()) metrics.SetEventLag(it->second, c.last_lag_s);
+    }
+  }
+  if (parity) metrics.SetParity("all", parity->counters().ratio());
+}
+
+Gateway::Gateway(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Gateway::~Gateway() { Stop(); }
+
+std::expected<std::unique_ptr<Gateway>, std::string> Gateway::Create(GatewayConfig config) {
+  if (auto ok = Validate(config); !ok) return std::unexpected(ok.error());
+  auto parts = std::make_unique<Parts>();
+  auto policy = sched::Registry::Builtin().ParsePolicy(config.policy_yaml);
+  if (!policy) return std::unexpected("scheduler.policy." + policy.error().message);
+  parts->policy = *policy;
+  if (config.mode == RoutingMode::kPrecise) {
+    if (config.tokenizer.kind == "hf") {
+      auto tok = tokenize::LoadHfTokenizer(config.tokenizer.model_dir);
+      if (!tok) return std::unexpected("tokenizer.model_dir: " + tok.error());
+      parts->tokenizer = *tok;
+    } else {
+      parts->tokenizer = std::make_shared<tokenize::SimpleTokenizer>();
+    }
+  }
+  parts->config = std::move(config);
+  return std::unique_ptr<Gateway>(new Gateway(std::move(parts)));
+}
+
+std::expected<void, std::string> Gateway::Start() {
+  Parts& p = *parts_;
+  const GatewayConfig& c = p.config;
+  p.block_size = p.LearnBlockSize();
+  spdlog::info("block size {} tokens; mode {}; policy {}; failure_mode {}", p.block_size,
+               RoutingModeName(c.mode), p.policy->name(), FailureModeName(c.failure_mode));
+
+  RegistryOptions ropts;
+  p.registry = std::make_unique<WorkerRegistry>(ropts);
+  kv::PredictedOptions popts;
+  popts.ttl = FromSeconds(c.mode == RoutingMode::kPrecise ? c.predicted_ttl_s : c.approx_ttl_s);
+  p.predicted = std::make_unique<kv::PredictedBlocks>(popts);
+  if (c.mode == RoutingMode::kPrecise) {
+    p.index = std::make_unique<kv::KvIndex>(kv::BlockKeyer(p.block_size));
+    p.feed = std::make_unique<KvFeed>(p.index.get());
+    p.parity = std::make_unique<ParityChecker>(ParityOptions{}, p.IndexView());
+  }
+
+  const Nanos now = p.clock.Now();
+  for (std::size_t i = 0; i < c.workers.size(); ++i) {
+    const WorkerConfig& w = c.workers[i];
+    WorkerSpec spec;
+    spec.name = w.name;
+    spec.base_url = w.url;
+    spec.models = w.models;
+    spec.role = RoleOf(w.role);
+    spec.labels = w.labels;
+    spec.profile = w.profile;
+    spec.block_size = p.block_size;
+    if (!w.kv_events.endpoint.empty()) {
+      spec.kv_events =
+          KvEventSpec{w.kv_events.endpoint, w.kv_events.replay_endpoint, w.kv_events.topic};
+    }
+    auto id = p.registry->Add(spec, now);
+    if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
+    p.names[*id] = w.name;
+    p.catalog.SetConfigured(*id, w.models);
+    if (p.feed && spec.kv_events) {
+      auto url = client::ParseUrl(w.url);
+      auto ok = p.feed->AddWorker(*id, *spec.kv_events, url ? url->host : "127.0.0.1");
+      if (!ok)
+        return std::unexpected("workers[" + std::to_string(i) + "].kv_events: " + ok.error());
+    }
+  }
+
+  WorkerRegistry* registry = p.registry.get();
+  ScraperOptions sopts;
+  sopts.interval = Ms(c.scrape_interval_s);
+  p.scraper = std::make_unique<EngineMetricsScraper>(
+      sopts,
+      [registry] {
+        std::vector<ScrapeTarget> t;
+        for (const auto& w : registry->List()) t.push_back({w.id, w.spec.base_url});
+        return t;
+      },
+      [registry](WorkerId w, std::expected<EngineMetrics, std::string> m) {
+        if (m) registry->SetMetrics(w, std::move(*m));
+      },
+      &p.clock);
+  HealthCheckerOptions hopts;
+  hopts.interval = Ms(c.health_interval_s);
+  const Clock* clock = &p.clock;
+  p.health = std::make_unique<HealthChecker>(
+      hopts,
+      [registry, clock] {
+        std::vector<ProbeTarget> t;
+        for (WorkerId id : registry->health().ProbeTargets(clock->Now())) {
+          if (auto info = registry->Find(id)) t.push_back({id, info->spec.base_url});
+        }
+        return t;
+      },
+      &registry->health(), &p.clock);
+  p.scraper->RunOnce();
+  {
+    client::BlockingHttpClient http;
+    p.RefreshCatalog(http);
+  }
+  p.scraper->Start();
+  p.health->Start();
+
+  PipelineDeps deps;
+  deps.registry = registry;
+  deps.index = p.index.get();
+  deps.predicted = p.predicted.get();
+  deps.tokenizer = p.tokenizer;
+  deps.policy = p.policy;
+  ModelCatalog* catalog = &p.catalog;
+  deps.max_model_len = [catalog](std::string_view model) { return catalog->MaxModelLen(model); };
+  PipelineOptions pipe_opts;
+  pipe_opts.mode = c.mode;
+  pipe_opts.failure_mode = c.failure_mode;
+  pipe_opts.block_size = p.block_size;
+  pipe_opts.inject_schedule_error = c.debug_fault == "schedule_error";
+  p.pipeline = std::make_unique<RequestPipeline>(std::move(deps), pipe_opts);
+
+  ProxyOptions xopts;
+  xopts.lanes = c.proxy_threads;
+  xopts.max_attempts = c.limits.max_attempts;
+  xopts.seed = c.scheduler_seed;
+  xopts.timeouts.connect = std::chrono::milliseconds(c.timeouts.connect_ms);
+  xopts.timeouts.first_byte = std::chrono::milliseconds(c.timeouts.first_byte_ms);
+  xopts.timeouts.idle = std::chrono::milliseconds(c.timeouts.idle_ms);
+  p.proxy = std::make_unique<Proxy>(xopts, p.pipeline.get(), registry, &p.metrics, p.parity.get(),
+                                    &p.clock);
+
+  net::ServerOptions server_opts;
+  server_opts.host = c.host;
+  server_opts.port = static_cast<std::uint16_t>(c.port);
+  server_opts.threads = c.http_threads;
+  // The handler answers 413 with an OpenAI error object; the server only refuses (plain 413,
+  // without reading them) bodies far beyond the limit.
+  server_opts.body_limit = static_cast<std::size_t>(
+      std::max<std::int64_t>(c.limits.max_body_bytes * 4, c.limits.max_body_bytes + (1 << 20)));
+  server_opts.server_name = "kvroute";
+  p.server = std::make_unique<net::HttpServer>(server_opts);
+
+  auto ctx = std::make_shared<EndpointContext>();
+  ctx->config = &p.config;
+  ctx->proxy = p.proxy.get();
+  ctx->pipeline = p.pipeline.get();
+  ctx->registry = registry;
+  ctx->metrics = &p.metrics;
+  ctx->catalog = &p.catalog;
+  ctx->tokenizer = p.tokenizer;
+  ctx->clock = &p.clock;
+  ctx->draining = &p.draining;
+  Parts* raw = &p;
+  ctx->refresh_metrics = [raw] { raw->RefreshMetrics(); };
+  RegisterEndpoints(*p.server, ctx);
+  if (auto ok = p.server->Start(); !ok) return std::unexpected(ok.error());
+
+  p.maintenance = std::thread([raw] { raw->Maintain(); });
+  return {};
+}
+
+std::uint16_t Gateway::port() const { return parts_->server ? parts_->server->port() : 0; }
+std::uint32_t Gateway::block_size() const { return parts_->block_size; }
+const sched::Policy& Gateway::policy() const { return *parts_->policy; }
+
+std::size_t Gateway::Drain() {
+  Parts& p = *parts_;
+  if (p.stopped) return 0;
+  p.draining = true;
+  std::size_t cut = 0;
+  if (p.server) {
+    spdlog::info(
+        "draining: readiness false; refusing new connections in {} s; in-flight "
+        "requests get up to {} s",
+        p.config.shutdown_grace_s, p.config.drain_timeout_s);
+    std::this_thread::sleep_for(Ms(p.config.shutdown_grace_s));
+    cut = p.server->Shutdown(Ms(p.config.drain_timeout_s));
+  }
+  Stop();
+  return cut;
+}
+
+void Gateway::Stop() {
+  Parts& p = *parts_;
+  if (p.stopped) return;
+  p.stopped = true;
+  p.draining = true;
+  if (p.server) p.server->Shutdown(std::chrono::milliseconds(0));
+  {
+    std::lock_guard lock(p.mu);
+    p.stop = true;
+  }
+  p.cv.notify_all();
+  if (p.maintenance.joinable()) p.maintenance.join();
+  if (p.proxy) p.proxy->Stop();
+  if (p.health) p.health->Stop();
+  if (p.scraper) p.scraper->Stop();
+  p.feed.reset();
+}
+
+}  // namespace kvroute::gateway

@@ -1,0 +1,50 @@
+// Gateway: `kvroute serve` as a library — builds every part from a GatewayConfig, starts them
+// in order, and stops them in reverse, with the drain semantics of docs/operations.md.
+//
+//   Create   validate the config, build the policy and the tokenizer (no I/O yet)
+//   Start    learn the block size (config, else the workers' cache_config_info, else 16),
+//            register workers, subscribe to KV events, start scrapers, health checks, the
+//            maintenance thread (model catalog, parity check, prediction expiry) and the
+//            HTTP server
+//   Drain    readiness false → `shutdown_grace_s` later new connections are refused →
+//            in-flight requests run until `drain_timeout_s` → the rest are cut
+//
+// Ownership: owns every component. Thread safety: Create/Start/Drain/Stop from one thread (the
+// command's main thread); port(), ready() and policy() from any.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <string>
+
+#include "gateway/config.h"
+#include "sched/policy.h"
+
+namespace kvroute::gateway {
+
+class Gateway {
+ public:
+  static std::expected<std::unique_ptr<Gateway>, std::string> Create(GatewayConfig config);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  std::expected<void, std::string> Start();
+  std::uint16_t port() const;
+  std::uint32_t block_size() const;
+  const sched::Policy& policy() const;
+
+  // SIGTERM semantics; returns the number of requests cut at the deadline.
+  std::size_t Drain();
+  void Stop();  // immediate: Drain with no grace and no wait
+
+  struct Parts;
+
+ private:
+  explicit Gateway(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace kvroute::gateway

@@ -1,0 +1,584 @@
+#include "gateway/proxy.h"
+
+// GCC 12 reports a false -Wmismatched-new-delete on Asio's coroutine frame allocator when one
+// coroutine is inlined into another (Run → Attempts); the frame is allocated and freed by the
+// same awaitable_frame_base operators.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "api/api_error.h"
+#include "api/sse_parser.h"
+#include "api/stream_chunks.h"
+#include "client/async_http_client.h"
+#include "gateway/parity.h"
+#include "gateway/request_pipeline.h"
+#include "gateway/router_metrics.h"
+#include "gateway/worker_registry.h"
+#include "net/body_queue.h"
+#include "sched/plugin.h"
+
+namespace kvroute::gateway {
+
+namespace asio = boost::asio;
+
+const char* AttemptFailureName(AttemptFailure failure) {
+  switch (failure) {
+    case AttemptFailure::kConnect:
+      return "connect";
+    case AttemptFailure::kFirstByteTimeout:
+      return "first_byte_timeout";
+    case AttemptFailure::kClosed:
+      return "closed";
+    case AttemptFailure::kIdleTimeout:
+      return "idle_timeout";
+    case AttemptFailure::kUnavailable:
+      return "unavailable";
+    case AttemptFailure::kProtocol:
+      return "protocol";
+  }
+  return "unknown";
+}
+
+RetryDecision DecideRetry(AttemptFailure failure, bool sent_to_client, int attempts_made,
+                          int max_attempts) {
+  (void)failure;  // every kind is retryable while the client has seen nothing
+  if (sent_to_client) return RetryDecision::kGiveUp;
+  if (attempts_made >= max_attempts) return RetryDecision::kGiveUp;
+  return RetryDecision::kRetry;
+}
+
+AttemptFailure FailureOf(client::ErrorKind kind) {
+  switch (kind) {
+    case client::ErrorKind::kConnectRefused:
+    case client::ErrorKind::kConnectTimeout:
+      return AttemptFailure::kConnect;
+    case client::ErrorKind::kFirstByteTimeout:
+      return AttemptFailure::kFirstByteTimeout;
+    case client::ErrorKind::kIdleTimeout:
+    case client::ErrorKind::kTotalTimeout:
+      return AttemptFailure::kIdleTimeout;
+    case client::ErrorKind::kClosedEarly:
+    case client::ErrorKind::kCancelled:
+      return AttemptFailure::kClosed;
+    case client::ErrorKind::kProtocol:
+      return AttemptFailure::kProtocol;
+  }
+  return AttemptFailure::kProtocol;
+}
+
+std::string RequestIdFor(const net::HttpRequest& request) {
+  std::string_view given = request.Header("x-request-id");
+  bool sane = !given.empty() && given.size() <= 128;
+  for (char c : given) {
+    if (c < 0x21 || c > 0x7e) sane = false;
+  }
+  if (sane) return std::string(given);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+namespace {
+
+net::HttpResponse ErrorResponse(const api::ApiError& error, const std::string& request_id) {
+  net::HttpResponse r = net::JsonResponse(error.status, error.Body());
+  r.headers.emplace_back("x-request-id", request_id);
+  return r;
+}
+
+bool IsUnavailableStatus(int status) { return status == 502 || status == 503 || status == 504; }
+
+}  // namespace
+
+// One single-threaded io_context: everything of a request assigned to it runs on its thread,
+// so a request's state needs no lock and ResponseStream::Cancel is safe to post here.
+struct Lane {
+  explicit Lane(std::uint64_t seed, const client::ClientOptions& options)
+      : guard(asio::make_work_guard(ctx)),
+        client(std::make_unique<client::AsyncHttpClient>(ctx.get_executor(), options)),
+        state(seed) {}
+  asio::io_context ctx{1};
+  asio::executor_work_guard<asio::io_context::executor_type> guard;
+  std::unique_ptr<client::AsyncHttpClient> client;
+  sched::PolicyState state;  // touched only on this lane's thread
+  std::thread thread;
+};
+
+class Proxy::Impl {
+ public:
+  Impl(ProxyOptions options, const RequestPipeline* pipeline, WorkerRegistry* registry,
+       RouterMetrics* metrics, ParityChecker* parity, const Clock* clock)
+      : options_(options),
+        pipeline_(pipeline),
+        registry_(registry),
+        metrics_(metrics),
+        parity_(parity),
+        clock_(clock) {
+    client::ClientOptions copts;
+    copts.timeouts = options.timeouts;
+    copts.max_body_bytes = options.max_response_bytes;
+    copts.user_agent = "kvroute/0.1";
+    for (int i = 0; i < std::max(1, options.lanes); ++i) {
+      lanes_.push_back(std::make_unique<Lane>(options.seed + i, copts));
+    }
+    for (auto& lane : lanes_) {
+      Lane* l = lane.get();
+      l->thread = std::thread([l] { l->ctx.run(); });
+    }
+  }
+
+  ~Impl() { Stop(); }
+
+  void Stop() {
+    if (stopped_.exchange(true)) return;
+    for (auto& lane : lanes_) {
+      Lane* l = lane.get();
+      asio::post(l->ctx, [l] { l->client->CloseIdle(); });
+      l->guard.reset();
+    }
+    for (auto& lane : lanes_) {
+      // Streams still open (should be none after the server stopped) are abandoned.
+      lane->ctx.stop();
+      if (lane->thread.joinable()) lane->thread.join();
+    }
+  }
+
+  Lane& NextLane() { return *lanes_[next_lane_.fetch_add(1) % lanes_.size()]; }
+
+  const ProxyOptions options_;
+  const RequestPipeline* const pipeline_;
+  WorkerRegistry* const registry_;
+  RouterMetrics* const metrics_;
+  ParityChecker* const parity_;
+  const Clock* const clock_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<std::size_t> next_lane_{0};
+  std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::int64_t> active_{0};
+  std::atomic<bool> stopped_{false};
+};
+
+namespace {
+
+// One proxied request. Lives on its lane's thread (every member below is touched only there,
+// except through posted calls). Also the BodySource of a relayed stream.
+class Exchange final : public net::BodySource, public std::enable_shared_from_this<Exchange> {
+ public:
+  Exchange(Proxy::Impl* proxy, Lane* lane, PreparedRequest request, std::string request_id)
+      : proxy_(proxy),
+        lane_(lane),
+        request_(std::move(request)),
+        request_id_(std::move(request_id)),
+        id_(proxy->next_id_.fetch_add(1)),
+        arrived_(proxy->clock_->Now()) {
+    proxy_->active_.fetch_add(1);
+    proxy_->metrics_->InflightDelta(1);
+  }
+  ~Exchange() override {
+    proxy_->active_.fetch_sub(1);
+    proxy_->metrics_->InflightDelta(-1);
+  }
+
+  std::shared_ptr<net::DeferredSlot> MakeSlot() {
+    std::weak_ptr<Exchange> weak = weak_from_this();
+    slot_ = std::make_shared<net::DeferredSlot>([weak] {
+      if (auto self = weak.lock()) self->PostCancel();
+    });
+    return slot_;
+  }
+
+  void Start() {
+    auto self = shared_from_this();
+    asio::co_spawn(lane_->ctx, Run(self), [self](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        spdlog::error("request {}: proxy failed: {}", self->request_id_, ex.what());
+      }
+      self->Answer(ErrorResponse(api::ApiError::Internal(), self->request_id_));
+      self->Finish(false, 500);
+    });
+  }
+
+  // net::BodySource (the relayed stream). Called from server threads: hop onto the lane.
+  void Pull(Deliver deliver) override {
+    auto self = shared_from_this();
+    asio::post(lane_->ctx, [self, deliver = std::move(deliver)]() mutable {
+      self->PullOnLane(std::move(deliver));
+    });
+  }
+  void Cancel() override { PostCancel(); }
+
+ private:
+  static asio::awaitable<void> Run(std::shared_ptr<Exchange> self) { co_await self->Attempts(); }
+
+  void PostCancel() {
+    auto self = shared_from_this();
+    asio::post(lane_->ctx, [self] { self->CancelOnLane(); });
+  }
+
+  void CancelOnLane() {
+    if (cancelled_) return;
+    cancelled_ = true;
+    if (upstream_) upstream_->Cancel();
+    if (routed_ && !finished_) {
+      proxy_->metrics_->OnError("client_cancelled");
+      Finish(false, 499);
+    }
+  }
+
+  void Answer(net::HttpResponse response) {
+    if (answered_) return;
+    answered_ = true;
+    slot_->Set(std::move(response));
+  }
+
+  client::ClientRequest UpstreamRequest() const {
+    client::ClientRequest r;
+    auto url = client::ParseUrl(route_.base_url);
+    if (url) {
+      r.host = url->host;
+      r.port = url->port;
+    }
+    r.method = "POST";
+    r.target = request_.endpoint == api::Endpoint::kCompletions ? "/v1/completions"
+                                                                : "/v1/chat/completions";
+    r.body = request_.body;
+    r.content_type = "application/json";
+    r.headers.emplace_back("x-request-id", request_id_);
+    return r;
+  }
+
+  // Book the route: load, prediction, parity, metrics.
+  void OnRouted() {
+    Nanos now = proxy_->clock_->Now();
+    routed_ = true;
+    finished_ = false;
+    first_token_at_.reset();
+    last_token_at_.reset();
+    tokens_ = 0;
+    RoutedRequest rr;
+    rr.worker = route_.worker;
+    rr.prompt_tokens =
+        static_cast<std::uint64_t>(std::max<std::int64_t>(request_.prompt_tokens, 0));
+    rr.uncached_tokens = route_.uncached_tokens;
+    rr.kv_blocks = route_.kv_blocks;
+    proxy_->registry_->load().OnRouted(id_, rr, now);
+    proxy_->pipeline_->OnRouted(request_, route_, now);
+    if (proxy_->parity_ != nullptr && !request_.keys.empty() &&
+        proxy_->pipeline_->options().mode == RoutingMode::kPrecise) {
+      proxy_->parity_->OnRouted(id_, route_.worker, request_.keys, now);
+    }
+    const std::uint32_t bs = request_.block_size;
+    const double prompt = static_cast<double>(rr.prompt_tokens);
+    proxy_->metrics_->AddPromptTokens(prompt);
+    static constexpr const char* kTierNames[] = {"gpu", "cpu", "disk", "shared"};
+    std::uint32_t counted = 0;
+    for (int t = 0; t < kv::kNumTiers && t < 4; ++t) {
+      // Each block counted once, at its fastest tier (tiers are layered like the scheduler's).
+      std::uint32_t depth = std::max(route_.cached_blocks[t], counted);
+      proxy_->metrics_->AddPredictedCached(
+          kTierNames[t], std::min(prompt, static_cast<double>(depth - counted) * bs));
+      counted = depth;
+    }
+  }
+
+  // One attempt failed before the client saw anything.
+  void OnAttemptFailed(AttemptFailure failure, const std::string& detail) {
+    Nanos now = proxy_->clock_->Now();
+    spdlog::warn("request {}: worker {} failed ({}: {})", request_id_, route_.worker_name,
+                 AttemptFailureName(failure), detail);
+    if (failure != AttemptFailure::kUnavailable) {
+      proxy_->registry_->health().OnFailure(route_.worker, now);
+    }
+    proxy_->registry_->load().OnDone(id_, now, false);
+    if (proxy_->parity_ != nullptr) proxy_->parity_->OnFailed(id_);
+    routed_ = false;
+    upstream_.reset();
+  }
+
+  void Finish(bool ok, int status) {
+    if (finished_) return;
+    finished_ = true;
+    Nanos now = proxy_->clock_->Now();
+    if (routed_) {
+      proxy_->registry_->load().OnDone(id_, now, ok);
+      if (!ok && proxy_->parity_ != nullptr) proxy_->parity_->OnFailed(id_);
+    }
+    proxy_->metrics_->OnRequestDone(request_.model, routed_ ? route_.worker_name : "", status);
+    spdlog::info(
+        "request {} model={} worker={} status={} stream={} prompt_tokens={} cached_blocks={} "
+        "tokens={} ttft_ms={:.1f} total_ms={:.1f} attempts={}{}",
+        request_id_, request_.model, route_.worker_name, status, request_.stream,
+        request_.prompt_tokens, route_.cached_any_blocks, tokens_,
+        first_token_at_ ? ToSeconds(*first_token_at_ - arrived_) * 1e3 : -1.0,
+        ToSeconds(now - arrived_) * 1e3, attempts_, route_.fell_back ? " fell_back" : "");
+  }
+
+  // Counts output tokens in relayed SSE bytes (one event with a choice = one token piece).
+  void Observe(std::string_view piece) {
+    events_.clear();
+    if (!sse_.Feed(piece, events_)) return;
+    std::uint32_t n = 0;
+    for (const auto& e : events_) {
+      if (e.done) continue;
+      if (e.data.starts_with("{\"error\"")) {
+        stream_error_ = true;
+        continue;
+      }
+      if (e.data.find("\"choices\":[]") != std::string::npos) continue;  // usage-only chunk
+      ++n;
+    }
+    if (n == 0) return;
+    Nanos now = proxy_->clock_->Now();
+    if (!first_token_at_) {
+      first_token_at_ = now;
+      proxy_->registry_->load().OnFirstToken(id_, now);
+      if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, now);
+      proxy_->metrics_->ObserveTtft(request_.model, ToSeconds(now - arrived_));
+      if (n > 1) proxy_->registry_->load().OnToken(id_, now, n - 1);
+    } else {
+      proxy_->registry_->load().OnToken(id_, now, n);
+      proxy_->metrics_->ObserveItl(request_.model, ToSeconds(now - *last_token_at_) / n);
+    }
+    last_token_at_ = now;
+    tokens_ += n;
+  }
+
+  asio::awaitable<void> Attempts() {
+    const int max_attempts = std::max(1, proxy_->options_.max_attempts);
+    std::vector<WorkerId> tried;
+    api::ApiError last_error = api::ApiError::Overloaded("no worker could serve this request");
+    last_error.status = 502;
+    while (!cancelled_) {
+      Nanos now = proxy_->clock_->Now();
+      auto route = proxy_->pipeline_->Route(request_, tried, now, lane_->state);
+      if (!route) {
+        // Nothing routable left. After failed attempts the client learns that the workers
+        // failed (502); before any attempt, why none could be chosen (503, or fail_close).
+        const bool first = tried.empty();
+        const auto& popt = proxy_->pipeline_->options();
+        if (first && popt.failure_mode == FailureMode::kFailClose &&
+            (request_.schedule_error || popt.inject_schedule_error)) {
+          proxy_->metrics_->OnSchedulingFailure("fail_close");
+        }
+        proxy_->metrics_->OnError(first ? "no_worker" : "retries_exhausted");
+        const api::ApiError& err = first ? route.error() : last_error;
+        Answer(ErrorResponse(err, request_id_));
+        Finish(false, err.status);
+        co_return;
+      }
+      route_ = std::move(*route);
+      if (route_.fell_back) {
+        proxy_->metrics_->OnSchedulingFailure("fail_open");
+        spdlog::warn("request {}: scheduling failed ({}); fail_open routes by load to {}",
+                     request_id_, route_.fallback_reason, route_.worker_name);
+      }
+      tried.push_back(route_.worker);
+      ++attempts_;
+      OnRouted();
+
+      auto stream = co_await lane_->client->Stream(UpstreamRequest());
+      if (cancelled_) co_return;
+      std::optional<AttemptFailure> failure;
+      std::string detail;
+      if (!stream) {
+        failure = FailureOf(stream.error().kind);
+        detail = stream.error().text;
+      } else if (IsUnavailableStatus((*stream)->status())) {
+        failure = AttemptFailure::kUnavailable;
+        detail = "HTTP " + std::to_string((*stream)->status());
+        (*stream)->Cancel();
+      } else {
+        upstream_ = std::move(*stream);
+        const int status = upstream_->status();
+        if (!request_.stream || status != 200) {
+          // Buffered answer: read it all before anything is sent.
+          std::string body;
+          while (true) {
+            auto piece = co_await upstream_->Next();
+            if (cancelled_) co_return;
+            if (!piece) {
+              failure = FailureOf(piece.error().kind);
+              detail = piece.error().text;
+              break;
+            }
+            if (!*piece) break;
+            if (body.empty() && status == 200) {
+              Nanos t = proxy_->clock_->Now();
+              first_token_at_ = t;
+              proxy_->registry_->load().OnFirstToken(id_, t);
+              if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, t);
+            }
+            body += **piece;
+          }
+          if (!failure) {
+            net::HttpResponse r;
+            r.status = status;
+            r.content_type = std::string(upstream_->Header("content-type"));
+            if (r.content_type.empty()) r.content_type = "application/json";
+            r.body = std::move(body);
+            r.headers.emplace_back("x-request-id", request_id_);
+            r.headers.emplace_back("x-kvroute-worker", route_.worker_name);
+            upstream_.reset();
+            proxy_->registry_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
+            Answer(std::move(r));
+            Finish(status < 400, status);
+            co_return;
+          }
+        } else {
+          // Stream: wait for the first piece so that a worker failing before any output is
+          // still retried elsewhere.
+          auto piece = co_await upstream_->Next();
+          if (cancelled_) co_return;
+          if (!piece) {
+            failure = FailureOf(piece.error().kind);
+            detail = piece.error().text;
+          } else if (!*piece) {
+            failure = AttemptFailure::kClosed;
+            detail = "empty stream";
+          } else {
+            Observe(**piece);
+            preloaded_ = std::move(**piece);
+            net::HttpResponse r;
+            r.status = 200;
+            r.content_type = std::string(upstream_->Header("content-type"));
+            if (r.content_type.empty()) r.content_type = "text/event-stream";
+            r.headers.emplace_back("x-request-id", request_id_);
+            r.headers.emplace_back("x-kvroute-worker", route_.worker_name);
+            r.headers.emplace_back("cache-control", "no-cache");
+            r.stream = shared_from_this();
+            Answer(std::move(r));
+            co_return;  // the rest is driven by Pull
+          }
+        }
+      }
+      // The attempt failed before the client saw anything.
+      OnAttemptFailed(*failure, detail);
+      if (DecideRetry(*failure, false, attempts_, max_attempts) == RetryDecision::kGiveUp) {
+        last_error.message = "the worker failed before answering (" +
+                             std::string(AttemptFailureName(*failure)) + ")";
+        proxy_->metrics_->OnError("upstream_" + std::string(AttemptFailureName(*failure)));
+        Answer(ErrorResponse(last_error, request_id_));
+        Finish(false, last_error.status);
+        co_return;
+      }
+      proxy_->metrics_->OnRetry(AttemptFailureName(*failure));
+    }
+  }
+
+  void PullOnLane(Deliver deliver) {
+    if (preloaded_) {
+      std::string piece = std::move(*preloaded_);
+      preloaded_.reset();
+      deliver(std::move(piece));
+      return;
+    }
+    if (cancelled_ || finished_ || !upstream_) {
+      deliver(std::nullopt);
+      return;
+    }
+    auto self = shared_from_this();
+    asio::co_spawn(lane_->ctx, ReadOne(self, std::move(deliver)), asio::detached);
+  }
+
+  static asio::awaitable<void> ReadOne(std::shared_ptr<Exchange> self, Deliver deliver) {
+    auto piece = co_await self->upstream_->Next();
+    if (self->cancelled_) {
+      deliver(std::nullopt);
+      co_return;
+    }
+    if (!piece) {
+      // The worker failed mid-stream: the status line is long gone, so end the stream with
+      // an error event the client can read, then [DONE].
+      AttemptFailure f = FailureOf(piece.error().kind);
+      spdlog::warn("request {}: worker {} failed mid-stream ({}: {})", self->request_id_,
+                   self->route_.worker_name, AttemptFailureName(f), piece.error().text);
+      self->proxy_->registry_->health().OnFailure(self->route_.worker, self->proxy_->clock_->Now());
+      self->proxy_->metrics_->OnError("upstream_failed_mid_stream");
+      api::ApiError err = api::ApiError::Internal("the model server failed mid-stream");
+      err.status = 502;
+      self->upstream_.reset();
+      self->Finish(false, 502);
+      deliver(api::StreamErrorFrames(err));
+      co_return;
+    }
+    if (!*piece) {
+      self->upstream_.reset();
+      self->proxy_->registry_->health().OnSuccess(self->route_.worker, self->proxy_->clock_->Now());
+      self->Finish(!self->stream_error_, 200);
+      deliver(std::nullopt);
+      co_return;
+    }
+    self->Observe(**piece);
+    deliver(std::move(**piece));
+  }
+
+  Proxy::Impl* const proxy_;
+  Lane* const lane_;
+  PreparedRequest request_;
+  const std::string request_id_;
+  const RequestId id_;
+  const Nanos arrived_;
+
+  std::shared_ptr<net::DeferredSlot> slot_;
+  RouteOutcome route_;
+  std::unique_ptr<client::ResponseStream> upstream_;
+  std::optional<std::string> preloaded_;
+  api::SseParser sse_;
+  std::vector<api::SseMessage> events_;
+  std::optional<Nanos> first_token_at_;
+  std::optional<Nanos> last_token_at_;
+  std::uint64_t tokens_ = 0;
+  int attempts_ = 0;
+  bool routed_ = false;
+  bool answered_ = false;
+  bool finished_ = false;
+  bool cancelled_ = false;
+  bool stream_error_ = false;
+};
+
+}  // namespace
+
+Proxy::Proxy(ProxyOptions options, const RequestPipeline* pipeline, WorkerRegistry* registry,
+             RouterMetrics* metrics, ParityChecker* parity, const Clock* clock)
+    : impl_(std::make_shared<Impl>(options, pipeline, registry, metrics, parity, clock)) {}
+
+Proxy::~Proxy() { Stop(); }
+
+void Proxy::Stop() { impl_->Stop(); }
+
+std::int64_t Proxy::active() const { return impl_->active_.load(); }
+
+net::HandlerResult Proxy::Handle(api::Endpoint endpoint, const net::HttpRequest& request) {
+  std::string request_id = RequestIdFor(request);
+  const Nanos now = impl_->clock_->Now();
+  auto prepared = impl_->pipeline_->Prepare(endpoint, request.body, now);
+  if (!prepared) {
+    impl_->metrics_->OnError("bad_request");
+    impl_->metrics_->OnRequestDone("", "", prepared.error().status);
+    return ErrorResponse(prepared.error(), request_id);
+  }
+  Lane& lane = impl_->NextLane();
+  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, std::move(*prepared), request_id);
+  auto slot = exchange->MakeSlot();
+  exchange->Start();
+  return std::shared_ptr<net::DeferredResponse>(slot);
+}
+
+}  // namespace kvroute::gateway

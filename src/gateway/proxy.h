@@ -1,0 +1,99 @@
+// Proxy: forwards one prepared request to the worker the pipeline picks and relays the answer,
+// with kvroute's retry rules, load accounting and failure semantics.
+//
+// Life of one request (all on one "lane": a single-threaded io_context with its own keep-alive
+// client pool and PolicyState):
+//   1. Route (RequestPipeline) excluding workers already tried → OnRouted (load, prediction,
+//      parity) → POST the client's body, unchanged, with X-Request-Id.
+//   2. Nothing has reached the client yet until the response headers AND, for a stream, its
+//      first body piece arrived; until then a failed attempt (connect error or timeout,
+//      connection closed, first-byte timeout, 502/503/504) is retried on another worker —
+//      RetryDecision below is the one rule.
+//   3. Non-streaming: the whole body is read, then answered. Streaming: the first piece is
+//      answered with the response, and each further piece is read from the worker only when
+//      the client's socket took the previous one (the server's Pull): backpressure end to end.
+//   4. A worker that fails mid-stream ends the client's stream with api::StreamErrorFrames (an
+//      error event, then [DONE]) — never a hang. A client that disconnects cancels the upstream
+//      request (its connection is closed, which vLLM treats as an abort).
+//
+// Ownership: owns its lanes (threads); borrows the pipeline, registry, metrics, parity checker
+// and clock (all must outlive it). Thread safety: Handle() from any server thread; each
+// request's state lives on its lane's thread. Stop() joins the lanes (after the HTTP server
+// has stopped, so no request is still running).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "api/generation_params.h"
+#include "client/client_types.h"
+#include "common/clock.h"
+#include "net/http_types.h"
+
+namespace kvroute::gateway {
+
+class RequestPipeline;
+class WorkerRegistry;
+class RouterMetrics;
+class ParityChecker;
+
+// Why an attempt on one worker failed before anything reached the client.
+enum class AttemptFailure {
+  kConnect,           // refused, unreachable, connect timeout
+  kFirstByteTimeout,  // no response headers in time
+  kClosed,            // connection closed or reset before the response (or its body) ended
+  kIdleTimeout,       // body stalled
+  kUnavailable,       // the worker answered 502/503/504 (draining, overloaded, gateway)
+  kProtocol,          // malformed response
+};
+const char* AttemptFailureName(AttemptFailure failure);
+
+enum class RetryDecision { kRetry, kGiveUp };
+
+// The retry rule: only while nothing was sent to the client, and only `max_attempts` workers
+// per request. Every failure kind above is retryable (the request never produced output the
+// client saw; an upstream that had started is cancelled by closing its connection).
+RetryDecision DecideRetry(AttemptFailure failure, bool sent_to_client, int attempts_made,
+                          int max_attempts);
+
+// Maps a client-library error to the attempt failure it means.
+AttemptFailure FailureOf(client::ErrorKind kind);
+
+struct ProxyOptions {
+  int lanes = 2;  // single-threaded io_contexts
+  int max_attempts = 3;
+  client::Timeouts timeouts;  // per attempt
+  std::uint64_t seed = 1;     // PolicyState seeds (lane i uses seed + i)
+  std::size_t max_response_bytes = 64u << 20;
+};
+
+class Proxy {
+ public:
+  Proxy(ProxyOptions options, const RequestPipeline* pipeline, WorkerRegistry* registry,
+        RouterMetrics* metrics, ParityChecker* parity, const Clock* clock);
+  ~Proxy();  // Stop()
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  // Parses, schedules and proxies one /v1/completions or /v1/chat/completions request.
+  // Client errors are answered at once; otherwise a DeferredResponse.
+  net::HandlerResult Handle(api::Endpoint endpoint, const net::HttpRequest& request);
+
+  // Requests started and not yet finished (answered and, for streams, fully relayed).
+  std::int64_t active() const;
+
+  void Stop();  // idempotent; joins the lane threads
+
+  class Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// X-Request-Id: the client's when it sent a sane one (printable, ≤ 128 bytes), else generated.
+std::string RequestIdFor(const net::HttpRequest& request);
+
+}  // namespace kvroute::gateway

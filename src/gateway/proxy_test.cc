@@ -1,0 +1,261 @@
+// The proxy's retry rule (pure), and the proxy on loopback against fake workers
+// (net::HttpServer on port 0): relay, retry before the first byte, mid-stream failure as an
+// error event, client disconnect cancelling the upstream request.
+#include "gateway/proxy.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "gateway/request_pipeline.h"
+#include "gateway/router_metrics.h"
+#include "gateway/worker_registry.h"
+#include "net/body_queue.h"
+#include "net/http_server.h"
+#include "net/test_client.h"
+#include "sched/registry.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::gateway {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST(DecideRetry, RetriesWhileNothingWasSentAndAttemptsRemain) {
+  EXPECT_EQ(DecideRetry(AttemptFailure::kConnect, false, 1, 3), RetryDecision::kRetry);
+  EXPECT_EQ(DecideRetry(AttemptFailure::kUnavailable, false, 2, 3), RetryDecision::kRetry);
+  EXPECT_EQ(DecideRetry(AttemptFailure::kFirstByteTimeout, false, 1, 2), RetryDecision::kRetry);
+}
+
+TEST(DecideRetry, NeverRetriesOnceTheClientSawBytes) {
+  for (auto f : {AttemptFailure::kConnect, AttemptFailure::kClosed, AttemptFailure::kIdleTimeout,
+                 AttemptFailure::kUnavailable, AttemptFailure::kProtocol}) {
+    EXPECT_EQ(DecideRetry(f, true, 1, 3), RetryDecision::kGiveUp) << AttemptFailureName(f);
+  }
+}
+
+TEST(DecideRetry, GivesUpAfterMaxAttempts) {
+  EXPECT_EQ(DecideRetry(AttemptFailure::kConnect, false, 3, 3), RetryDecision::kGiveUp);
+  EXPECT_EQ(DecideRetry(AttemptFailure::kConnect, false, 1, 1), RetryDecision::kGiveUp);
+}
+
+TEST(FailureOf, MapsClientErrorsToAttemptFailures) {
+  EXPECT_EQ(FailureOf(client::ErrorKind::kConnectRefused), AttemptFailure::kConnect);
+  EXPECT_EQ(FailureOf(client::ErrorKind::kConnectTimeout), AttemptFailure::kConnect);
+  EXPECT_EQ(FailureOf(client::ErrorKind::kFirstByteTimeout), AttemptFailure::kFirstByteTimeout);
+  EXPECT_EQ(FailureOf(client::ErrorKind::kClosedEarly), AttemptFailure::kClosed);
+  EXPECT_EQ(FailureOf(client::ErrorKind::kIdleTimeout), AttemptFailure::kIdleTimeout);
+}
+
+TEST(RequestIdFor, KeepsASaneClientIdAndGeneratesOtherwise) {
+  net::HttpRequest r;
+  r.headers = {{"x-request-id", "abc-123"}};
+  EXPECT_EQ(RequestIdFor(r), "abc-123");
+  r.headers = {{"x-request-id", "bad id with spaces"}};
+  EXPECT_EQ(RequestIdFor(r).size(), 32u);
+  r.headers.clear();
+  EXPECT_NE(RequestIdFor(r), RequestIdFor(r));
+}
+
+// A fake worker: one HttpServer whose /v1/completions behaviour the test chooses.
+struct FakeWorker {
+  enum class Mode { kJson, kUnavailable, kStream, kStreamThenDie, kStreamForever };
+  explicit FakeWorker(Mode m) : mode(m), server(net::ServerOptions{}) {
+    server.Handle(
+        "POST", "/v1/completions", [this](const net::HttpRequest& r) -> net::HandlerResult {
+          ++requests;
+          last_request_id = std::string(r.Header("x-request-id"));
+          switch (mode) {
+            case Mode::kJson:
+              return net::JsonResponse(200, R"({"id":"cmpl-1","choices":[{"text":"hi"}]})");
+            case Mode::kUnavailable:
+              return net::JsonResponse(503, R"({"error":{"message":"draining"}})");
+            default:
+              break;
+          }
+          auto queue = std::make_shared<net::ChunkQueue>([this] { ++cancelled; });
+          net::HttpResponse res;
+          res.content_type = "text/event-stream";
+          res.stream = queue;
+          Mode current = mode;
+          std::thread([queue, m = current] {
+            for (int i = 0; i < (m == Mode::kStreamForever ? 2000 : 5); ++i) {
+              if (!queue->Push("data: {\"choices\":[{\"text\":\"t\"}]}\n\n")) return;
+              std::this_thread::sleep_for(milliseconds(5));
+            }
+            if (m == Mode::kStreamThenDie) return;  // never closes: the server cuts it below
+            queue->Push("data: [DONE]\n\n");
+            queue->Close();
+          }).detach();
+          return res;
+        });
+    EXPECT_TRUE(server.Start().has_value());
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server.port()); }
+
+  Mode mode;
+  net::HttpServer server;
+  std::atomic<int> requests{0};
+  std::atomic<int> cancelled{0};
+  std::string last_request_id;
+};
+
+class ProxyTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<FakeWorker*> workers) {
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      WorkerSpec spec;
+      spec.name = "w" + std::to_string(i);
+      spec.base_url = workers[i]->url();
+      spec.models = {"m"};
+      ASSERT_TRUE(registry_.Add(spec, clock_.Now()).has_value());
+    }
+    PipelineDeps deps;
+    deps.registry = &registry_;
+    deps.index = &index_;
+    deps.predicted = &predicted_;
+    deps.tokenizer = std::make_shared<tokenize::SimpleTokenizer>();
+    deps.policy = *sched::BuiltinPolicy("round_robin");
+    pipeline_ = std::make_unique<RequestPipeline>(std::move(deps), PipelineOptions{});
+    ProxyOptions opts;
+    opts.lanes = 1;
+    opts.timeouts.connect = milliseconds(500);
+    opts.timeouts.first_byte = seconds(5);
+    opts.timeouts.idle = seconds(5);
+    proxy_ =
+        std::make_unique<Proxy>(opts, pipeline_.get(), &registry_, &metrics_, nullptr, &clock_);
+    front_ = std::make_unique<net::HttpServer>(net::ServerOptions{});
+    front_->Handle("POST", "/v1/completions", [this](const net::HttpRequest& r) {
+      return proxy_->Handle(api::Endpoint::kCompletions, r);
+    });
+    ASSERT_TRUE(front_->Start().has_value());
+  }
+
+  void TearDown() override {
+    if (front_) front_->Shutdown(milliseconds(0));
+    if (proxy_) proxy_->Stop();
+  }
+
+  net::testing::ParsedResponse Post(const std::string& body) {
+    net::testing::TestClient c;
+    EXPECT_TRUE(c.Connect(front_->port()));
+    c.Send(net::testing::TestClient::Post("/v1/completions", body, false));
+    return c.ReadResponse(seconds(10));
+  }
+
+  SteadyClock clock_;
+  WorkerRegistry registry_;
+  kv::KvIndex index_{kv::BlockKeyer(16)};
+  kv::PredictedBlocks predicted_;
+  RouterMetrics metrics_;
+  std::unique_ptr<RequestPipeline> pipeline_;
+  std::unique_ptr<Proxy> proxy_;
+  std::unique_ptr<net::HttpServer> front_;
+};
+
+TEST_F(ProxyTest, RelaysANonStreamingAnswerWithTheRequestId) {
+  FakeWorker w(FakeWorker::Mode::kJson);
+  Start({&w});
+  auto r = Post(R"({"model":"m","prompt":"hello"})");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("cmpl-1"), std::string::npos);
+  EXPECT_NE(r.head.find("x-kvroute-worker: w0"), std::string::npos);
+  EXPECT_EQ(w.requests.load(), 1);
+  EXPECT_EQ(w.last_request_id.size(), 32u);
+}
+
+TEST_F(ProxyTest, BadRequestNeverReachesAWorker) {
+  FakeWorker w(FakeWorker::Mode::kJson);
+  Start({&w});
+  auto r = Post(R"({"model":"m","prompt":"hello","temperature":-1})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("\"param\":\"temperature\""), std::string::npos);
+  EXPECT_EQ(w.requests.load(), 0);
+}
+
+TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers503) {
+  FakeWorker bad(FakeWorker::Mode::kUnavailable);
+  FakeWorker good(FakeWorker::Mode::kJson);
+  Start({&bad, &good});
+  for (int i = 0; i < 2; ++i) {  // round robin: one of the two starts on the bad worker
+    auto r = Post(R"({"model":"m","prompt":"hello"})");
+    EXPECT_EQ(r.status, 200);
+  }
+  // Each request may start on the bad worker; every one ends on the good one.
+  EXPECT_GE(bad.requests.load(), 1);
+  EXPECT_EQ(good.requests.load(), 2);
+}
+
+TEST_F(ProxyTest, RetriesWhenAWorkerRefusesConnections) {
+  FakeWorker good(FakeWorker::Mode::kJson);
+  FakeWorker dead(FakeWorker::Mode::kJson);
+  dead.server.Shutdown(milliseconds(0));  // its port now refuses connections
+  Start({&dead, &good});
+  for (int i = 0; i < 2; ++i) {
+    auto r = Post(R"({"model":"m","prompt":"hello"})");
+    EXPECT_EQ(r.status, 200);
+  }
+  EXPECT_EQ(good.requests.load(), 2);
+}
+
+TEST_F(ProxyTest, GivesUpWith502WhenEveryWorkerFails) {
+  FakeWorker a(FakeWorker::Mode::kUnavailable);
+  FakeWorker b(FakeWorker::Mode::kUnavailable);
+  Start({&a, &b});
+  auto r = Post(R"({"model":"m","prompt":"hello"})");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(r.body.find("\"error\""), std::string::npos);
+  EXPECT_EQ(a.requests.load() + b.requests.load(), 2);
+}
+
+TEST_F(ProxyTest, RelaysAStreamToItsEnd) {
+  FakeWorker w(FakeWorker::Mode::kStream);
+  Start({&w});
+  auto r = Post(R"({"model":"m","prompt":"hello","stream":true})");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.complete);
+  EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(registry_.load().inflight(), 0u);
+}
+
+TEST_F(ProxyTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorEvent) {
+  FakeWorker w(FakeWorker::Mode::kStreamThenDie);
+  Start({&w});
+  net::testing::TestClient c;
+  ASSERT_TRUE(c.Connect(front_->port()));
+  c.Send(net::testing::TestClient::Post("/v1/completions",
+                                        R"({"model":"m","prompt":"x","stream":true})", false));
+  // Let some tokens through, then kill the worker's server: its open stream is cut.
+  std::string head = c.ReadSome(200, seconds(5));
+  ASSERT_NE(head.find("200"), std::string::npos);
+  w.server.Shutdown(milliseconds(0));
+  std::string all = head + c.ReadSome(1 << 20, seconds(10));  // to EOF (Connection: close)
+  EXPECT_NE(all.find("\"error\""), std::string::npos) << all;
+  EXPECT_NE(all.find("data: [DONE]"), std::string::npos);
+}
+
+TEST_F(ProxyTest, ClientDisconnectCancelsTheUpstreamStream) {
+  FakeWorker w(FakeWorker::Mode::kStreamForever);
+  Start({&w});
+  {
+    net::testing::TestClient c;
+    ASSERT_TRUE(c.Connect(front_->port()));
+    c.Send(net::testing::TestClient::Post("/v1/completions",
+                                          R"({"model":"m","prompt":"x","stream":true})", false));
+    ASSERT_NE(c.ReadSome(100, seconds(5)).find("200"), std::string::npos);
+    c.Close();
+  }
+  for (int i = 0; i < 200 && w.cancelled.load() == 0; ++i)
+    std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(w.cancelled.load(), 1);
+  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(registry_.load().inflight(), 0u);
+}
+
+}  // namespace
+}  // namespace kvroute::gateway

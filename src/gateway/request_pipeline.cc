@@ -1,0 +1,333 @@
+#include "gateway/request_pipeline.h"
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cstring>
+
+#include "api/chat_request.h"
+#include "api/completion_request.h"
+#include "api/context_length.h"
+#include "gateway/worker_registry.h"
+#include "kv/index_overlay.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::gateway {
+namespace {
+
+// Approximate mode renders chat requests as ChatML: only prefix equality matters there, and
+// the SimpleTokenizer's renderer needs no model files.
+const tokenize::SimpleTokenizer& ChatMlRenderer() {
+  static const tokenize::SimpleTokenizer renderer;
+  return renderer;
+}
+
+std::string IdsAsBytes(const std::vector<TokenId>& ids) {
+  std::string out(ids.size() * 4, '\0');
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    for (int b = 0; b < 4; ++b) out[i * 4 + b] = static_cast<char>((ids[i] >> (8 * b)) & 0xFF);
+  }
+  return out;
+}
+
+bool ServesModel(const WorkerRegistry& registry, std::string_view model) {
+  for (const auto& w : registry.List()) {
+    if (std::find(w.spec.models.begin(), w.spec.models.end(), model) != w.spec.models.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+RequestPipeline::RequestPipeline(PipelineDeps deps, PipelineOptions options)
+    : deps_(std::move(deps)), options_(options), approx_keyer_(options.block_size) {}
+
+std::uint32_t RequestPipeline::block_size() const {
+  if (options_.mode == RoutingMode::kPrecise && deps_.index != nullptr) {
+    return deps_.index->keyer().block_size();
+  }
+  return approx_keyer_.block_size();
+}
+
+std::vector<kv::BlockKey> RequestPipeline::KeysOfText(std::string_view text) const {
+  const std::size_t bs = approx_keyer_.block_size();
+  const std::size_t bytes_per_block = bs * 4;
+  std::vector<kv::BlockKey> keys;
+  keys.reserve(text.size() / bytes_per_block);
+  std::vector<TokenId> words(bs);
+  kv::BlockKey parent = approx_keyer_.Root();
+  for (std::size_t off = 0; off + bytes_per_block <= text.size(); off += bytes_per_block) {
+    for (std::size_t w = 0; w < bs; ++w) {
+      const auto* p = reinterpret_cast<const unsigned char*>(text.data() + off + w * 4);
+      words[w] = static_cast<TokenId>(p[0]) | static_cast<TokenId>(p[1]) << 8 |
+                 static_cast<TokenId>(p[2]) << 16 | static_cast<TokenId>(p[3]) << 24;
+    }
+    parent = approx_keyer_.Next(parent, words);
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
+std::expected<PreparedRequest, api::ApiError> RequestPipeline::Prepare(api::Endpoint endpoint,
+                                                                       std::string_view body,
+                                                                       Nanos now) const {
+  (void)now;
+  PreparedRequest out;
+  out.endpoint = endpoint;
+  out.body = std::string(body);
+  out.block_size = block_size();
+  api::GenerationParams params;
+  std::optional<api::Prompt> prompt;
+  std::optional<tokenize::ChatRequest> chat;
+  if (endpoint == api::Endpoint::kCompletions) {
+    auto parsed = api::ParseCompletionRequest(body);
+    if (!parsed) return std::unexpected(parsed.error());
+    params = std::move(parsed->params);
+    prompt = std::move(parsed->prompt);
+  } else {
+    auto parsed = api::ParseChatCompletionRequest(body);
+    if (!parsed) return std::unexpected(parsed.error());
+    params = std::move(parsed->params);
+    chat = std::move(parsed->chat);
+  }
+  out.model = params.model;
+  out.stream = params.stream;
+  out.output_tokens = params.max_tokens.value_or(kAssumedOutputTokens);
+  if (!ServesModel(*deps_.registry, out.model)) {
+    return std::unexpected(api::ApiError::ModelNotFound(out.model));
+  }
+  const std::string salt = params.cache_salt.value_or("");
+
+  if (options_.mode == RoutingMode::kPrecise) {
+    std::vector<TokenId> tokens;
+    if (prompt) {
+      if (const auto* text = std::get_if<std::string>(&*prompt)) {
+        tokens = deps_.tokenizer->Encode(*text, /*add_special_tokens=*/true);
+      } else {
+        tokens = std::get<std::vector<TokenId>>(*prompt);
+      }
+    } else {
+      auto ids = deps_.tokenizer->EncodeChat(*chat);
+      if (!ids) {
+        out.schedule_error = "tokenizer: " + ids.error();
+        out.prompt_tokens = 0;
+        return out;
+      }
+      tokens = std::move(*ids);
+    }
+    out.prompt_tokens = static_cast<std::int64_t>(tokens.size());
+    if (deps_.max_model_len) {
+      if (auto max_len = deps_.max_model_len(out.model); max_len && *max_len > 0) {
+        auto allowed = api::CheckContextLength(out.prompt_tokens, params.max_tokens, *max_len);
+        if (!allowed) return std::unexpected(allowed.error());
+      }
+    }
+    out.keys = deps_.index->keyer().Keys(tokens, /*lora_name=*/{}, salt);
+    return out;
+  }
+
+  // Approximate: bytes of the rendered prompt.
+  std::string text;
+  if (prompt) {
+    if (const auto* t = std::get_if<std::string>(&*prompt)) {
+      text = *t;
+    } else {
+      text = IdsAsBytes(std::get<std::vector<TokenId>>(*prompt));
+    }
+  } else {
+    auto rendered = ChatMlRenderer().RenderChat(*chat);
+    if (!rendered) {
+      out.schedule_error = "render: " + rendered.error();
+      return out;
+    }
+    text = std::move(*rendered);
+  }
+  // The salt separates caches: fold it into block 0 by prefixing it to the text.
+  if (!salt.empty()) text = "salt:" + salt + '\0' + text;
+  out.prompt_tokens = static_cast<std::int64_t>(text.size() / 4);
+  out.keys = KeysOfText(text);
+  return out;
+}
+
+std::vector<sched::CacheView> RequestPipeline::CacheViews(std::span<const kv::BlockKey> keys,
+                                                          Nanos now) const {
+  std::vector<sched::CacheView> views;
+  if (keys.empty()) return views;
+  if (options_.mode == RoutingMode::kPrecise && deps_.index != nullptr) {
+    for (const auto& m : kv::LookupWithPredictions(*deps_.index, *deps_.predicted, keys, now)) {
+      sched::CacheView v;
+      v.worker = m.worker;
+      v.depth_blocks = m.depth;
+      v.any_depth_blocks = m.any_depth;
+      v.stale = m.stale;
+      views.push_back(v);
+    }
+    return views;
+  }
+  for (const auto& m : deps_.predicted->Lookup(keys, now)) {
+    sched::CacheView v;
+    v.worker = m.worker;
+    v.depth_blocks[static_cast<int>(kv::Tier::kGpu)] = m.depth;
+    v.any_depth_blocks = m.depth;
+    views.push_back(v);
+  }
+  return views;
+}
+
+std::expected<RouteOutcome, api::ApiError> RequestPipeline::Fallback(
+    const PreparedRequest& request, std::vector<sched::WorkerSnapshot> workers,
+    std::string reason) const {
+  if (options_.failure_mode == FailureMode::kFailClose) {
+    return std::unexpected(
+        api::ApiError::Overloaded("the router could not schedule this request; try again"));
+  }
+  const sched::WorkerSnapshot* best = nullptr;
+  for (const auto& w : workers) {
+    if (!w.healthy || w.draining) continue;
+    if (best == nullptr || w.inflight_requests < best->inflight_requests ||
+        (w.inflight_requests == best->inflight_requests &&
+         w.pending_prefill_tokens < best->pending_prefill_tokens)) {
+      best = &w;
+    }
+  }
+  if (best == nullptr) {
+    return std::unexpected(api::ApiError::Overloaded("no worker is available for this model"));
+  }
+  RouteOutcome out;
+  out.worker = best->id;
+  out.worker_name = best->name;
+  if (auto info = deps_.registry->Find(best->id)) out.base_url = info->spec.base_url;
+  out.fell_back = true;
+  out.fallback_reason = std::move(reason);
+  out.decision.policy = "fail_open";
+  out.decision.chosen = best->id;
+  out.uncached_tokens =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(request.prompt_tokens, 0));
+  const std::uint64_t bs = std::max<std::uint32_t>(request.block_size, 1);
+  out.kv_blocks =
+      (static_cast<std::uint64_t>(request.prompt_tokens + request.output_tokens) + bs - 1) / bs;
+  return out;
+}
+
+std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const PreparedRequest& request,
+                                                                  std::span<const WorkerId> exclude,
+                                                                  Nanos now,
+                                                                  sched::PolicyState& state) const {
+  std::vector<sched::WorkerSnapshot> workers = deps_.registry->Snapshot(now, request.model);
+  std::erase_if(workers, [&](const sched::WorkerSnapshot& w) {
+    return std::find(exclude.begin(), exclude.end(), w.id) != exclude.end();
+  });
+  if (workers.empty()) {
+    return std::unexpected(api::ApiError::Overloaded("no worker is available for this model"));
+  }
+  if (request.schedule_error) return Fallback(request, std::move(workers), *request.schedule_error);
+  if (options_.inject_schedule_error) {
+    return Fallback(request, std::move(workers), "injected fault (debug.fault: schedule_error)");
+  }
+
+  sched::RequestProfile profile;
+  profile.model = request.model;
+  profile.prompt_tokens =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(request.prompt_tokens, 0));
+  profile.block_size = request.block_size;
+  profile.num_full_blocks = static_cast<std::uint32_t>(request.keys.size());
+  profile.predicted_output_tokens =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(request.output_tokens, 0));
+  if (deps_.policy->RequiredInputs() & sched::kCacheView) {
+    profile.cache_views = CacheViews(request.keys, now);
+  }
+  auto decision = deps_.policy->Decide(profile, workers, state);
+  if (!decision)
+    return Fallback(request, std::move(workers), "policy: " + decision.error().message);
+  if (!decision->chosen) {
+    return std::unexpected(
+        api::ApiError::Overloaded("no worker can take this request now: " + decision->why_none));
+  }
+  RouteOutcome out;
+  out.worker = *decision->chosen;
+  for (const auto& w : workers) {
+    if (w.id == out.worker) out.worker_name = w.name;
+  }
+  if (auto info = deps_.registry->Find(out.worker)) out.base_url = info->spec.base_url;
+  for (const auto& v : profile.cache_views) {
+    if (v.worker != out.worker) continue;
+    out.cached_blocks = v.depth_blocks;
+    out.cached_any_blocks = std::min<std::uint32_t>(
+        std::max(v.any_depth_blocks,
+                 *std::max_element(v.depth_blocks.begin(), v.depth_blocks.end())),
+        profile.num_full_blocks);
+  }
+  const std::uint64_t cached_tokens = std::min<std::uint64_t>(
+      std::uint64_t{out.cached_any_blocks} * request.block_size, profile.prompt_tokens);
+  out.uncached_tokens = profile.prompt_tokens - cached_tokens;
+  const std::uint64_t bs = std::max<std::uint32_t>(request.block_size, 1);
+  out.kv_blocks = (profile.prompt_tokens + profile.predicted_output_tokens + bs - 1) / bs;
+  out.decision = std::move(*decision);
+  return out;
+}
+
+void RequestPipeline::OnRouted(const PreparedRequest& request, const RouteOutcome& outcome,
+                               Nanos now) const {
+  if (!request.keys.empty()) deps_.predicted->Record(outcome.worker, request.keys, now);
+}
+
+std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,
+                         const sched::Decision& decision, std::string_view error) {
+  boost::json::object o;
+  boost::json::object req;
+  req["model"] = request.model;
+  req["stream"] = request.stream;
+  req["prompt_tokens"] = request.prompt_tokens;
+  req["block_size"] = request.block_size;
+  req["full_blocks"] = request.keys.size();
+  if (request.schedule_error) req["schedule_error"] = *request.schedule_error;
+  o["request"] = std::move(req);
+  o["policy"] = decision.policy;
+  o["picker"] = decision.picker;
+  if (!error.empty()) o["error"] = std::string(error);
+  if (outcome != nullptr) {
+    o["chosen"] = outcome->worker_name;
+    o["fell_back"] = outcome->fell_back;
+    if (outcome->fell_back) o["fallback_reason"] = outcome->fallback_reason;
+    boost::json::array tiers;
+    for (auto d : outcome->cached_blocks) tiers.push_back(d);
+    o["cached_blocks_by_tier"] = std::move(tiers);
+    o["cached_any_blocks"] = outcome->cached_any_blocks;
+    o["uncached_tokens"] = outcome->uncached_tokens;
+  } else {
+    o["chosen"] = nullptr;
+  }
+  if (!decision.why_none.empty()) o["why_none"] = decision.why_none;
+  boost::json::array notes;
+  for (const auto& n : decision.notes) notes.push_back(boost::json::string(n));
+  o["notes"] = std::move(notes);
+  boost::json::array scorers;
+  for (const auto& s : decision.scorers) {
+    scorers.push_back(boost::json::object{{"name", s.name}, {"weight", s.weight}});
+  }
+  o["scorers"] = std::move(scorers);
+  boost::json::array cands;
+  for (const auto& c : decision.candidates) {
+    boost::json::object j;
+    j["worker"] = c.name;
+    j["cache_stale"] = c.cache_stale;
+    if (c.dropped_by) {
+      j["dropped_by"] = *c.dropped_by;
+      j["drop_reason"] = c.drop_reason;
+    }
+    boost::json::array costs;
+    for (double v : c.costs) costs.push_back(v);
+    j["costs"] = std::move(costs);
+    if (c.total_cost) j["total_cost"] = *c.total_cost;
+    if (c.probability) j["probability"] = *c.probability;
+    if (c.predicted_ttft_s) j["predicted_ttft_s"] = *c.predicted_ttft_s;
+    if (c.predicted_itl_s) j["predicted_itl_s"] = *c.predicted_itl_s;
+    cands.push_back(std::move(j));
+  }
+  o["candidates"] = std::move(cands);
+  o["trace"] = sched::RenderDecision(decision);
+  return boost::json::serialize(o);
+}
+
+}  // namespace kvroute::gateway

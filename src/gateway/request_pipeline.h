@@ -1,0 +1,142 @@
+// RequestPipeline: the scheduling path of one request, without any I/O.
+//
+//   Prepare  body → parse + validate (api/) → model known? (404) → tokenize (precise) or
+//            render text (approximate) → context-length check (400) → block keys
+//   Route    index lookup + predict-on-route overlay → cache views → worker snapshots
+//            (WorkerRegistry) → sched::Policy::Decide → the chosen worker, or a
+//            failure-mode fallback, or an error (503) — with the decision and its reasons
+//   OnRouted records the prefix as predicted on the chosen worker (kv::PredictedBlocks)
+//
+// Client errors (bad JSON, wrong types, unknown model, too long) are ApiErrors from Prepare:
+// they never reach a worker. Scheduling-path failures (tokenizer error, a policy that reports
+// an error such as a missing rate, the debug fault) are not client errors: Route applies
+// failure_mode — fail_open picks the least-loaded routable worker serving the model (load
+// alone), fail_close answers 503.
+//
+// Modes:
+//   precise      exact token ids (tokenizer), keys with kv::BlockKeyer over full token
+//                blocks, looked up in the event index max-merged with short-lived predictions.
+//   approximate  no tokenizer: the prompt text (chat rendered as ChatML) is cut into blocks of
+//                block_size × 4 bytes, each keyed by the same keyer over its bytes read as
+//                block_size little-endian u32 words; only kvroute's own routing history
+//                (PredictedBlocks, long TTL) says who holds what. Prompt tokens are
+//                estimated as bytes / 4, so no context check is done (the worker does it).
+//
+// Ownership: borrows everything in PipelineDeps (they outlive it).
+// Thread safety: Prepare/Route/OnRouted are const or touch only thread-safe dependencies; call
+// them from any thread. The caller passes its own sched::PolicyState (one per thread).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/api_error.h"
+#include "api/generation_params.h"
+#include "common/types.h"
+#include "gateway/config.h"
+#include "kv/approx_predicted.h"
+#include "kv/block_key.h"
+#include "kv/index.h"
+#include "sched/decision.h"
+#include "sched/plugin.h"
+#include "sched/policy.h"
+#include "tokenize/tokenizer.h"
+
+namespace kvroute::gateway {
+
+class WorkerRegistry;
+
+struct PipelineDeps {
+  WorkerRegistry* registry = nullptr;
+  const kv::KvIndex* index = nullptr;        // precise mode: the event index
+  kv::PredictedBlocks* predicted = nullptr;  // own routing history (both modes)
+  tokenize::TokenizerPtr tokenizer;          // precise mode: exact token ids
+  std::shared_ptr<const sched::Policy> policy;
+  // The model's context length, when a worker told us (/v1/models max_model_len).
+  std::function<std::optional<std::int64_t>(std::string_view model)> max_model_len;
+};
+
+struct PipelineOptions {
+  RoutingMode mode = RoutingMode::kPrecise;
+  FailureMode failure_mode = FailureMode::kFailOpen;
+  // Approximate mode's keyer (precise mode uses the index's, so keys match the events).
+  std::uint32_t block_size = kv::kDefaultBlockSize;
+  bool inject_schedule_error = false;  // debug.fault: schedule_error
+};
+
+// Decode length assumed for the ITL guard and KV accounting when max_tokens is absent: vLLM's
+// completions default; chat requests without max_tokens get the same assumption (documented
+// in docs/configuration.md; the engine's own default is "the rest of the context").
+inline constexpr std::int64_t kAssumedOutputTokens = 16;
+
+struct PreparedRequest {
+  api::Endpoint endpoint = api::Endpoint::kCompletions;
+  std::string model;
+  bool stream = false;
+  std::string body;                // bytes forwarded to the worker (the client's, unchanged)
+  std::int64_t prompt_tokens = 0;  // exact (precise) or bytes / 4 (approximate)
+  std::int64_t output_tokens = 0;  // max_tokens or kAssumedOutputTokens
+  std::vector<kv::BlockKey> keys;  // full blocks of the prompt
+  std::uint32_t block_size = kv::kDefaultBlockSize;
+  // Set when tokenizing/rendering failed for a reason that is not the client's fault: Route
+  // then applies failure_mode.
+  std::optional<std::string> schedule_error;
+};
+
+struct RouteOutcome {
+  WorkerId worker = 0;
+  std::string worker_name;
+  std::string base_url;
+  sched::Decision decision;  // the policy's (empty candidates when the fallback chose)
+  bool fell_back = false;    // fail_open chose by load alone
+  std::string fallback_reason;
+  std::array<std::uint32_t, kv::kNumTiers> cached_blocks{};  // chosen worker's depths per tier
+  std::uint32_t cached_any_blocks = 0;
+  std::uint64_t uncached_tokens = 0;  // prompt tokens the worker must prefill (predicted)
+  std::uint64_t kv_blocks = 0;        // blocks the request will hold (prompt + output)
+};
+
+class RequestPipeline {
+ public:
+  RequestPipeline(PipelineDeps deps, PipelineOptions options);
+
+  std::expected<PreparedRequest, api::ApiError> Prepare(api::Endpoint endpoint,
+                                                        std::string_view body, Nanos now) const;
+
+  // Chooses a worker not in `exclude` (workers already tried for this request).
+  // Errors: 503 when no worker can take it (all unhealthy/draining/excluded, or fail_close).
+  std::expected<RouteOutcome, api::ApiError> Route(const PreparedRequest& request,
+                                                   std::span<const WorkerId> exclude, Nanos now,
+                                                   sched::PolicyState& state) const;
+
+  // The request was sent to `outcome.worker`: its prefix is predicted there from now on.
+  void OnRouted(const PreparedRequest& request, const RouteOutcome& outcome, Nanos now) const;
+
+  const PipelineOptions& options() const { return options_; }
+  std::uint32_t block_size() const;
+
+ private:
+  std::vector<kv::BlockKey> KeysOfText(std::string_view text) const;
+  std::vector<sched::CacheView> CacheViews(std::span<const kv::BlockKey> keys, Nanos now) const;
+  std::expected<RouteOutcome, api::ApiError> Fallback(const PreparedRequest& request,
+                                                      std::vector<sched::WorkerSnapshot> workers,
+                                                      std::string reason) const;
+
+  PipelineDeps deps_;
+  PipelineOptions options_;
+  kv::BlockKeyer approx_keyer_;
+};
+
+// The decision and the request's shape as JSON text (/debug/route, logs).
+std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,
+                         const sched::Decision& decision, std::string_view error);
+
+}  // namespace kvroute::gateway

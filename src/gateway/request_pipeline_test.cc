@@ -1,0 +1,240 @@
+// RequestPipeline with real, in-memory collaborators (WorkerRegistry, KvIndex, PredictedBlocks
+// are pure and take time as an argument) and injected time: no sockets.
+#include "gateway/request_pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "gateway/worker_registry.h"
+#include "sched/registry.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::gateway {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr std::uint32_t kBlock = 16;
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUpPipeline(RoutingMode mode, FailureMode failure, std::string_view preset,
+                     bool inject = false) {
+    for (std::string name : {"w0", "w1", "w2"}) {
+      WorkerSpec spec;
+      spec.name = name;
+      spec.base_url = "http://127.0.0.1:1";
+      spec.models = {"m"};
+      spec.block_size = kBlock;
+      auto id = registry_.Add(spec, now_);
+      ASSERT_TRUE(id.has_value()) << id.error();
+      ids_.push_back(*id);
+    }
+    auto policy = sched::BuiltinPolicy(preset);
+    ASSERT_TRUE(policy.has_value()) << policy.error().message;
+    PipelineDeps deps;
+    deps.registry = &registry_;
+    deps.index = &index_;
+    deps.predicted = &predicted_;
+    deps.tokenizer = tokenizer_;
+    deps.policy = *policy;
+    deps.max_model_len = [](std::string_view) { return std::optional<std::int64_t>(4096); };
+    PipelineOptions opts;
+    opts.mode = mode;
+    opts.failure_mode = failure;
+    opts.block_size = kBlock;
+    opts.inject_schedule_error = inject;
+    pipeline_ = std::make_unique<RequestPipeline>(std::move(deps), opts);
+  }
+
+  // A completion body whose prompt tokenizes to many full blocks.
+  static std::string CompletionBody(std::string_view prompt, int max_tokens = 8) {
+    boost::json::object o{{"model", "m"}, {"prompt", prompt}, {"max_tokens", max_tokens}};
+    return boost::json::serialize(o);
+  }
+
+  // Makes `worker` hold the prompt's blocks on GPU, as its KV events would say.
+  void StoreOnWorker(WorkerId worker, std::string_view prompt) {
+    std::vector<TokenId> tokens = tokenizer_->Encode(prompt, true);
+    tokens.resize(tokens.size() / kBlock * kBlock);
+    kv::BlockStored stored;
+    stored.block_size = kBlock;
+    stored.token_ids = tokens;
+    for (std::size_t i = 0; i < tokens.size() / kBlock; ++i) {
+      stored.block_hashes.push_back(1000 * (worker + 1) + i);
+    }
+    index_.ApplyEvent(worker, kv::KvEvent{stored});
+  }
+
+  std::string LongPrompt(std::string_view seed) {
+    std::string p;
+    for (int i = 0; i < 60; ++i) p += std::string(seed) + " word" + std::to_string(i) + " ";
+    return p;
+  }
+
+  Nanos now_ = seconds(100);
+  WorkerRegistry registry_;
+  kv::KvIndex index_{kv::BlockKeyer(kBlock)};
+  kv::PredictedBlocks predicted_{kv::PredictedOptions{.ttl = seconds(5)}};
+  tokenize::TokenizerPtr tokenizer_ = std::make_shared<tokenize::SimpleTokenizer>();
+  std::unique_ptr<RequestPipeline> pipeline_;
+  std::vector<WorkerId> ids_;
+  sched::PolicyState state_{1};
+};
+
+TEST_F(PipelineTest, MalformedJsonIsA400BeforeAnyRouting) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, "{not json", now_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().status, 400);
+  EXPECT_EQ(registry_.load().inflight(), 0u);
+}
+
+TEST_F(PipelineTest, UnknownModelIsA404) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  auto r =
+      pipeline_->Prepare(api::Endpoint::kCompletions, R"({"model":"other","prompt":"hi"})", now_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().status, 404);
+  EXPECT_EQ(r.error().code, "model_not_found");
+}
+
+TEST_F(PipelineTest, PromptLongerThanTheContextIsA400NamingTheField) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody("hello", 5000), now_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().status, 400);
+  EXPECT_EQ(r.error().param, "max_tokens");
+}
+
+TEST_F(PipelineTest, PreciseModeKeysEveryFullBlockOfTheExactTokens) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  std::string prompt = LongPrompt("a");
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
+  ASSERT_TRUE(r.has_value());
+  auto tokens = tokenizer_->Encode(prompt, true);
+  EXPECT_EQ(r->prompt_tokens, static_cast<std::int64_t>(tokens.size()));
+  EXPECT_EQ(r->keys, kv::BlockKeyer(kBlock).Keys(tokens));
+  EXPECT_EQ(r->body, CompletionBody(prompt));  // forwarded unchanged
+}
+
+TEST_F(PipelineTest, RoutesToTheWorkerHoldingThePrefix) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  std::string prompt = LongPrompt("b");
+  StoreOnWorker(ids_[2], prompt);
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
+  ASSERT_TRUE(r.has_value());
+  auto out = pipeline_->Route(*r, {}, now_, state_);
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(out->worker, ids_[2]);
+  EXPECT_FALSE(out->fell_back);
+  EXPECT_EQ(out->cached_any_blocks, r->keys.size());
+  EXPECT_LT(out->uncached_tokens, static_cast<std::uint64_t>(r->prompt_tokens));
+}
+
+TEST_F(PipelineTest, ExcludedWorkersAreNeverChosen) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  std::string prompt = LongPrompt("c");
+  StoreOnWorker(ids_[1], prompt);
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
+  ASSERT_TRUE(r.has_value());
+  std::vector<WorkerId> tried = {ids_[1]};
+  auto out = pipeline_->Route(*r, tried, now_, state_);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_NE(out->worker, ids_[1]);
+}
+
+TEST_F(PipelineTest, AllWorkersExcludedIsA503) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody("x"), now_);
+  ASSERT_TRUE(r.has_value());
+  auto out = pipeline_->Route(*r, ids_, now_, state_);
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error().status, 503);
+}
+
+TEST_F(PipelineTest, DrainingWorkerGetsNoNewRequest) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  std::string prompt = LongPrompt("d");
+  StoreOnWorker(ids_[0], prompt);
+  registry_.health().SetDraining(ids_[0], true);
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
+  ASSERT_TRUE(r.has_value());
+  auto out = pipeline_->Route(*r, {}, now_, state_);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_NE(out->worker, ids_[0]);
+}
+
+TEST_F(PipelineTest, FailOpenRoutesByLoadAloneWhenSchedulingFails) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency",
+                /*inject=*/true);
+  // w0 and w2 are busy; w1 is the least loaded.
+  registry_.load().OnRouted(1, RoutedRequest{.worker = ids_[0], .prompt_tokens = 10}, now_);
+  registry_.load().OnRouted(2, RoutedRequest{.worker = ids_[2], .prompt_tokens = 10}, now_);
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody("x"), now_);
+  ASSERT_TRUE(r.has_value());
+  auto out = pipeline_->Route(*r, {}, now_, state_);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_TRUE(out->fell_back);
+  EXPECT_EQ(out->worker, ids_[1]);
+  EXPECT_NE(out->fallback_reason.find("injected"), std::string::npos);
+}
+
+TEST_F(PipelineTest, FailCloseAnswers503WhenSchedulingFails) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailClose, "predicted_latency",
+                /*inject=*/true);
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody("x"), now_);
+  ASSERT_TRUE(r.has_value());
+  auto out = pipeline_->Route(*r, {}, now_, state_);
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error().status, 503);
+}
+
+TEST_F(PipelineTest, ApproximateModeSendsARepeatedPrefixBackToWhereItWasRouted) {
+  SetUpPipeline(RoutingMode::kApproximate, FailureMode::kFailOpen, "approx_prefix");
+  std::string prompt = LongPrompt("e");
+  auto first = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->keys.size(), prompt.size() / (kBlock * 4));
+  auto a = pipeline_->Route(*first, {}, now_, state_);
+  ASSERT_TRUE(a.has_value());
+  pipeline_->OnRouted(*first, *a, now_);
+  // The next turn extends the same text: it must go where its prefix was predicted.
+  auto second = pipeline_->Prepare(api::Endpoint::kCompletions,
+                                   CompletionBody(prompt + " and more words"), now_ + seconds(1));
+  ASSERT_TRUE(second.has_value());
+  auto b = pipeline_->Route(*second, {}, now_ + seconds(1), state_);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->worker, a->worker);
+  EXPECT_GT(b->cached_any_blocks, 0u);
+}
+
+TEST_F(PipelineTest, ChatRequestsAreTokenizedWithTheChatTemplate) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  auto r = pipeline_->Prepare(api::Endpoint::kChatCompletions,
+                              R"({"model":"m","messages":[{"role":"user","content":"hi"}]})", now_);
+  ASSERT_TRUE(r.has_value());
+  tokenize::ChatRequest chat;
+  chat.messages.push_back({.role = "user", .content = "hi"});
+  auto ids = tokenizer_->EncodeChat(chat);
+  ASSERT_TRUE(ids.has_value());
+  EXPECT_EQ(r->prompt_tokens, static_cast<std::int64_t>(ids->size()));
+}
+
+TEST_F(PipelineTest, DecisionJsonNamesTheChosenWorkerAndEveryCandidate) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  std::string prompt = LongPrompt("f");
+  StoreOnWorker(ids_[1], prompt);
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
+  ASSERT_TRUE(r.has_value());
+  auto out = pipeline_->Route(*r, {}, now_, state_);
+  ASSERT_TRUE(out.has_value());
+  auto j = boost::json::parse(DecisionJson(*r, &*out, out->decision, {})).as_object();
+  EXPECT_EQ(j.at("chosen").as_string(), "w1");
+  EXPECT_EQ(j.at("candidates").as_array().size(), 3u);
+  EXPECT_EQ(j.at("policy").as_string(), "predicted_latency");
+}
+
+}  // namespace
+}  // namespace kvroute::gateway
