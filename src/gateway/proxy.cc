@@ -178,13 +178,17 @@ namespace {
 // except through posted calls). Also the BodySource of a relayed stream.
 class Exchange final : public net::BodySource, public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(Proxy::Impl* proxy, Lane* lane, PreparedRequest request, std::string request_id)
+  // `arrived`: when the request reached kvroute; `prepare_time`: what parsing, tokenizing and
+  // keying took (the first part of the decision latency).
+  Exchange(Proxy::Impl* proxy, Lane* lane, PreparedRequest request, std::string request_id,
+           Nanos arrived, Nanos prepare_time)
       : proxy_(proxy),
         lane_(lane),
         request_(std::move(request)),
         request_id_(std::move(request_id)),
         id_(proxy->next_id_.fetch_add(1)),
-        arrived_(proxy->clock_->Now()) {
+        arrived_(arrived),
+        prepare_time_(prepare_time) {
     proxy_->active_.fetch_add(1);
     proxy_->metrics_->InflightDelta(1);
   }
@@ -368,6 +372,9 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     while (!cancelled_) {
       Nanos now = proxy_->clock_->Now();
       auto route = proxy_->pipeline_->Route(request_, tried, now, lane_->state);
+      if (tried.empty()) {
+        proxy_->metrics_->ObserveDecision(ToSeconds(prepare_time_ + (proxy_->clock_->Now() - now)));
+      }
       if (!route) {
         // Nothing routable left. After failed attempts the client learns that the workers
         // failed (502); before any attempt, why none could be chosen (503, or fail_close).
@@ -535,6 +542,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   const std::string request_id_;
   const RequestId id_;
   const Nanos arrived_;
+  const Nanos prepare_time_;
 
   std::shared_ptr<net::DeferredSlot> slot_;
   RouteOutcome route_;
@@ -575,7 +583,8 @@ net::HandlerResult Proxy::Handle(api::Endpoint endpoint, const net::HttpRequest&
     return ErrorResponse(prepared.error(), request_id);
   }
   Lane& lane = impl_->NextLane();
-  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, std::move(*prepared), request_id);
+  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, std::move(*prepared), request_id,
+                                             now, impl_->clock_->Now() - now);
   auto slot = exchange->MakeSlot();
   exchange->Start();
   return std::shared_ptr<net::DeferredResponse>(slot);

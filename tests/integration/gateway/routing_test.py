@@ -12,21 +12,26 @@ from cluster import Cases, Cluster, check, get, metric_sum, parse_prom, post, st
 binary = sys.argv[1]
 cases = Cases()
 
+def run_conversation(c):
+    """Five chat turns, each extending the last; returns (workers, cached tokens per turn)."""
+    messages = [{"role": "system", "content": "You are a helpful assistant. " * 20}]
+    workers, cached = [], []
+    for turn in range(5):
+        messages.append({"role": "user", "content": "Question %d: %s" % (turn, "why? " * 30)})
+        status, headers, body = post(c.port, "/v1/chat/completions", {
+            "model": "sim-model", "messages": messages, "max_tokens": 12, "ignore_eos": True})
+        check(status == 200, "turn %d: %d %s" % (turn, status, body))
+        r = json.loads(body)
+        workers.append(headers.get("x-kvroute-worker"))
+        cached.append(r["usage"]["prompt_tokens_details"]["cached_tokens"])
+        messages.append({"role": "assistant", "content": r["choices"][0]["message"]["content"]})
+    return workers, cached
+
+
 with Cluster(binary, n=3, speedup=20) as c:
 
     def conversation_stays_on_its_worker():
-        messages = [{"role": "system", "content": "You are a helpful assistant. " * 20}]
-        workers, cached = [], []
-        for turn in range(5):
-            messages.append({"role": "user", "content": "Question %d: %s" % (turn, "why? " * 30)})
-            status, headers, body = post(c.port, "/v1/chat/completions", {
-                "model": "sim-model", "messages": messages, "max_tokens": 12,
-                "ignore_eos": True})
-            check(status == 200, "turn %d: %d %s" % (turn, status, body))
-            r = json.loads(body)
-            workers.append(headers.get("x-kvroute-worker"))
-            cached.append(r["usage"]["prompt_tokens_details"]["cached_tokens"])
-            messages.append({"role": "assistant", "content": r["choices"][0]["message"]["content"]})
+        workers, cached = run_conversation(c)
         check(len(set(workers)) == 1, "turns went to %s" % workers)
         check(all(b > a for a, b in zip(cached[1:], cached[2:])) and cached[-1] > cached[1],
               "cached tokens do not grow: %s" % cached)
@@ -91,6 +96,7 @@ with Cluster(binary, n=3, speedup=20) as c:
               "predicted cached tokens")
         check(metric_sum(m, "kvroute_index_blocks") > 0, "index is fed by KV events")
         check(metric_sum(m, "kvroute_worker_healthy") == 3, "worker health")
+        check(metric_sum(m, "kvroute_decision_latency_seconds_count") >= 41, "decision latency")
 
     def request_id_is_passed_through():
         status, headers, _ = post(c.port, "/v1/completions",
@@ -105,5 +111,16 @@ with Cluster(binary, n=3, speedup=20) as c:
     cases.run("/debug/route explains without sending", debug_route_explains_without_sending)
     cases.run("/metrics lists requests, latencies, index", metrics_list_requests_and_latencies)
     cases.run("X-Request-Id is passed through", request_id_is_passed_through)
+
+with Cluster(binary, n=3, speedup=20,
+             extra_yaml="mode: approximate\nscheduler: {policy: approx_prefix}\n") as c:
+
+    def approximate_mode_keeps_conversations_too():
+        workers, cached = run_conversation(c)
+        check(len(set(workers)) == 1, "turns went to %s" % workers)
+        check(cached[-1] > cached[1] > 0, "cached tokens do not grow: %s" % cached)
+
+    cases.run("approximate mode (no events, no tokenizer) keeps a conversation on its worker",
+              approximate_mode_keeps_conversations_too)
 
 cases.exit()
