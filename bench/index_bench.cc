@@ -13,9 +13,11 @@
 #include <malloc.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <vector>
@@ -46,6 +48,17 @@ std::vector<TokenId> SyntheticTokens(std::uint64_t stream, std::size_t first_blo
 std::size_t HeapBytes() {
   struct mallinfo2 mi = mallinfo2();
   return mi.uordblks + mi.hblkhd;  // small allocations + mmapped large arrays
+}
+
+// Resident set size: a cross-check of the heap count that sees every page actually touched
+// (huge pages included) and none merely reserved.
+std::size_t RssBytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -144,7 +157,8 @@ struct LookupWorld {
   BlockKeyer keyer;
   std::unique_ptr<KvIndex> index = std::make_unique<KvIndex>(keyer);
   std::vector<std::vector<BlockKey>> prompts;
-  double bytes_per_entry = 0;
+  double bytes_per_entry = 0;      // heap growth (malloc's view)
+  double rss_bytes_per_entry = 0;  // resident set growth
   std::size_t entries = 0;
 };
 
@@ -171,6 +185,7 @@ std::unique_ptr<LookupWorld> BuildRealistic() {
   KvIndex& index = *world->index;
   std::mt19937_64 rng(7);
   const std::size_t before = HeapBytes();
+  const std::size_t rss_before = RssBytes();
   std::vector<std::vector<TokenId>> prompt_tokens;
   for (int v = 0; v < 8; ++v) {
     std::vector<TokenId> t = SyntheticTokens(1, 0, 2176);  // system + document
@@ -203,8 +218,10 @@ std::unique_ptr<LookupWorld> BuildRealistic() {
       held[w] += n;
     }
   }
-  world->entries = index.stats().entries;
+  const IndexStats stats = index.stats();
+  world->entries = stats.entries;
   world->bytes_per_entry = static_cast<double>(HeapBytes() - before) / world->entries;
+  world->rss_bytes_per_entry = static_cast<double>(RssBytes() - rss_before) / world->entries;
   for (const auto& t : prompt_tokens) world->prompts.push_back(world->keyer.Keys(t));
   return world;
 }
@@ -213,12 +230,15 @@ std::unique_ptr<LookupWorld> BuildRealistic() {
 std::unique_ptr<LookupWorld> BuildStaircase() {
   auto world = std::make_unique<LookupWorld>();
   const std::size_t before = HeapBytes();
+  const std::size_t rss_before = RssBytes();
   std::vector<TokenId> tokens = SyntheticTokens(1, 0, kPromptBlocks);
   for (WorkerId w = 0; w < kLookupWorkers; ++w) {
     StoreRange(*world->index, w, tokens, 0, 8 * (w + 1), static_cast<EngineHash>(w) << 32);
   }
-  world->entries = world->index->stats().entries;
+  const IndexStats stats = world->index->stats();
+  world->entries = stats.entries;
   world->bytes_per_entry = static_cast<double>(HeapBytes() - before) / world->entries;
+  world->rss_bytes_per_entry = static_cast<double>(RssBytes() - rss_before) / world->entries;
   world->prompts.push_back(world->keyer.Keys(tokens));
   return world;
 }
@@ -276,6 +296,7 @@ void RunLookups(benchmark::State& state, const LookupWorld& world) {
   state.counters["workers_matched"] = static_cast<double>(matched) / wall_us.size();
   state.counters["entries"] = static_cast<double>(world.entries);
   state.counters["bytes_per_entry"] = world.bytes_per_entry;
+  state.counters["rss_bytes_per_entry"] = world.rss_bytes_per_entry;
 }
 
 void BM_Lookup128k(benchmark::State& state) {
