@@ -96,7 +96,7 @@ def sigterm_drain_loses_nothing():
         started = threading.Barrier(4)
 
         def run(i):
-            conn, resp = open_stream(c.port, long_stream_body("term%d" % i, tokens=200))
+            conn, resp = open_stream(c.port, long_stream_body("term%d" % i, tokens=1500))
             started.wait(timeout=30)
             results.append((resp.status, read_events(resp)))
             conn.close()
@@ -109,6 +109,16 @@ def sigterm_drain_loses_nothing():
         # Readiness goes false during the grace period.
         ready = wait_until(lambda: get(c.port, "/ready")[0] == 503, 0.9, 0.05)
         check(ready, "/ready stayed 200 after SIGTERM")
+        # After the grace period the listener is closed: new connections are refused while the
+        # in-flight streams keep going.
+        time.sleep(1.3)
+        try:
+            get(c.port, "/health", timeout=5)
+            refused = False
+        except (ConnectionRefusedError, ConnectionResetError, http.client.RemoteDisconnected):
+            refused = True
+        check(refused, "a new connection was accepted after the grace period")
+        check(len(results) < 3, "streams ended before the grace period: the case proves nothing")
         for t in threads:
             t.join(timeout=120)
         rc = c.serve.wait(60)
