@@ -62,6 +62,14 @@ void EngineLoop::ResetPrefixCache(std::function<void(bool)> done) {
   cv_.notify_all();
 }
 
+void EngineLoop::InspectCache(std::function<void(CacheContents)> done) {
+  {
+    std::lock_guard lock(mu_);
+    inspections_.push_back(std::move(done));
+  }
+  cv_.notify_all();
+}
+
 engine::EngineStats EngineLoop::Stats() const {
   std::lock_guard lock(mu_);
   return stats_;
@@ -71,11 +79,23 @@ void EngineLoop::DrainMailbox() {
   std::vector<Submission> submitted;
   std::vector<std::string> aborted;
   std::vector<std::function<void(bool)>> resets;
+  std::vector<std::function<void(CacheContents)>> inspections;
   {
     std::lock_guard lock(mu_);
     submitted.swap(submitted_);
     aborted.swap(aborted_);
     resets.swap(resets_);
+    inspections.swap(inspections_);
+  }
+  // Inspections first: they see the state the published batches describe, before this turn's
+  // adds (which emit no events until the next step anyway).
+  for (auto& done : inspections) {
+    CacheContents contents;
+    for (int t = 0; t < kv::kNumTiers; ++t) {
+      contents.tiers[t] = engine_->CachedBlockHashes(static_cast<kv::Tier>(t));
+    }
+    contents.stats = engine_->Stats();
+    done(std::move(contents));
   }
   for (auto& s : submitted) {
     std::string id = s.spec.id;
@@ -101,7 +121,7 @@ void EngineLoop::Run() {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [this] {
         return stop_ || !submitted_.empty() || !aborted_.empty() || !resets_.empty() ||
-               engine_->HasWork();
+               !inspections_.empty() || engine_->HasWork();
       });
       if (stop_) break;
     }
@@ -159,6 +179,20 @@ void EngineLoop::Run() {
     submitted.swap(submitted_);
   }
   for (auto& s : submitted) s.observer->OnEnded("", at);
+  // Pending inspections still get an answer (the final state), so no caller waits forever.
+  std::vector<std::function<void(CacheContents)>> inspections;
+  {
+    std::lock_guard lock(mu_);
+    inspections.swap(inspections_);
+  }
+  for (auto& done : inspections) {
+    CacheContents contents;
+    for (int t = 0; t < kv::kNumTiers; ++t) {
+      contents.tiers[t] = engine_->CachedBlockHashes(static_cast<kv::Tier>(t));
+    }
+    contents.stats = engine_->Stats();
+    done(std::move(contents));
+  }
 }
 
 void EngineLoop::Deliver(const engine::StepResult& result, Nanos at) {

@@ -16,10 +16,12 @@
 //
 // Ownership: owns the engine and the thread. The clock and the metrics (optional) must
 // outlive the loop.
-// Thread safety: Submit, Abort, ResetPrefixCache, Now, Stats may be called from any thread.
+// Thread safety: Submit, Abort, ResetPrefixCache, InspectCache, Now, Stats may be called from
+// any thread.
 // Start/Stop from the owning thread.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -49,6 +51,13 @@ class RequestObserver {
   virtual void OnEnded(const std::string& error, Nanos at) = 0;
 };
 
+// The engine's cache contents at one moment, taken on the loop thread between steps.
+struct CacheContents {
+  // Engine hashes (as they appear in KV events) of the blocks cached per tier, by kv::Tier.
+  std::array<std::vector<kv::EngineHash>, kv::kNumTiers> tiers;
+  engine::EngineStats stats;  // the same moment's stats (running/waiting requests)
+};
+
 struct EngineLoopOptions {
   // Called on the loop thread with each step's KV events (one batch per step, non-empty).
   std::function<void(kv::KvEventBatch)> publish;
@@ -74,6 +83,10 @@ class EngineLoop {
   void Abort(std::string request_id);
   // Drops the prefix cache on the loop thread; `done` runs there with the engine's answer.
   void ResetPrefixCache(std::function<void(bool)> done);
+  // Reads the cache contents on the loop thread at its next turn (between two steps, so the
+  // contents match the KV event batches published so far); `done` runs there and must only
+  // hand the value over (debug endpoint, tests).
+  void InspectCache(std::function<void(CacheContents)> done);
 
   // Simulated now.
   Nanos Now() const { return clock_.Now(); }
@@ -108,6 +121,7 @@ class EngineLoop {
   std::vector<Submission> submitted_;
   std::vector<std::string> aborted_;
   std::vector<std::function<void(bool)>> resets_;
+  std::vector<std::function<void(CacheContents)>> inspections_;
   bool stop_ = false;
   engine::EngineStats stats_;
 

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "engine/profile.h"
+#include "kv/vllm_hash.h"
 
 namespace kvroute::sim {
 namespace {
@@ -131,6 +133,35 @@ TEST_F(EngineLoopTest, PublishesStoredBlocksAsBatches) {
     for (const auto& e : b.events) stored |= std::holds_alternative<kv::BlockStored>(e);
   }
   EXPECT_TRUE(stored);
+}
+
+TEST_F(EngineLoopTest, InspectCacheHoldsThePromptBlocksUnderTheirVllmHashes) {
+  auto rec = std::make_shared<Recorder>();
+  engine::RequestSpec spec = Spec("inspect", 64, 2);
+  std::vector<TokenId> prompt = spec.prompt;
+  loop_->Submit(std::move(spec), rec);
+  ASSERT_TRUE(rec->WaitFor([](Recorder& r) { return r.ended; }));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<CacheContents> contents;
+  loop_->InspectCache([&](CacheContents c) {
+    std::lock_guard lock(mu);
+    contents = std::move(c);
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 20s, [&] { return contents.has_value(); }));
+  }
+  const auto& gpu = contents->tiers[static_cast<int>(kv::Tier::kGpu)];
+  auto hashes = kv::VllmBlockHashes(prompt, 16, kv::VllmNoneHash("0"));
+  ASSERT_EQ(hashes.size(), 4u);
+  for (const auto& h : hashes) {
+    EXPECT_NE(std::find(gpu.begin(), gpu.end(), h.Low64()), gpu.end()) << h.Hex();
+  }
+  EXPECT_TRUE(contents->tiers[static_cast<int>(kv::Tier::kCpu)].empty());  // no CPU tier
+  EXPECT_EQ(contents->stats.num_running, 0u);
 }
 
 TEST_F(EngineLoopTest, StopEndsLiveRequestsAsAborted) {

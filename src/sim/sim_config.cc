@@ -39,6 +39,9 @@ std::expected<void, std::string> Validate(const SimConfig& c) {
     return fail("--kv-events-endpoint must not be empty (use --no-kv-events)");
   }
   if (c.kv_events_buffer_steps < 1) return fail("--kv-events-buffer-steps must be >= 1");
+  if (c.kv_events_drop_every == 1) {
+    return fail("--kv-events-drop-every must be 0 (off) or >= 2 (1 would drop every batch)");
+  }
   return {};
 }
 

@@ -43,6 +43,14 @@ struct SimConfig {
   std::string kv_events_replay_endpoint;   // empty: no replay socket
   std::string kv_events_encoding = "map";  // map (vLLM main) | array (vLLM ≤ 2026-05)
   std::uint64_t kv_events_buffer_steps = 10000;
+  // Test only: when N > 1, every Nth batch (seq N-1, 2N-1, ...) is numbered and kept for
+  // replay but not sent on the PUB socket, so subscribers see gaps and must replay. 0: off.
+  std::uint64_t kv_events_drop_every = 0;
+
+  // Tokenizer: empty = SimpleTokenizer (no model files); otherwise a Hugging Face model
+  // directory (tokenizer.json + tokenizer_config.json) or the name of a shipped model
+  // (tokenize::ShippedModelNames(): qwen3, llama3_1, deepseek_v3). See sim_tokenizer.h.
+  std::string tokenizer;
 
   std::string log_level = "info";
 

@@ -27,6 +27,16 @@ TEST(SimConfigTest, RejectsValuesOutOfRangeNamingTheFlag) {
   EXPECT_FALSE(Validate(c).has_value());
 }
 
+TEST(SimConfigTest, DropEveryOneIsRejectedBecauseItWouldDropEveryBatch) {
+  SimConfig c;
+  c.kv_events_drop_every = 1;
+  auto r = Validate(c);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().find("--kv-events-drop-every"), std::string::npos);
+  c.kv_events_drop_every = 7;
+  EXPECT_TRUE(Validate(c).has_value());
+}
+
 TEST(SimConfigTest, EngineConfigCarriesTheEngineKnobs) {
   SimConfig c;
   c.block_size = 32;

@@ -12,6 +12,7 @@
 #include "api/sse_writer.h"
 #include "api/tokenize_api.h"
 #include "net/body_queue.h"
+#include "sim/debug_cache.h"
 #include "sim/sim_request.h"
 #include "telemetry/prometheus_text.h"
 
@@ -220,6 +221,18 @@ void RegisterSimHandlers(const SimContext& ctx, net::HttpServer& server) {
       slot->Set(ok ? net::TextResponse(200, "")
                    : ErrorResponse(api::ApiError::Overloaded(
                          "the prefix cache cannot be reset while requests are running")));
+    });
+    return std::shared_ptr<net::DeferredResponse>(std::move(slot));
+  });
+  server.Handle("GET", "/debug/kv_cache", [ctx](const HttpRequest&) -> HandlerResult {
+    auto slot = std::make_shared<net::DeferredSlot>();
+    EngineLoop* loop = ctx.loop;
+    const kv::ZmqEventPublisher* publisher = ctx.publisher;
+    loop->InspectCache([slot, loop, publisher](CacheContents contents) {
+      std::optional<kv::ZmqPublisherStats> stats;
+      if (publisher != nullptr) stats = publisher->stats();
+      slot->Set(net::JsonResponse(
+          200, KvCacheDebugJson(contents, loop->engine_config(), stats ? &*stats : nullptr)));
     });
     return std::shared_ptr<net::DeferredResponse>(std::move(slot));
   });

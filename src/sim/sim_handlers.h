@@ -3,6 +3,8 @@
 //   POST /v1/completions, POST /v1/chat/completions (SSE or JSON), GET /v1/models,
 //   GET /health, GET /health/ready, POST /tokenize, POST /detokenize, GET /metrics,
 //   POST /reset_prefix_cache.
+// Plus one kvroute-only debug endpoint (not vLLM's surface): GET /debug/kv_cache, the
+// engine's cached block hashes per tier (debug_cache.h), read through the loop's mailbox.
 // Requests are parsed and validated by api/ (OpenAI error objects with vLLM's types), the
 // model name is checked (404), the prompt is tokenized and checked against max_model_len
 // (400), and the request is submitted to the EngineLoop; the connection gets a ChunkQueue
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kv/zmq_publisher.h"
 #include "net/http_server.h"
 #include "sim/engine_loop.h"
 #include "telemetry/vllm_metrics.h"
@@ -37,7 +40,8 @@ struct SimContext {
   EngineLoop* loop = nullptr;
   prometheus::Registry* registry = nullptr;
   telemetry::VllmMetrics* metrics = nullptr;
-  const std::atomic<bool>* draining = nullptr;  // /health/ready answers 503 while set
+  const std::atomic<bool>* draining = nullptr;       // /health/ready answers 503 while set
+  const kv::ZmqEventPublisher* publisher = nullptr;  // null when KV events are off
 };
 
 void RegisterSimHandlers(const SimContext& context, net::HttpServer& server);

@@ -76,6 +76,12 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
     options.topic = config.kv_events_topic;
     options.encode.events =
         config.kv_events_encoding == "array" ? kv::EventLayout::kArray : kv::EventLayout::kMap;
+    if (config.kv_events_drop_every > 1) {
+      // Test only (--kv-events-drop-every): seq N-1, 2N-1, ... are lost on the wire but kept
+      // for replay, so a subscriber must detect the gap and repair it.
+      const std::uint64_t n = config.kv_events_drop_every;
+      options.drop_on_wire_for_test = [n](std::uint64_t seq) { return (seq + 1) % n == 0; };
+    }
     auto publisher = kv::ZmqEventPublisher::Create(std::move(options));
     if (!publisher) return std::unexpected("--kv-events-endpoint: " + publisher.error());
     s->publisher = std::move(*publisher);
@@ -111,6 +117,7 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
       .registry = &s->registry,
       .metrics = s->metrics.get(),
       .draining = &s->draining,
+      .publisher = s->publisher.get(),
   };
   RegisterSimHandlers(ctx, *s->http);
   return std::unique_ptr<SimServer>(new SimServer(std::move(s)));
