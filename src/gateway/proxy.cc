@@ -8,11 +8,15 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <optional>
 #include <random>
 #include <thread>
@@ -239,6 +243,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   void CancelOnLane() {
     if (cancelled_) return;
     cancelled_ = true;
+    if (cancel_signal_) cancel_signal_->cancel();
     if (upstream_) upstream_->Cancel();
     if (routed_ && !finished_) {
       proxy_->metrics_->OnError("client_cancelled");
@@ -400,8 +405,16 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       ++attempts_;
       OnRouted();
 
-      auto stream = co_await lane_->client->Stream(UpstreamRequest());
-      if (cancelled_) co_return;
+      // Race the request against the client's cancel: a client that leaves while the worker
+      // has not even sent headers (a non-streaming request) cancels the upstream at once.
+      using namespace asio::experimental::awaitable_operators;
+      if (!cancel_signal_) {
+        cancel_signal_.emplace(lane_->ctx, asio::steady_timer::time_point::max());
+      }
+      auto raced = co_await (lane_->client->Stream(UpstreamRequest()) ||
+                             cancel_signal_->async_wait(asio::as_tuple(asio::use_awaitable)));
+      if (cancelled_ || raced.index() == 1) co_return;
+      auto stream = std::move(std::get<0>(raced));
       std::optional<AttemptFailure> failure;
       std::string detail;
       if (!stream) {
@@ -547,6 +560,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::shared_ptr<net::DeferredSlot> slot_;
   RouteOutcome route_;
   std::unique_ptr<client::ResponseStream> upstream_;
+  std::optional<asio::steady_timer> cancel_signal_;  // cancelled when the client leaves
   std::optional<std::string> preloaded_;
   api::SseParser sse_;
   std::vector<api::SseMessage> events_;

@@ -62,7 +62,7 @@ TEST(RequestIdFor, KeepsASaneClientIdAndGeneratesOtherwise) {
 
 // A fake worker: one HttpServer whose /v1/completions behaviour the test chooses.
 struct FakeWorker {
-  enum class Mode { kJson, kUnavailable, kStream, kStreamThenDie, kStreamForever };
+  enum class Mode { kJson, kUnavailable, kStream, kStreamThenDie, kStreamForever, kJsonNever };
   explicit FakeWorker(Mode m) : mode(m), server(net::ServerOptions{}) {
     server.Handle(
         "POST", "/v1/completions", [this](const net::HttpRequest& r) -> net::HandlerResult {
@@ -250,6 +250,30 @@ TEST_F(ProxyTest, ClientDisconnectCancelsTheUpstreamStream) {
   }
   for (int i = 0; i < 200 && w.cancelled.load() == 0; ++i)
     std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(w.cancelled.load(), 1);
+  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(registry_.load().inflight(), 0u);
+}
+
+TEST_F(ProxyTest, ClientDisconnectCancelsAPendingNonStreamingRequest) {
+  FakeWorker w(FakeWorker::Mode::kJsonNever);
+  Start({&w});
+  {
+    net::testing::TestClient c;
+    ASSERT_TRUE(c.Connect(front_->port()));
+    c.Send(
+        net::testing::TestClient::Post("/v1/completions", R"({"model":"m","prompt":"x"})", false));
+    for (int i = 0; i < 200 && w.requests.load() == 0; ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ASSERT_EQ(w.requests.load(), 1);
+    c.Close();
+  }
+  for (int i = 0; i < 200 && w.cancelled.load() == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   EXPECT_EQ(w.cancelled.load(), 1);
   for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
     std::this_thread::sleep_for(milliseconds(20));
