@@ -18,7 +18,7 @@
 #include "engine/profile.h"
 #include "sim/sim_config.h"
 #include "sim/sim_server.h"
-#include "tokenize/simple_tokenizer.h"
+#include "sim/sim_tokenizer.h"
 
 namespace kvroute::app {
 namespace {
@@ -61,7 +61,12 @@ int RunSim(sim::SimConfig config) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto server = sim::SimServer::Create(config, std::make_shared<tokenize::SimpleTokenizer>());
+  auto tokenizer = sim::LoadSimTokenizer(config.tokenizer);
+  if (!tokenizer) {
+    std::cerr << "kvroute sim: " << tokenizer.error() << "\n";
+    return 2;
+  }
+  auto server = sim::SimServer::Create(config, std::move(*tokenizer));
   if (!server) {
     std::cerr << "kvroute sim: " << server.error() << "\n";
     return 2;
@@ -98,7 +103,8 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "sim",
       "Run one simulated vLLM model server: OpenAI API (SSE), /metrics, /tokenize, KV events "
-      "over ZMQ, driven by an engine model in sped-up real time.");
+      "over ZMQ, driven by an engine model in sped-up real time. Debug (kvroute only): GET "
+      "/debug/kv_cache lists the engine's cached block hashes per tier.");
   auto c = std::make_shared<sim::SimConfig>();
   auto no_kv_events = std::make_shared<bool>(false);
   auto config_path = std::make_shared<std::string>();
@@ -147,6 +153,14 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-events-buffer-steps", c->kv_events_buffer_steps, "Batches kept for replay")
       ->capture_default_str();
   cmd->add_flag("--no-kv-events", *no_kv_events, "Do not publish KV events");
+  cmd->add_option("--kv-events-drop-every", c->kv_events_drop_every,
+                  "TEST ONLY: every Nth batch is kept for replay but not sent, so subscribers "
+                  "must repair gaps; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--tokenizer", c->tokenizer,
+                  "Model directory (tokenizer.json + tokenizer_config.json) or shipped model "
+                  "name (qwen3, llama3_1, deepseek_v3) for /tokenize, chat templates and output "
+                  "text; empty = the built-in simple tokenizer");
   cmd->add_option("--log-level", c->log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
   cmd->footer("Embedded profiles: " + [] {
