@@ -7,6 +7,7 @@
 #include <boost/json/value.hpp>
 #include <string>
 
+#include "kv/vllm_hash.h"
 #include "net/test_client.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -62,6 +63,29 @@ TEST_F(SimServerTest, CompletionReturnsTextAndUsage) {
   EXPECT_FALSE(choice.at("text").as_string().empty());
   EXPECT_EQ(choice.at("finish_reason").as_string(), "length");
   EXPECT_EQ(v.at("usage").at("completion_tokens").as_int64(), 5);
+}
+
+TEST_F(SimServerTest, DebugKvCacheListsTheFinishedPromptsBlocksUnderVllmHashes) {
+  std::string ids;
+  std::vector<TokenId> prompt;
+  for (TokenId t = 500; t < 548; ++t) {  // 3 full blocks
+    prompt.push_back(t);
+    ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  }
+  auto done = Post("/v1/completions", R"({"model":"test-model","prompt":[)" + ids +
+                                          R"(],"max_tokens":2,"ignore_eos":true})");
+  ASSERT_EQ(done.status, 200) << done.body;
+  auto r = Get("/debug/kv_cache");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto v = json::parse(r.body).as_object();
+  EXPECT_EQ(v.at("block_size").to_number<int>(), 16);
+  EXPECT_TRUE(v.at("kv_events").is_null());  // this fixture runs without KV events
+  const auto& gpu = v.at("tiers").at("GPU").as_array();
+  for (const auto& h : kv::VllmBlockHashes(prompt, 16, kv::VllmNoneHash("0"))) {
+    bool found = false;
+    for (const auto& x : gpu) found |= x.to_number<std::uint64_t>() == h.Low64();
+    EXPECT_TRUE(found) << h.Hex();
+  }
 }
 
 TEST_F(SimServerTest, SameSeedAndPromptGiveTheSameText) {
