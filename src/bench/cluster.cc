@@ -1,0 +1,194 @@
+#include "bench/cluster.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench/nginx.h"
+
+namespace kvroute::bench {
+namespace {
+
+constexpr const char* kNginx = "/usr/sbin/nginx";
+
+// The value after "key=" in a space-separated ready line.
+std::string Field(const std::string& line, const std::string& key) {
+  const auto at = line.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  const auto start = at + key.size() + 2;
+  const auto end = line.find(' ', start);
+  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+std::expected<std::string, std::string> UrlAfter(const std::string& line,
+                                                 const std::string& prefix) {
+  if (!line.starts_with(prefix)) return std::unexpected("not a ready line: " + line);
+  const auto start = prefix.size();
+  const auto end = line.find(' ', start);
+  std::string url = line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  if (!url.starts_with("http://")) return std::unexpected("no URL in: " + line);
+  return url;
+}
+
+std::string HostPort(const std::string& url) { return url.substr(std::string("http://").size()); }
+
+}  // namespace
+
+std::expected<SimInfo, std::string> ParseSimReadyLine(const std::string& line) {
+  auto url = UrlAfter(line, "kvroute sim listening on ");
+  if (!url) return std::unexpected(url.error());
+  SimInfo info;
+  info.url = *url;
+  info.model = Field(line, "model");
+  info.kv_endpoint = Field(line, "kv_events");
+  if (info.kv_endpoint == "off") info.kv_endpoint.clear();
+  return info;
+}
+
+std::expected<std::string, std::string> ParseServeReadyLine(const std::string& line) {
+  return UrlAfter(line, "kvroute serve listening on ");
+}
+
+bool IsKnownRouterName(const std::string& router) {
+  return router == "nginx-rr" || router == "nginx-lc" ||
+         (router.starts_with("kvroute:") && router.size() > 8);
+}
+
+Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
+  if (options_.exe.empty()) options_.exe = SelfExe();
+}
+
+std::expected<void, std::string> Cluster::StartSims() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.dir, ec);
+  if (ec) return std::unexpected("cannot create " + options_.dir + ": " + ec.message());
+  // Start all, then wait for all: the sims come up in parallel.
+  for (int i = 0; i < options_.workers; ++i) {
+    auto kv_port = FreeLoopbackPort();
+    if (!kv_port) return std::unexpected(kv_port.error());
+    std::ostringstream speedup, seed;
+    speedup << options_.speedup;
+    seed << options_.seed;
+    std::vector<std::string> argv = {options_.exe,
+                                     "sim",
+                                     "--host",
+                                     "127.0.0.1",
+                                     "--port",
+                                     "0",
+                                     "--seed",
+                                     seed.str(),
+                                     "--speedup",
+                                     speedup.str(),
+                                     "--shutdown-timeout",
+                                     "1",
+                                     "--kv-events-endpoint",
+                                     "tcp://127.0.0.1:" + std::to_string(*kv_port)};
+    if (!options_.profile.empty()) {
+      argv.push_back("--profile");
+      argv.push_back(options_.profile);
+    }
+    const std::string log = options_.dir + "/sim" + std::to_string(i) + ".log";
+    std::filesystem::remove(log, ec);
+    auto child = ChildProcess::Spawn(argv, log);
+    if (!child) return std::unexpected("sim " + std::to_string(i) + ": " + child.error());
+    sim_processes_.push_back(std::move(*child));
+  }
+  for (std::size_t i = 0; i < sim_processes_.size(); ++i) {
+    auto line =
+        sim_processes_[i].WaitForLine("kvroute sim listening on ", options_.ready_timeout_s);
+    if (!line) return std::unexpected("sim " + std::to_string(i) + ": " + line.error());
+    auto info = ParseSimReadyLine(*line);
+    if (!info) return std::unexpected(info.error());
+    if (!WaitHttpOk(info->url + "/health", options_.ready_timeout_s)) {
+      return std::unexpected("sim " + info->url + " never answered /health");
+    }
+    sims_.push_back(*info);
+  }
+  return {};
+}
+
+std::expected<void, std::string> Cluster::StartRouter(const std::string& router) {
+  if (!IsKnownRouterName(router)) return std::unexpected("unknown router " + router);
+  std::string safe = router;
+  for (char& c : safe) {
+    if (c == ':') c = '_';
+  }
+  const std::string dir = options_.dir + "/" + safe;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return std::unexpected("cannot create " + dir + ": " + ec.message());
+  auto started = router.starts_with("nginx-") ? StartNginx(router == "nginx-lc", dir)
+                                              : StartServe(router.substr(8), dir);
+  if (!started) return started;
+  if (!WaitHttpOk(router_url_ + "/health", options_.ready_timeout_s)) {
+    return std::unexpected(router + " never answered /health; see " + router_.log_path());
+  }
+  return {};
+}
+
+std::expected<void, std::string> Cluster::StartNginx(bool least_conn, const std::string& dir) {
+  auto port = FreeLoopbackPort();
+  if (!port) return std::unexpected(port.error());
+  NginxOptions n;
+  for (const auto& s : sims_) n.upstreams.push_back(HostPort(s.url));
+  n.least_conn = least_conn;
+  n.listen_port = *port;
+  n.dir = std::filesystem::absolute(dir).string();
+  const std::string conf = n.dir + "/nginx.conf";
+  std::ofstream(conf) << NginxConfig(n);
+  // -e: the error log before the configuration is read (the default path may not be writable).
+  auto child = ChildProcess::Spawn({kNginx, "-e", n.dir + "/error.log", "-p", n.dir, "-c", conf},
+                                   n.dir + "/nginx.log");
+  if (!child) return std::unexpected("nginx: " + child.error());
+  router_ = std::move(*child);
+  router_url_ = "http://127.0.0.1:" + std::to_string(*port);
+  return {};
+}
+
+std::expected<void, std::string> Cluster::StartServe(const std::string& policy,
+                                                     const std::string& dir) {
+  std::ostringstream y;
+  y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
+  for (std::size_t i = 0; i < sims_.size(); ++i) {
+    const auto& s = sims_[i];
+    y << "  - name: sim" << i << "\n    url: " << s.url << "\n    model: " << s.model << "\n";
+    if (!s.kv_endpoint.empty()) {
+      // The sim binds; "tcp://*:P" tells kvroute to connect to the worker's host on P.
+      const auto colon = s.kv_endpoint.rfind(':');
+      y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
+    }
+  }
+  y << "scheduler: {policy: " << policy << ", seed: " << options_.seed << "}\n"
+    << "mode: precise\n";
+  const std::string conf = dir + "/serve.yaml";
+  std::ofstream(conf) << y.str();
+  const std::string log = dir + "/serve.log";
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
+  auto child = ChildProcess::Spawn({options_.exe, "serve", "--config", conf}, log);
+  if (!child) return std::unexpected("kvroute serve: " + child.error());
+  router_ = std::move(*child);
+  auto line = router_.WaitForLine("kvroute serve listening on ", options_.ready_timeout_s);
+  if (!line) return std::unexpected("kvroute serve: " + line.error());
+  auto url = ParseServeReadyLine(*line);
+  if (!url) return std::unexpected(url.error());
+  router_url_ = *url;
+  return {};
+}
+
+void Cluster::Stop() {
+  router_.Stop();
+  for (auto& p : sim_processes_) p.Stop();
+  sim_processes_.clear();
+  sims_.clear();
+  router_url_.clear();
+}
+
+std::vector<pid_t> Cluster::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& p : sim_processes_) out.push_back(p.pid());
+  if (router_.pid() > 0) out.push_back(router_.pid());
+  return out;
+}
+
+}  // namespace kvroute::bench

@@ -1,0 +1,73 @@
+// A local cluster for `kvroute bench compare` and `kvroute demo`: N `kvroute sim` children
+// (the running binary itself) with KV events on explicit loopback ports, and one router in
+// front of them: nginx (round robin or least_conn) or `kvroute serve` with a policy preset.
+//
+// Router names: "nginx-rr", "nginx-lc", "kvroute:<preset>" (round_robin, predicted_latency,
+// dynamo_cost, ...). Each child writes its log (and nginx/serve their configuration) into
+// `dir`, which survives the run for post-mortems.
+//
+// Ownership: the Cluster owns its children; Stop() (and the destructor) stops the router
+// first, then the sims. Thread safety: one thread.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <vector>
+
+#include "bench/cluster_process.h"
+
+namespace kvroute::bench {
+
+struct ClusterOptions {
+  std::string exe;  // the kvroute binary; empty: SelfExe()
+  int workers = 4;
+  std::string profile;  // empty: the sim's default
+  std::uint64_t seed = 1;
+  double speedup = 1;
+  std::string dir;  // logs and configs; created
+  double ready_timeout_s = 30;
+};
+
+struct SimInfo {
+  std::string url;          // http://127.0.0.1:P
+  std::string kv_endpoint;  // tcp://127.0.0.1:Q
+  std::string model;
+};
+
+// Parses a ready line "kvroute sim listening on http://H:P model=M kv_events=E ...".
+std::expected<SimInfo, std::string> ParseSimReadyLine(const std::string& line);
+// "kvroute serve listening on http://H:P ..." → "http://H:P".
+std::expected<std::string, std::string> ParseServeReadyLine(const std::string& line);
+// Whether `router` is a name this file knows how to start.
+bool IsKnownRouterName(const std::string& router);
+
+class Cluster {
+ public:
+  explicit Cluster(ClusterOptions options);
+  ~Cluster() { Stop(); }
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  // Starts the sims and waits for their /health.
+  std::expected<void, std::string> StartSims();
+  // Starts `router` in front of the sims and waits until it proxies /health.
+  std::expected<void, std::string> StartRouter(const std::string& router);
+  void Stop();
+
+  const std::vector<SimInfo>& sims() const { return sims_; }
+  const std::string& router_url() const { return router_url_; }
+  std::vector<pid_t> pids() const;
+
+ private:
+  std::expected<void, std::string> StartNginx(bool least_conn, const std::string& dir);
+  std::expected<void, std::string> StartServe(const std::string& policy, const std::string& dir);
+
+  ClusterOptions options_;
+  std::vector<ChildProcess> sim_processes_;
+  std::vector<SimInfo> sims_;
+  ChildProcess router_;
+  std::string router_url_;
+};
+
+}  // namespace kvroute::bench

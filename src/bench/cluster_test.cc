@@ -1,0 +1,108 @@
+#include "bench/cluster.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace kvroute::bench {
+namespace {
+
+std::string TempLog(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("kvroute_cluster_test_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+TEST(SimReadyLineTest, ParsesUrlModelAndKvEndpoint) {
+  auto info = ParseSimReadyLine(
+      "kvroute sim listening on http://127.0.0.1:4321 model=sim-model "
+      "kv_events=tcp://127.0.0.1:5557 kv_replay=tcp://127.0.0.1:5558");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->url, "http://127.0.0.1:4321");
+  EXPECT_EQ(info->model, "sim-model");
+  EXPECT_EQ(info->kv_endpoint, "tcp://127.0.0.1:5557");
+}
+
+TEST(SimReadyLineTest, KvEventsOffLeavesEndpointEmpty) {
+  auto info =
+      ParseSimReadyLine("kvroute sim listening on http://127.0.0.1:1 model=m kv_events=off");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(info->kv_endpoint.empty());
+}
+
+TEST(SimReadyLineTest, RejectsOtherLines) {
+  EXPECT_FALSE(ParseSimReadyLine("something else").has_value());
+}
+
+TEST(ServeReadyLineTest, ParsesUrl) {
+  auto url = ParseServeReadyLine(
+      "kvroute serve listening on http://127.0.0.1:8080 workers=2 policy=x block_size=16");
+  ASSERT_TRUE(url.has_value());
+  EXPECT_EQ(*url, "http://127.0.0.1:8080");
+}
+
+TEST(RouterNameTest, KnowsNginxAndKvroutePresets) {
+  EXPECT_TRUE(IsKnownRouterName("nginx-rr"));
+  EXPECT_TRUE(IsKnownRouterName("nginx-lc"));
+  EXPECT_TRUE(IsKnownRouterName("kvroute:predicted_latency"));
+  EXPECT_FALSE(IsKnownRouterName("kvroute:"));
+  EXPECT_FALSE(IsKnownRouterName("haproxy"));
+}
+
+TEST(ChildProcessTest, ReadsTheReadyLineFromTheLog) {
+  const std::string log = TempLog("ready.log");
+  std::filesystem::remove(log);
+  auto child = ChildProcess::Spawn({"/bin/sh", "-c", "echo booting; echo READY 42; sleep 30"}, log);
+  ASSERT_TRUE(child.has_value()) << child.error();
+  auto line = child->WaitForLine("READY", 10);
+  ASSERT_TRUE(line.has_value()) << line.error();
+  EXPECT_EQ(*line, "READY 42");
+  child->Stop(2);
+  std::filesystem::remove(log);
+}
+
+TEST(ChildProcessTest, StopLeavesNoProcessInTheGroup) {
+  const std::string log = TempLog("stop.log");
+  // The shell forks a grandchild sleeper that ignores SIGTERM: the group kill must get it too.
+  auto child = ChildProcess::Spawn(
+      {"/bin/sh", "-c", "(trap '' TERM; sleep 60) & echo started $!; wait"}, log);
+  ASSERT_TRUE(child.has_value()) << child.error();
+  auto line = child->WaitForLine("started", 10);
+  ASSERT_TRUE(line.has_value()) << line.error();
+  const pid_t grandchild = std::stoi(line->substr(8));
+  const pid_t pid = child->pid();
+  child->Stop(0.5);
+  EXPECT_EQ(child->pid(), -1);
+  EXPECT_NE(kill(pid, 0), 0);
+  // The grandchild is reparented and reaped by init; give it a bounded moment to disappear.
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = kill(grandchild, 0) != 0;
+    if (!gone) usleep(10'000);
+  }
+  EXPECT_TRUE(gone);
+  std::filesystem::remove(log);
+}
+
+TEST(ChildProcessTest, WaitForLineReportsAnEarlyExit) {
+  const std::string log = TempLog("exit.log");
+  std::filesystem::remove(log);
+  auto child = ChildProcess::Spawn({"/bin/sh", "-c", "echo failing; exit 3"}, log);
+  ASSERT_TRUE(child.has_value());
+  auto line = child->WaitForLine("READY", 10);
+  ASSERT_FALSE(line.has_value());
+  EXPECT_NE(line.error().find("exited"), std::string::npos);
+  std::filesystem::remove(log);
+}
+
+TEST(FreeLoopbackPortTest, ReturnsAUsablePort) {
+  auto port = FreeLoopbackPort();
+  ASSERT_TRUE(port.has_value());
+  EXPECT_GT(*port, 0);
+  EXPECT_LT(*port, 65536);
+}
+
+}  // namespace
+}  // namespace kvroute::bench
