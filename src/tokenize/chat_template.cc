@@ -9,8 +9,10 @@ using jinja::Value;
 
 Value MessageValue(const ChatMessage& m) {
   Value msg = Value::MakeDict();
-  msg.dict->Set("role", Value::Str(m.role));
-  msg.dict->Set("content", Value::Str(m.content));
+  // Room for every key below, so the entries (and the content string) are never moved.
+  msg.dict->items.reserve(5);
+  msg.dict->items.emplace_back("role", Value::Str(m.role));
+  msg.dict->items.emplace_back("content", Value::Str(m.content));
   if (!m.tool_calls.empty()) {
     jinja::List calls;
     for (const ToolCall& c : m.tool_calls) {

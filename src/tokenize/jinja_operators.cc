@@ -56,7 +56,12 @@ Result BinaryOp(const std::string& op, Value a, const Value& b) {
   }
   if (op == "+") {
     if (a.IsString() && b.IsString()) {
-      a.s += b.s;  // `a` is a temporary: appending keeps a chain of + linear
+      // `a` is a temporary: appending keeps a chain of + linear. Growing to twice the need
+      // lets the next short operand (a closing tag after a message) append without another
+      // copy of a long string.
+      const std::size_t need = a.s.size() + b.s.size();
+      if (a.s.capacity() < need) a.s.reserve(2 * need);
+      a.s += b.s;
       return a;
     }
     if (a.IsList() && b.IsList()) {

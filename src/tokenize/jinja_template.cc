@@ -160,19 +160,7 @@ class Interpreter {
     const auto n = static_cast<std::int64_t>(items.size());
     for (std::int64_t k = 0; k < n; ++k) {
       if (auto r = bind(items[static_cast<std::size_t>(k)]); !r) return PopWith(Error(r.error()));
-      Value loop = Value::MakeDict();
-      loop.dict->items = {
-          {"index0", Value::Int(k)},
-          {"index", Value::Int(k + 1)},
-          {"revindex0", Value::Int(n - k - 1)},
-          {"revindex", Value::Int(n - k)},
-          {"first", Value::Bool(k == 0)},
-          {"last", Value::Bool(k == n - 1)},
-          {"length", Value::Int(n)},
-          {"previtem", k > 0 ? items[static_cast<std::size_t>(k - 1)] : Value{}},
-          {"nextitem", k + 1 < n ? items[static_cast<std::size_t>(k + 1)] : Value{}},
-      };
-      frames_.back()["loop"] = std::move(loop);
+      SetLoopValue(items, k, &frames_.back()["loop"]);
       auto r = Exec(s.bodies[0]);
       if (!r) return PopWith(Error(r.error()));
       if (*r == Flow::kBreak) break;
@@ -183,6 +171,34 @@ class Interpreter {
     }
     frames_.pop_back();
     return Flow::kNormal;
+  }
+
+  // Makes *slot the `loop` object of iteration k. The dict of the previous iteration is
+  // updated in place unless the body kept a reference to it (e.g. {% set l = loop %}), which
+  // saves building nine entries per iteration; a kept dict is left as it was.
+  static void SetLoopValue(const List& items, std::int64_t k, Value* slot) {
+    const auto n = static_cast<std::int64_t>(items.size());
+    const auto at = [&](std::int64_t j) { return items[static_cast<std::size_t>(j)]; };
+    if (!slot->IsDict() || slot->is_namespace || slot->dict.use_count() != 1 ||
+        slot->dict->items.size() != 9) {
+      *slot = Value::MakeDict();
+      auto& d = slot->dict->items;
+      d.reserve(9);
+      for (const char* key : {"index0", "index", "revindex0", "revindex", "first", "last", "length",
+                              "previtem", "nextitem"}) {
+        d.emplace_back(key, Value{});
+      }
+    }
+    auto& d = slot->dict->items;
+    d[0].second = Value::Int(k);
+    d[1].second = Value::Int(k + 1);
+    d[2].second = Value::Int(n - k - 1);
+    d[3].second = Value::Int(n - k);
+    d[4].second = Value::Bool(k == 0);
+    d[5].second = Value::Bool(k == n - 1);
+    d[6].second = Value::Int(n);
+    d[7].second = k > 0 ? at(k - 1) : Value{};
+    d[8].second = k + 1 < n ? at(k + 1) : Value{};
   }
 
   std::expected<Flow, std::string> PopWith(Error e) {

@@ -99,6 +99,28 @@ TEST(JinjaTest, ArithmeticAndComparison) {
       "3 -4 1 7 True True");
 }
 
+TEST(JinjaTest, LoopObjectKeptByTheBodyKeepsItsIteration) {
+  // The interpreter reuses the loop dict between iterations; one the body stored must not
+  // change afterwards.
+  EXPECT_EQ(Render("{% set ns = namespace(kept=none) %}{% for x in xs %}"
+                   "{% if loop.first %}{% set ns.kept = loop %}{% endif %}{% endfor %}"
+                   "{{ ns.kept.index }}{{ ns.kept.first }}{{ ns.kept.nextitem }}",
+                   R"({"xs": ["a", "b", "c"]})"),
+            "1Trueb");
+}
+
+TEST(JinjaTest, LoopElseSeesTheOuterLoop) {
+  EXPECT_EQ(Render("{% for x in xs %}{% for y in [] %}{% else %}{{ loop.index }}{% endfor %}"
+                   "{% endfor %}",
+                   R"({"xs": ["a", "b"]})"),
+            "12");
+}
+
+TEST(JinjaTest, StringConcatenationChains) {
+  EXPECT_EQ(Render("{{ 'a' + x + 'b' + (y | trim) + 'c' }}", R"({"x": "X", "y": "  long text  "})"),
+            "aXblong textc");
+}
+
 TEST(JinjaTest, BooleanOperatorsReturnOperands) {
   EXPECT_EQ(Render("{{ '' or 'x' }} {{ 'a' and 'b' }} {{ not none }}"), "x b True");
 }
