@@ -1,0 +1,142 @@
+#include "bench/compare.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+
+namespace kvroute::bench {
+namespace {
+
+// A closed-loop run of one level: `n` ok requests of 100 output tokens each over `duration`
+// seconds, every inter-token gap `itl` seconds.
+RunReport Fixture(const std::string& label, int n, double duration, double itl,
+                  std::optional<double> hit = std::nullopt) {
+  RunReport run;
+  run.label = label;
+  run.workload = "agentic";
+  run.itl_targets_tps = {30, 50};
+  LevelResult level;
+  level.name = "c=4";
+  level.concurrency = 4;
+  level.duration_s = duration;
+  level.hit_rate = hit;
+  for (int i = 0; i < n; ++i) {
+    RequestRecord rec;
+    rec.result.ok = true;
+    rec.result.ttft_s = 0.1 * (i + 1);
+    rec.result.prompt_tokens = 0;
+    rec.result.output_tokens = 100;
+    rec.result.itl_s.assign(99, itl);
+    rec.result.e2e_s = rec.result.ttft_s + 99 * itl;
+    level.requests.push_back(rec);
+  }
+  run.levels.push_back(level);
+  return run;
+}
+
+TEST(CompareRowTest, PoolsRequestsAndComputesThroughput) {
+  CompareRow row = CompareRowOf(Fixture("a", 10, 5.0, 0.01, 0.5));
+  EXPECT_EQ(row.sent, 10u);
+  EXPECT_EQ(row.ok, 10u);
+  EXPECT_EQ(row.failed, 0u);
+  EXPECT_DOUBLE_EQ(row.output_tokens_per_s, 1000.0 / 5.0);
+  EXPECT_DOUBLE_EQ(row.itl.p50, 0.01);
+  EXPECT_NEAR(row.ttft.p50, 0.55, 1e-9);
+  ASSERT_TRUE(row.hit_rate.has_value());
+  EXPECT_DOUBLE_EQ(*row.hit_rate, 0.5);
+}
+
+TEST(CompareRowTest, CountsFailedRequestsOutsideTheLatencies) {
+  RunReport run = Fixture("a", 2, 1.0, 0.01);
+  RequestRecord bad;
+  bad.result.ok = false;
+  bad.result.error_kind = "http_5xx";
+  bad.result.ttft_s = 100;
+  run.levels[0].requests.push_back(bad);
+  CompareRow row = CompareRowOf(run);
+  EXPECT_EQ(row.sent, 3u);
+  EXPECT_EQ(row.failed, 1u);
+  EXPECT_LT(row.ttft.max, 1.0);
+}
+
+TEST(CompareRowTest, GoodputIsAbsentWhenTheSpeedTargetIsMissed) {
+  // ITL 0.1 s = 10 tokens/s/user: misses both 30 and 50.
+  CompareRow row = CompareRowOf(Fixture("slow", 4, 1.0, 0.1));
+  ASSERT_EQ(row.goodput.size(), 2u);
+  EXPECT_FALSE(row.goodput[0].has_value());
+  EXPECT_FALSE(row.goodput[1].has_value());
+}
+
+TEST(FillRatiosTest, BaselineIsOneAndOthersAreRelative) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 10, 10.0, 0.01)),
+                                  CompareRowOf(Fixture("kvroute:x", 10, 5.0, 0.01))};
+  FillRatios(rows, "nginx-rr");
+  ASSERT_TRUE(rows[0].throughput_ratio.has_value());
+  EXPECT_DOUBLE_EQ(*rows[0].throughput_ratio, 1.0);
+  ASSERT_TRUE(rows[1].throughput_ratio.has_value());
+  EXPECT_DOUBLE_EQ(*rows[1].throughput_ratio, 2.0);
+  ASSERT_TRUE(rows[0].goodput_ratio[0].has_value());
+  EXPECT_DOUBLE_EQ(*rows[0].goodput_ratio[0], 1.0);
+  ASSERT_TRUE(rows[1].goodput_ratio[0].has_value());
+  EXPECT_DOUBLE_EQ(*rows[1].goodput_ratio[0], 2.0);
+}
+
+TEST(FillRatiosTest, NoRatioWithoutTheBaseline) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("kvroute:x", 10, 5.0, 0.01))};
+  FillRatios(rows, "nginx-rr");
+  EXPECT_FALSE(rows[0].throughput_ratio.has_value());
+  EXPECT_FALSE(rows[0].goodput_ratio[0].has_value());
+}
+
+TEST(FillRatiosTest, NoGoodputRatioWhenTheBaselineMissedTheTarget) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 10, 10.0, 0.1)),
+                                  CompareRowOf(Fixture("kvroute:x", 10, 5.0, 0.01))};
+  FillRatios(rows, "nginx-rr");
+  EXPECT_FALSE(rows[1].goodput_ratio[0].has_value());
+  EXPECT_TRUE(rows[1].throughput_ratio.has_value());
+}
+
+TEST(CompareJsonTest, HasEveryRouterWithNullForAbsentValues) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 10, 10.0, 0.01)),
+                                  CompareRowOf(Fixture("kvroute:x", 10, 5.0, 0.1))};
+  FillRatios(rows, "nginx-rr");
+  auto doc = boost::json::parse(CompareJson(rows, CompareMeta{})).as_object();
+  EXPECT_EQ(doc.at("schema").as_string(), "kvroute.bench.compare/1");
+  const auto& routers = doc.at("routers").as_array();
+  ASSERT_EQ(routers.size(), 2u);
+  EXPECT_EQ(routers[0].at("router").as_string(), "nginx-rr");
+  EXPECT_DOUBLE_EQ(routers[0].at("throughput_ratio").as_double(), 1.0);
+  EXPECT_TRUE(routers[1].at("goodput").as_array()[0].at("tokens_per_s_per_gpu").is_null());
+  EXPECT_TRUE(routers[0].at("hit_rate").is_null());
+}
+
+TEST(CompareCsvTest, OneHeaderAndOneLinePerRouter) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 1, 1.0, 0.01)),
+                                  CompareRowOf(Fixture("kvroute:x", 1, 1.0, 0.01))};
+  const std::string csv = CompareCsv(rows);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_EQ(csv.rfind("router,sent,ok,failed,goodput_at_30,", 0), 0u);
+}
+
+TEST(CompareTableTest, NotesTheSpeedupMagnification) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 1, 1.0, 0.01))};
+  CompareMeta meta;
+  meta.speedup = 20;
+  const std::string table = CompareTable(rows, meta);
+  EXPECT_NE(table.find("nginx-rr"), std::string::npos);
+  EXPECT_NE(table.find("counts as 20 simulated milliseconds"), std::string::npos);
+}
+
+TEST(CompareChartTest, OneDataLinePerRouterAndAScriptLast) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 1, 1.0, 0.01)),
+                                  CompareRowOf(Fixture("kvroute:x", 1, 1.0, 0.01))};
+  auto files = CompareChartFiles(rows, "png");
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_NE(files[0].second.find("\"kvroute:x\""), std::string::npos);
+  EXPECT_EQ(files[1].first, "compare.gp");
+  EXPECT_NE(files[1].second.find("compare.png"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvroute::bench
