@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "bench/compare_run.h"
 #include "bench/plot.h"
 #include "bench/report.h"
 #include "bench/runner.h"
@@ -27,12 +28,14 @@ struct BenchFlags {
   bool no_progress = false, no_plots = false;
 };
 
-int RunBench(BenchFlags f) {
+// Turns flags into runner options and the report template (tokenizer, config, goodput
+// targets). False (after a message) when the tokenizer cannot be loaded.
+bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
   if (!f.tokenizer_dir.empty()) {
     auto tok = tokenize::LoadHfTokenizer(f.tokenizer_dir);
     if (!tok) {
       std::cerr << "kvroute bench: --tokenizer " << f.tokenizer_dir << ": " << tok.error() << "\n";
-      return 2;
+      return false;
     }
     f.run.tokenizer = *tok;
   } else {
@@ -44,7 +47,6 @@ int RunBench(BenchFlags f) {
   }
   f.run.progress = !f.no_progress;
 
-  bench::RunReport report;
   report.label = f.label;
   const int workers =
       f.workers > 0 ? f.workers : std::max<int>(1, static_cast<int>(f.run.metrics_urls.size()));
@@ -86,6 +88,12 @@ int RunBench(BenchFlags f) {
                                                {"prefix_multiplier", f.run.prefix_multiplier}});
   }
 
+  return true;
+}
+
+int RunBench(BenchFlags f) {
+  bench::RunReport report;
+  if (!PrepareRun(f, report)) return 2;
   auto ran = bench::RunBenchmark(f.run, report);
   if (!ran) {
     std::cerr << "kvroute bench: " << ran.error() << "\n";
@@ -115,6 +123,139 @@ int RunBench(BenchFlags f) {
   return ok > 0 ? 0 : 1;
 }
 
+struct CompareFlags {
+  int workers = 4;
+  std::string profile;
+  double speedup = 20;
+  std::vector<std::string> routers = bench::kDefaultCompareRouters;
+};
+
+int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
+  f.workers = c.workers;
+  bench::RunReport report;
+  if (!PrepareRun(f, report)) return 2;
+  report.config.push_back({"speedup", c.speedup});
+  report.config.push_back({"profile", c.profile.empty() ? std::string("default") : c.profile});
+  bench::CompareOptions options;
+  options.cluster.workers = c.workers;
+  options.cluster.profile = c.profile;
+  options.cluster.seed = f.run.seed;
+  options.cluster.speedup = c.speedup;
+  options.routers = c.routers;
+  options.out_dir = f.out_dir;
+  options.plots = !f.no_plots;
+  options.progress = !f.no_progress;
+  bench::InstallChildCleanupHandlers();  // Ctrl-C kills the sims and the router, then exits
+  auto result = bench::RunCompare(options, f.run, report);
+  if (!result) {
+    std::cerr << "kvroute bench compare: " << result.error() << "\n";
+    return 2;
+  }
+  bench::CompareMeta meta;
+  meta.speedup = c.speedup;
+  meta.workers = c.workers;
+  meta.workload = f.run.workload;
+  std::cout << bench::CompareTable(result->rows, meta);
+  std::string plot_error;
+  auto wrote = bench::WriteCompareFiles(result->rows, meta, f.out_dir, !f.no_plots, &plot_error);
+  if (!wrote) {
+    std::cerr << "kvroute bench compare: " << wrote.error() << "\n";
+    return 2;
+  }
+  std::cout << "wrote " << f.out_dir << "/compare.json, " << f.out_dir
+            << "/compare.csv, per-router " << f.out_dir << "/<router>.json; logs in " << f.out_dir
+            << "/cluster/\n";
+  if (!f.no_plots) {
+    if (plot_error.empty()) {
+      std::cout << "chart " << f.out_dir << "/compare.png / .svg (script compare.gp)\n";
+    } else {
+      std::cerr << "kvroute bench compare: " << plot_error << "\n";
+    }
+  }
+  for (const auto& row : result->rows) {
+    if (row.ok == 0) return 1;
+  }
+  return 0;
+}
+
+// The workload, output and goodput flags shared by `bench run` and `bench compare`.
+void AddWorkloadFlags(CLI::App* cmd, BenchFlags* flags) {
+  auto& r = flags->run;
+  cmd->add_option("--model", r.model, "Model name (default: first of GET /v1/models)");
+  cmd->add_option("--workload", r.workload, "agentic | shared-prefix | trace")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"agentic", "shared-prefix", "trace"}));
+  cmd->add_option("--out", flags->out_dir, "Output folder")->capture_default_str();
+  cmd->add_option("--tokenizer", flags->tokenizer_dir,
+                  "Folder with tokenizer.json (+ tokenizer_config.json) to size prompts; "
+                  "default: kvroute's simple tokenizer (what `kvroute sim` uses)");
+  // Agentic.
+  cmd->add_option("--concurrency", r.concurrency, "Concurrent sessions; a list sweeps: 1,2,4,8")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--sessions", r.agentic.sessions,
+                  "Sessions per level; 0: the level's concurrency (each session runs all its "
+                  "turns; a worker that finishes one starts the next)")
+      ->capture_default_str();
+  cmd->add_option("--common-prefix-tokens", r.agentic.common_prefix_tokens,
+                  "System prompt shared by every session")
+      ->capture_default_str();
+  cmd->add_option("--session-prefix-tokens", r.agentic.session_prefix_tokens,
+                  "Per-session prefix on the first turn")
+      ->capture_default_str();
+  cmd->add_option("--turns", r.agentic.turns, "User turns per session")->capture_default_str();
+  cmd->add_option("--turn-input-tokens", r.agentic.turn_input_tokens, "New tokens per user turn")
+      ->capture_default_str();
+  cmd->add_option("--output-tokens", flags->output_tokens,
+                  "max_tokens of every request (agentic default 900, shared-prefix 1000)");
+  // Shared prefix.
+  cmd->add_option("--rates", r.rates, "Request rates (req/s) of the ladder: 1,2,4")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--requests-per-rate", r.requests_per_rate,
+                  "Requests per rate (default: duration × rate, else every prompt)");
+  cmd->add_option("--groups", r.shared_prefix.groups, "Shared-prefix groups")
+      ->capture_default_str();
+  cmd->add_option("--prompts-per-group", r.shared_prefix.prompts_per_group, "Prompts per group")
+      ->capture_default_str();
+  cmd->add_option("--system-prompt-tokens", r.shared_prefix.system_prompt_tokens,
+                  "Shared system prompt of a group")
+      ->capture_default_str();
+  cmd->add_option("--question-tokens", r.shared_prefix.question_tokens, "Question per prompt")
+      ->capture_default_str();
+  // Trace.
+  cmd->add_option("--trace", r.trace_path, "Trace file: .jsonl (Mooncake) or .csv (Azure)");
+  cmd->add_option("--trace-speedup", r.trace_speedup, "Divide arrival times by this")
+      ->capture_default_str();
+  cmd->add_option("--prefix-multiplier", r.prefix_multiplier,
+                  "Scale each 512-token hash block of a Mooncake trace")
+      ->capture_default_str();
+  // Bounds.
+  cmd->add_option("--duration", r.duration_s, "Seconds per level (0: until the workload ends)")
+      ->capture_default_str();
+  cmd->add_option("--max-requests", r.max_requests, "Requests per level (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", r.request_timeout_s, "Total seconds allowed per request")
+      ->capture_default_str();
+  cmd->add_option("--seed", r.seed, "Seed of every generated text and arrival")
+      ->capture_default_str();
+  // Goodput.
+  cmd->add_option("--itl-target-tps", flags->itl_targets,
+                  "Infera per-user speed targets (tokens/s): a level meets T when its median "
+                  "ITL <= 1/T")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--gpus-per-worker", flags->gpus_per_worker, "GPUs behind each worker")
+      ->capture_default_str();
+  cmd->add_option("--ttft-slo", flags->ttft_slo, "DistServe TTFT target (s) for rate sweeps");
+  cmd->add_option("--tpot-slo", flags->tpot_slo, "DistServe TPOT target (s) for rate sweeps");
+  cmd->add_option("--slo-attainment", flags->slo_attainment,
+                  "Fraction of requests that must meet both SLOs")
+      ->capture_default_str();
+  cmd->add_flag("--no-progress", flags->no_progress, "No progress line on stderr");
+  cmd->add_flag("--no-plots", flags->no_plots, "Do not run gnuplot");
+}
+
 }  // namespace
 
 void RegisterBenchCommand(CLI::App& app, int* exit_code) {
@@ -137,86 +278,43 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       "Every level stops by itself: --duration, --max-requests, or the workload's end.");
   auto& r = flags->run;
   run->add_option("--target", r.target_url, "Base URL of the endpoint")->capture_default_str();
-  run->add_option("--model", r.model, "Model name (default: first of GET /v1/models)");
   run->add_option("--metrics-url", r.metrics_urls,
                   "Prometheus /metrics of a worker, repeatable (default: <target>/metrics)");
-  run->add_option("--workload", r.workload, "agentic | shared-prefix | trace")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"agentic", "shared-prefix", "trace"}));
   run->add_option("--label", flags->label, "Names this run (router/setup) in outputs")
-      ->capture_default_str();
-  run->add_option("--out", flags->out_dir, "Output folder")->capture_default_str();
-  run->add_option("--tokenizer", flags->tokenizer_dir,
-                  "Folder with tokenizer.json (+ tokenizer_config.json) to size prompts; "
-                  "default: kvroute's simple tokenizer (what `kvroute sim` uses)");
-  // Agentic.
-  run->add_option("--concurrency", r.concurrency, "Concurrent sessions; a list sweeps: 1,2,4,8")
-      ->delimiter(',')
-      ->capture_default_str();
-  run->add_option("--sessions", r.agentic.sessions,
-                  "Sessions per level; 0: the level's concurrency (each session runs all its "
-                  "turns; a worker that finishes one starts the next)")
-      ->capture_default_str();
-  run->add_option("--common-prefix-tokens", r.agentic.common_prefix_tokens,
-                  "System prompt shared by every session")
-      ->capture_default_str();
-  run->add_option("--session-prefix-tokens", r.agentic.session_prefix_tokens,
-                  "Per-session prefix on the first turn")
-      ->capture_default_str();
-  run->add_option("--turns", r.agentic.turns, "User turns per session")->capture_default_str();
-  run->add_option("--turn-input-tokens", r.agentic.turn_input_tokens, "New tokens per user turn")
-      ->capture_default_str();
-  run->add_option("--output-tokens", flags->output_tokens,
-                  "max_tokens of every request (agentic default 900, shared-prefix 1000)");
-  // Shared prefix.
-  run->add_option("--rates", r.rates, "Request rates (req/s) of the ladder: 1,2,4")
-      ->delimiter(',')
-      ->capture_default_str();
-  run->add_option("--requests-per-rate", r.requests_per_rate,
-                  "Requests per rate (default: duration × rate, else every prompt)");
-  run->add_option("--groups", r.shared_prefix.groups, "Shared-prefix groups")
-      ->capture_default_str();
-  run->add_option("--prompts-per-group", r.shared_prefix.prompts_per_group, "Prompts per group")
-      ->capture_default_str();
-  run->add_option("--system-prompt-tokens", r.shared_prefix.system_prompt_tokens,
-                  "Shared system prompt of a group")
-      ->capture_default_str();
-  run->add_option("--question-tokens", r.shared_prefix.question_tokens, "Question per prompt")
-      ->capture_default_str();
-  // Trace.
-  run->add_option("--trace", r.trace_path, "Trace file: .jsonl (Mooncake) or .csv (Azure)");
-  run->add_option("--trace-speedup", r.trace_speedup, "Divide arrival times by this")
-      ->capture_default_str();
-  run->add_option("--prefix-multiplier", r.prefix_multiplier,
-                  "Scale each 512-token hash block of a Mooncake trace")
-      ->capture_default_str();
-  // Bounds.
-  run->add_option("--duration", r.duration_s, "Seconds per level (0: until the workload ends)")
-      ->capture_default_str();
-  run->add_option("--max-requests", r.max_requests, "Requests per level (0: no limit)")
-      ->capture_default_str();
-  run->add_option("--request-timeout", r.request_timeout_s, "Total seconds allowed per request")
-      ->capture_default_str();
-  run->add_option("--seed", r.seed, "Seed of every generated text and arrival")
-      ->capture_default_str();
-  // Goodput.
-  run->add_option("--itl-target-tps", flags->itl_targets,
-                  "Infera per-user speed targets (tokens/s): a level meets T when its median "
-                  "ITL <= 1/T")
-      ->delimiter(',')
-      ->capture_default_str();
-  run->add_option("--gpus-per-worker", flags->gpus_per_worker, "GPUs behind each worker")
       ->capture_default_str();
   run->add_option("--workers", flags->workers,
                   "Workers behind the target (default: number of --metrics-url, at least 1)");
-  run->add_option("--ttft-slo", flags->ttft_slo, "DistServe TTFT target (s) for rate sweeps");
-  run->add_option("--tpot-slo", flags->tpot_slo, "DistServe TPOT target (s) for rate sweeps");
-  run->add_option("--slo-attainment", flags->slo_attainment,
-                  "Fraction of requests that must meet both SLOs")
-      ->capture_default_str();
-  run->add_flag("--no-progress", flags->no_progress, "No progress line on stderr");
-  run->add_flag("--no-plots", flags->no_plots, "Do not run gnuplot");
+  AddWorkloadFlags(run, flags.get());
   run->callback([flags, exit_code] { *exit_code = RunBench(*flags); });
+  auto compare_flags = std::make_shared<BenchFlags>();
+  compare_flags->out_dir = "bench-results/compare";
+  auto cflags = std::make_shared<CompareFlags>();
+  auto* compare = bench->add_subcommand(
+      "compare",
+      "Side by side: start --workers local sims (kvroute sim, sped up by --speedup) and run the\n"
+      "same workload behind each router of --routers in turn, with fresh (cold) sims for every\n"
+      "router: nginx-rr / nginx-lc (real nginx, generated config) and kvroute:<policy preset>.\n"
+      "Prints goodput, latency and hit rate per router with ratios against nginx-rr; writes\n"
+      "<out>/compare.json, compare.csv, compare.png and every router's own run files.");
+  compare->add_option("--workers", cflags->workers, "Local sims behind each router")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32));
+  compare->add_option("--profile", cflags->profile, "Engine profile of every sim");
+  compare
+      ->add_option("--speedup", cflags->speedup,
+                   "Sims run this much faster than real time (proxy overhead is magnified "
+                   "by the same factor)")
+      ->capture_default_str();
+  compare
+      ->add_option("--routers", cflags->routers,
+                   "nginx-rr, nginx-lc, kvroute:<preset> (round_robin, random, least_load, "
+                   "approx_prefix, dynamo_cost, llmd_sticky, predicted_latency)")
+      ->delimiter(',')
+      ->capture_default_str();
+  AddWorkloadFlags(compare, compare_flags.get());
+  compare->callback([compare_flags, cflags, exit_code] {
+    *exit_code = RunCompareCommand(*compare_flags, *cflags);
+  });
 }
 
 }  // namespace kvroute::app

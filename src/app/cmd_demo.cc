@@ -1,0 +1,160 @@
+// kvroute demo (what `make demo` runs): a two-minute agentic comparison of kvroute
+// (predicted_latency) against nginx round robin on 4 local sims, then a fresh cluster left
+// running for the user to try with curl until Ctrl-C. Everything is a child of this process
+// (bench/cluster.h) and is stopped on every exit path.
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "app/commands.h"
+#include "bench/compare_run.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::app {
+namespace {
+
+struct DemoFlags {
+  bool quick = false;    // a few seconds per router: for tests
+  bool no_wait = false;  // exit after the table and the curl line
+  std::string out_dir = "bench-results/demo";
+  int workers = 4;
+  double speedup = 20;
+  std::uint64_t seed = 1;
+};
+
+// The workload: agentic sessions with a shared system prompt, sized so that two routers ×
+// two concurrency levels take about two minutes on 2 cores (each level is capped by time).
+bench::RunnerOptions DemoWorkload(const DemoFlags& f) {
+  bench::RunnerOptions r;
+  r.workload = "agentic";
+  r.seed = f.seed;
+  r.tokenizer = std::make_shared<tokenize::SimpleTokenizer>();
+  r.agentic.sessions = 0;
+  if (f.quick) {
+    r.concurrency = {2};
+    r.agentic.common_prefix_tokens = 256;
+    r.agentic.session_prefix_tokens = 128;
+    r.agentic.turns = 2;
+    r.agentic.turn_input_tokens = 64;
+    r.agentic.output_tokens = 16;
+    r.duration_s = 10;
+    r.max_requests = 8;
+  } else {
+    r.concurrency = {4, 8};
+    r.agentic.common_prefix_tokens = 2000;
+    r.agentic.session_prefix_tokens = 1000;
+    r.agentic.turns = 6;
+    r.agentic.turn_input_tokens = 256;
+    r.agentic.output_tokens = 128;
+    r.duration_s = 25;
+  }
+  r.request_timeout_s = 120;
+  return r;
+}
+
+int RunDemo(const DemoFlags& f) {
+  bench::InstallChildCleanupHandlers();
+  const bench::RunnerOptions run = DemoWorkload(f);
+  bench::RunReport report;
+  report.gpus = f.workers;
+  report.workload = run.workload;
+  report.config = {{"workers", static_cast<double>(f.workers)},
+                   {"speedup", f.speedup},
+                   {"seed", static_cast<double>(f.seed)},
+                   {"turns", static_cast<double>(run.agentic.turns)},
+                   {"output_tokens", static_cast<double>(run.agentic.output_tokens)},
+                   {"duration_s", run.duration_s}};
+  bench::CompareOptions options;
+  options.cluster.workers = f.workers;
+  options.cluster.seed = f.seed;
+  options.cluster.speedup = f.speedup;
+  options.routers = {"nginx-rr", "kvroute:predicted_latency"};
+  options.out_dir = f.out_dir;
+  std::cout << "kvroute demo: " << f.workers << " sims (" << f.speedup
+            << "x real time) behind nginx round robin, then behind kvroute predicted_latency; "
+               "agentic sessions, about "
+            << (f.quick ? "half a minute" : "two minutes") << std::endl;
+  auto result = bench::RunCompare(options, run, report);
+  if (!result) {
+    std::cerr << "kvroute demo: " << result.error() << "\n";
+    return 2;
+  }
+  bench::CompareMeta meta;
+  meta.speedup = f.speedup;
+  meta.workers = f.workers;
+  meta.workload = run.workload;
+  std::cout << bench::CompareTable(result->rows, meta);
+  std::string plot_error;
+  if (auto wrote = bench::WriteCompareFiles(result->rows, meta, f.out_dir, true, &plot_error);
+      !wrote) {
+    std::cerr << "kvroute demo: " << wrote.error() << "\n";
+    return 2;
+  }
+  std::cout << "results: " << f.out_dir << "/compare.json, compare.csv; charts "
+            << (plot_error.empty() ? f.out_dir + "/compare.png, <router>_*.png"
+                                   : "not rendered (" + plot_error + ")")
+            << std::endl;
+
+  // A fresh cluster for the user to try.
+  bench::ClusterOptions cluster_options = options.cluster;
+  cluster_options.dir = f.out_dir + "/cluster/live";
+  bench::Cluster cluster(cluster_options);
+  if (auto ok = cluster.StartSims(); !ok) {
+    std::cerr << "kvroute demo: " << ok.error() << "\n";
+    return 2;
+  }
+  if (auto ok = cluster.StartRouter("kvroute:predicted_latency"); !ok) {
+    std::cerr << "kvroute demo: " << ok.error() << "\n";
+    return 2;
+  }
+  const std::string url = cluster.router_url();
+  const std::string model = cluster.sims().front().model;
+  std::cout << "\nkvroute is running at " << url << " in front of " << f.workers << " sims.\n"
+            << "Try:\n  curl -N " << url
+            << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \""
+            << model
+            << "\", \"stream\": true, \"max_tokens\": 32, \"messages\": [{\"role\": \"user\", "
+               "\"content\": \"Hello!\"}]}'\n"
+            << "  curl " << url << "/metrics\n"
+            << "  curl -X POST " << url
+            << "/debug/route -H 'Content-Type: application/json' -d '{\"model\": \"" << model
+            << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'\n"
+            << std::flush;
+  if (f.no_wait) {
+    cluster.Stop();
+    return 0;
+  }
+  std::cout << "Press Ctrl-C to stop." << std::endl;
+  bench::DeferSignals(true);  // Ctrl-C now means: stop the cluster cleanly
+  while (bench::SignalReceived() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::cout << "\nkvroute demo: stopping" << std::endl;
+  cluster.Stop();
+  return 0;
+}
+
+}  // namespace
+
+void RegisterDemoCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<DemoFlags>();
+  auto* cmd = app.add_subcommand(
+      "demo",
+      "Start 4 local sims and compare kvroute (predicted_latency) with nginx round robin on a\n"
+      "two-minute agentic workload; print the table and chart paths, then leave a fresh\n"
+      "cluster (sims + kvroute) running for curl until Ctrl-C.");
+  cmd->add_flag("--quick", flags->quick, "A short run (seconds per router), for tests");
+  cmd->add_flag("--no-wait", flags->no_wait, "Exit after the table and the curl line");
+  cmd->add_option("--out", flags->out_dir, "Output folder")->capture_default_str();
+  cmd->add_option("--workers", flags->workers, "Local sims")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32));
+  cmd->add_option("--speedup", flags->speedup, "Sims run this much faster than real time")
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "Seed of the sims and the workload")
+      ->capture_default_str();
+  cmd->callback([flags, exit_code] { *exit_code = RunDemo(*flags); });
+}
+
+}  // namespace kvroute::app

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Runs `kvroute bench compare` (2 sims, nginx-rr + kvroute:predicted_latency, a tiny agentic
+run) or `kvroute demo --quick --no-wait` and checks the plumbing: exit 0, both routers ran with
+no failed request, compare.json holds both with ratio 1.0 for nginx-rr, the demo prints its
+table and curl line, and afterwards no process of ours is left.
+
+"Ours" = every process holding a file open under the output folder: each child (sim, nginx,
+kvroute serve) writes its stdout/stderr to a log file there, so a leftover child shows up as
+an open descriptor into that folder, whatever its parent became.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def processes_holding(folder):
+    holders = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            for fd in os.listdir(fd_dir):
+                try:
+                    if os.readlink(f"{fd_dir}/{fd}").startswith(folder):
+                        holders.append(int(pid))
+                        break
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return holders
+
+
+def run(cmd, timeout):
+    print("+", " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    print(proc.stdout)
+    print(proc.stderr[-4000:], file=sys.stderr)
+    return proc
+
+
+def check_compare(kvroute, out):
+    proc = run([kvroute, "bench", "compare", "--workers", "2", "--speedup", "20",
+                "--routers", "nginx-rr,kvroute:predicted_latency", "--concurrency", "2",
+                "--turns", "2", "--common-prefix-tokens", "256", "--session-prefix-tokens",
+                "64", "--turn-input-tokens", "64", "--output-tokens", "16",
+                "--max-requests", "6", "--duration", "20", "--no-plots", "--out", out], 150)
+    assert proc.returncode == 0, f"exit {proc.returncode}"
+    with open(os.path.join(out, "compare.json")) as f:
+        doc = json.load(f)
+    routers = {r["router"]: r for r in doc["routers"]}
+    assert set(routers) == {"nginx-rr", "kvroute:predicted_latency"}, routers.keys()
+    for name, r in routers.items():
+        assert r["requests"]["ok"] > 0, (name, r["requests"])
+        assert r["requests"]["failed"] == 0, (name, r["requests"])
+    assert routers["nginx-rr"]["throughput_ratio"] == 1.0, routers["nginx-rr"]
+    assert routers["kvroute:predicted_latency"]["throughput_ratio"] is not None
+    for name in ("nginx-rr", "kvroute_predicted_latency"):
+        assert os.path.exists(os.path.join(out, name + ".json")), name
+    assert "nginx-rr" in proc.stdout and "kvroute:predicted_latency" in proc.stdout
+
+
+def check_demo(kvroute, out):
+    proc = run([kvroute, "demo", "--quick", "--no-wait", "--workers", "2", "--out", out], 150)
+    assert proc.returncode == 0, f"exit {proc.returncode}"
+    assert "nginx-rr" in proc.stdout and "kvroute:predicted_latency" in proc.stdout
+    assert "curl -N http://127.0.0.1:" in proc.stdout
+    assert "/v1/chat/completions" in proc.stdout
+    with open(os.path.join(out, "compare.json")) as f:
+        assert len(json.load(f)["routers"]) == 2
+
+
+def main():
+    kvroute, which = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory(prefix="kvroute_compare_") as out:
+        try:
+            (check_compare if which == "compare" else check_demo)(kvroute, out)
+        finally:
+            left = processes_holding(out)
+            for pid in left:  # only processes holding our own logs: ours
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+        assert not left, f"processes left running: {left}"
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
