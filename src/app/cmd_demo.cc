@@ -42,6 +42,9 @@ bench::RunnerOptions DemoWorkload(const DemoFlags& f) {
     r.max_requests = 8;
   } else {
     r.concurrency = {4, 8};
+    // More sessions than any level can finish: the 25 s cap, not the workload, ends a level,
+    // so the demo lasts about 2 routers × 2 levels × 25 s whatever the machine's speed.
+    r.agentic.sessions = 200;
     r.agentic.common_prefix_tokens = 2000;
     r.agentic.session_prefix_tokens = 1000;
     r.agentic.turns = 6;
