@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
 
@@ -25,13 +26,8 @@ int RunServe(gateway::GatewayConfig config) {
     std::cerr << "kvroute serve: unknown log level '" << config.log_level << "'\n";
     return 2;
   }
-  // SIGINT/SIGTERM are taken synchronously by this thread; every thread started below
-  // inherits the blocked mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Before any thread starts, so every thread inherits the blocked mask.
+  StopSignals signals;
 
   const std::string host = config.host;
   const std::size_t workers = config.workers.size();
@@ -49,8 +45,7 @@ int RunServe(gateway::GatewayConfig config) {
   std::cout << "kvroute serve listening on http://" << shown << ":" << (*gw)->port()
             << " workers=" << workers << " policy=" << (*gw)->policy().name()
             << " block_size=" << (*gw)->block_size() << std::endl;
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = signals.Wait();
   std::cerr << "kvroute serve: signal " << signal_number << ", draining" << std::endl;
   std::size_t cut = (*gw)->Drain();
   std::cerr << "kvroute serve: stopped (" << cut << " request(s) cut at the drain deadline)"

@@ -15,6 +15,7 @@
 
 #include "app/commands.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "engine/profile.h"
 #include "sim/sim_config.h"
 #include "sim/sim_server.h"
@@ -53,13 +54,8 @@ int RunSim(sim::SimConfig config) {
     std::cerr << "kvroute sim: unknown --log-level '" << config.log_level << "'\n";
     return 2;
   }
-  // SIGINT/SIGTERM are taken synchronously by this thread (sigwait); every thread started
-  // below inherits the blocked mask, so no handler runs on an I/O or engine thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Before any thread starts, so every thread inherits the blocked mask.
+  StopSignals signals;
 
   auto tokenizer = sim::LoadSimTokenizer(config.tokenizer);
   if (!tokenizer) {
@@ -86,8 +82,7 @@ int RunSim(sim::SimConfig config) {
                     : " kv_replay=" + (*server)->kv_events_replay_endpoint())
             << std::endl;
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = signals.Wait();
   auto grace = std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000));
   std::cerr << "kvroute sim: signal " << signal_number << ", draining for up to "
             << config.shutdown_timeout_s << " s" << std::endl;
