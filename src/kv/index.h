@@ -33,6 +33,7 @@
 
 #include "common/types.h"
 #include "kv/block_key.h"
+#include "kv/index_engine_map.h"
 #include "kv/index_flat_map.h"
 #include "kv/kv_event.h"
 
@@ -221,15 +222,11 @@ class KvIndex {
     std::vector<std::unique_ptr<Node[]>> chunks_;
     std::uint32_t size_ = 0;
   };
-  struct EngineRef {
-    std::uint32_t node;
-    std::uint32_t refs;  // stores minus removals of this engine hash, all tiers
-  };
   struct WorkerState {
     WorkerId id = 0;
     bool live = false;
     bool stale = false;
-    IndexFlatMap<EngineRef> engine;
+    EngineMap engine;  // engine hash -> node, with a reference count per hash
     // Per tier, the worker's hole nodes: not held in that tier but with a child held in it.
     // Empty for every tier <=> the worker's held set is closed under parents in every tier.
     std::array<IndexFlatMap<std::uint8_t>, kNumTiers> holes;

@@ -76,14 +76,14 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
   std::uint32_t parent_node = kNoNode;
   BlockKey parent_key;
   if (e.parent_block_hash.has_value()) {
-    const EngineRef* parent = workers_[slot].engine.Find(*e.parent_block_hash);
+    const std::uint32_t* parent = workers_[slot].engine.Find(*e.parent_block_hash);
     if (parent == nullptr) {
       // Without the parent's key the run cannot be keyed; guessing would index wrong keys.
       ++counters_.unknown_parent_runs;
       counters_.unknown_parent_blocks += n;
       return;
     }
-    parent_node = parent->node;
+    parent_node = EngineMap::Node(*parent);
     parent_key = nodes_[parent_node].key;
   } else {
     parent_key = keyer_.Root(e.lora_name.value_or(""), "");
@@ -91,21 +91,22 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
   scratch_keys_.clear();
   keyer_.AppendKeys(e.token_ids, parent_key, &scratch_keys_);
   const int t = static_cast<int>(*tier);
+  EngineMap& engine = workers_[slot].engine;
   for (std::size_t i = 0; i < n; ++i) {
     const BlockKey key = scratch_keys_[i];
-    auto [ref, inserted] = workers_[slot].engine.Insert(e.block_hashes[i], EngineRef{kNoNode, 0});
+    const EngineHash hash = e.block_hashes[i];
+    auto [mapped, inserted] = engine.Insert(hash);
     std::uint32_t node;
     if (inserted) {
       node = GetOrCreateNode(key, parent_node);
-      // GetOrCreateNode does not touch the worker's engine map, so `ref` is still valid.
-      ref->node = node;
+      // GetOrCreateNode does not touch the worker's engine map, so `mapped` is still valid.
+      EngineMap::SetNode(mapped, node);
     } else {
-      node = ref->node;
+      node = EngineMap::Node(*mapped);
       if (nodes_[node].key != key) {
         // The engine reused a hash for different content (or its hash is not a chain hash).
         // Keep the first mapping and stop: later blocks would chain from a wrong parent.
         ++counters_.hash_conflicts;
-        if (ref->refs == 0) workers_[slot].engine.Erase(e.block_hashes[i]);
         return;
       }
     }
@@ -113,9 +114,12 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
     // erasing here.
     Entry& entry = GetOrCreateEntry(node, slot);
     if (entry.ref[t] == kMaxRef) {
+      // A mapping exists only while its count is positive: a new one that could not take
+      // its reference goes again (later runs naming it as parent count as unknown parent).
       ++counters_.ref_overflow;
+      if (inserted) engine.Erase(hash);
     } else {
-      ++ref->refs;
+      if (!inserted) engine.AddRef(hash, mapped);
       AddRef(slot, node, entry, t);
       ++counters_.blocks_stored;
     }
@@ -136,14 +140,14 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
   const int t = static_cast<int>(*tier);
   WorkerState& w = workers_[slot];
   for (EngineHash hash : e.block_hashes) {
-    EngineRef* ref = w.engine.Find(hash);
-    Entry* entry = ref == nullptr ? nullptr : FindEntry(ref->node, slot);
+    std::uint32_t* mapped = w.engine.Find(hash);
+    const std::uint32_t node = mapped == nullptr ? kNoNode : EngineMap::Node(*mapped);
+    Entry* entry = mapped == nullptr ? nullptr : FindEntry(node, slot);
     if (entry == nullptr || entry->ref[t] == 0) {
       ++counters_.unknown_removals;
       continue;
     }
-    std::uint32_t node = ref->node;
-    if (--ref->refs == 0) w.engine.Erase(hash);
+    w.engine.DropRef(hash, mapped);
     DropRef(slot, node, *entry, t);
     ++counters_.blocks_removed;
   }
@@ -322,7 +326,7 @@ void KvIndex::PurgeWorker(std::uint32_t slot) {
   WorkerState& w = workers_[slot];
   std::vector<std::uint32_t> held;
   held.reserve(w.engine.size());
-  w.engine.ForEach([&](std::uint64_t, const EngineRef& r) { held.push_back(r.node); });
+  w.engine.ForEach([&](std::uint64_t, std::uint32_t node, std::uint32_t) { held.push_back(node); });
   w.engine.Clear();
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());

@@ -114,19 +114,25 @@ std::string KvIndex::Dump() const {
     const WorkerState& ws = workers_[slot];
     w.Put<std::uint32_t>(id);
     w.Put<std::uint8_t>(ws.stale);
-    std::vector<std::pair<EngineHash, EngineRef>> hashes;
+    struct Mapping {
+      EngineHash hash;
+      std::uint32_t node;
+      std::uint32_t refs;
+    };
+    std::vector<Mapping> hashes;
     hashes.reserve(ws.engine.size());
-    ws.engine.ForEach(
-        [&](std::uint64_t hash, const EngineRef& r) { hashes.emplace_back(hash, r); });
+    ws.engine.ForEach([&](std::uint64_t hash, std::uint32_t node, std::uint32_t refs) {
+      hashes.push_back(Mapping{hash, node, refs});
+    });
     std::sort(hashes.begin(), hashes.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+              [](const Mapping& a, const Mapping& b) { return a.hash < b.hash; });
     w.Put<std::uint64_t>(hashes.size());
     std::vector<std::pair<BlockKey, std::uint32_t>> held;
-    for (const auto& [hash, r] : hashes) {
-      w.Put<std::uint64_t>(hash);
-      w.Put<std::uint64_t>(nodes_[r.node].key);
-      w.Put<std::uint32_t>(r.refs);
-      held.emplace_back(nodes_[r.node].key, r.node);
+    for (const Mapping& m : hashes) {
+      w.Put<std::uint64_t>(m.hash);
+      w.Put<std::uint64_t>(nodes_[m.node].key);
+      w.Put<std::uint32_t>(m.refs);
+      held.emplace_back(nodes_[m.node].key, m.node);
     }
     std::sort(held.begin(), held.end());
     held.erase(std::unique(held.begin(), held.end()), held.end());
@@ -261,7 +267,10 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
     const std::uint32_t slot = SlotFor(w.id);
     workers_[slot].stale = w.stale;
     for (const HashRec& h : w.hashes) {
-      workers_[slot].engine.Insert(h.hash, EngineRef{index_of.at(h.node), h.refs});
+      EngineMap& engine = workers_[slot].engine;
+      std::uint32_t* mapped = engine.Insert(h.hash).first;
+      EngineMap::SetNode(mapped, index_of.at(h.node));
+      engine.SetRefs(h.hash, mapped, h.refs);
     }
     for (const EntryRec& e : w.entries) {
       const std::uint32_t node = index_of.at(e.node);
