@@ -127,6 +127,7 @@ struct CompareFlags {
   int workers = 4;
   std::string profile;
   double speedup = 20;
+  std::uint32_t max_model_len = 0;
   std::vector<std::string> routers = bench::kDefaultCompareRouters;
 };
 
@@ -134,13 +135,18 @@ int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   f.workers = c.workers;
   bench::RunReport report;
   if (!PrepareRun(f, report)) return 2;
+  f.run.time_scale = c.speedup;  // the report is in model time (bench/time_base.h)
   report.config.push_back({"speedup", c.speedup});
+  if (c.max_model_len > 0) {
+    report.config.push_back({"sim_max_model_len", static_cast<double>(c.max_model_len)});
+  }
   report.config.push_back({"profile", c.profile.empty() ? std::string("default") : c.profile});
   bench::CompareOptions options;
   options.cluster.workers = c.workers;
   options.cluster.profile = c.profile;
   options.cluster.seed = f.run.seed;
   options.cluster.speedup = c.speedup;
+  options.cluster.max_model_len = c.max_model_len;
   options.routers = c.routers;
   options.out_dir = f.out_dir;
   options.plots = !f.no_plots;
@@ -282,6 +288,11 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                   "Prometheus /metrics of a worker, repeatable (default: <target>/metrics)");
   run->add_option("--label", flags->label, "Names this run (router/setup) in outputs")
       ->capture_default_str();
+  run->add_option("--speedup", r.time_scale,
+                  "The --speedup of the sims behind --target: measured times are multiplied by "
+                  "it so the report (and the ITL/TTFT targets) are in model time")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   run->add_option("--workers", flags->workers,
                   "Workers behind the target (default: number of --metrics-url, at least 1)");
   AddWorkloadFlags(run, flags.get());
@@ -304,6 +315,11 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       ->add_option("--speedup", cflags->speedup,
                    "Sims run this much faster than real time (proxy overhead is magnified "
                    "by the same factor)")
+      ->capture_default_str();
+  compare
+      ->add_option("--sim-max-model-len", cflags->max_model_len,
+                   "Context length of every sim (0: the profile's); the full agentic workload "
+                   "needs ~120k")
       ->capture_default_str();
   compare
       ->add_option("--routers", cflags->routers,

@@ -53,6 +53,7 @@ bench::RunnerOptions DemoWorkload(const DemoFlags& f) {
     r.duration_s = 25;
   }
   r.request_timeout_s = 120;
+  r.time_scale = f.speedup;  // report in model time (bench/time_base.h)
   return r;
 }
 

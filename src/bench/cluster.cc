@@ -87,6 +87,10 @@ std::expected<void, std::string> Cluster::StartSims() {
       argv.push_back("--profile");
       argv.push_back(options_.profile);
     }
+    if (options_.max_model_len > 0) {
+      argv.push_back("--max-model-len");
+      argv.push_back(std::to_string(options_.max_model_len));
+    }
     const std::string log = options_.dir + "/sim" + std::to_string(i) + ".log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn(argv, log);

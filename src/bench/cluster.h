@@ -25,6 +25,9 @@ struct ClusterOptions {
   std::string profile;  // empty: the sim's default
   std::uint64_t seed = 1;
   double speedup = 1;
+  // The sims' context length; 0: the profile's. The agentic workload's contexts (up to ~118k
+  // tokens) need more than Qwen3-32B's native 40,960 (131,072 with YaRN, per its model card).
+  std::uint32_t max_model_len = 0;
   std::string dir;  // logs and configs; created
   double ready_timeout_s = 30;
 };

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "bench/plot.h"
+#include "bench/time_base.h"
 
 // GCC 12 reports std::optional<double> values built from a ternary with std::nullopt as
 // maybe-uninitialized when inlined into Fixed() (a known false positive, GCC PR 105593 family).
@@ -132,12 +133,12 @@ std::string CompareTable(const std::vector<CompareRow>& rows, const CompareMeta&
     out << line;
   }
   out << "goodput gp@T: Infera tokens/s/GPU at T tokens/s/user; ratios vs " << meta.baseline
-      << "; latencies in ms (wall clock).\n";
+      << "; latencies in ms; " << TimeBaseNote(meta.speedup) << ".\n";
   if (meta.speedup != 1) {
-    out << "note: the sims run " << meta.speedup << "x faster than real time, so every real "
-        << "millisecond of proxy overhead counts as " << meta.speedup
-        << " simulated milliseconds: router overhead (nginx's and kvroute's alike) is "
-           "magnified "
+    out << "note: routers and the client run in real time, so every real millisecond a proxy "
+           "adds counts as "
+        << meta.speedup
+        << " model milliseconds: router overhead (nginx's and kvroute's alike) is magnified "
         << meta.speedup << "x relative to the engine's work.\n";
   }
   return out.str();
@@ -148,6 +149,7 @@ std::string CompareJson(const std::vector<CompareRow>& rows, const CompareMeta& 
   doc["schema"] = "kvroute.bench.compare/1";
   doc["baseline"] = meta.baseline;
   doc["speedup"] = meta.speedup;
+  doc["time_base"] = TimeBaseNote(meta.speedup);
   doc["workers"] = meta.workers;
   doc["workload"] = meta.workload;
   boost::json::array routers;

@@ -125,7 +125,15 @@ TEST(CompareTableTest, NotesTheSpeedupMagnification) {
   meta.speedup = 20;
   const std::string table = CompareTable(rows, meta);
   EXPECT_NE(table.find("nginx-rr"), std::string::npos);
-  EXPECT_NE(table.find("counts as 20 simulated milliseconds"), std::string::npos);
+  EXPECT_NE(table.find("counts as 20 model milliseconds"), std::string::npos);
+}
+
+TEST(CompareTableTest, HeaderStatesTheModelTimeBase) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 1, 1.0, 0.01))};
+  CompareMeta meta;
+  meta.speedup = 20;
+  EXPECT_NE(CompareTable(rows, meta).find("model time = wall x 20"), std::string::npos);
+  EXPECT_NE(CompareJson(rows, meta).find("model time = wall x 20"), std::string::npos);
 }
 
 TEST(CompareChartTest, OneDataLinePerRouterAndAScriptLast) {

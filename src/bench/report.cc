@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench/time_base.h"
+
 namespace kvroute::bench {
 namespace json = boost::json;
 
@@ -131,6 +133,8 @@ std::string RunJson(const RunReport& run) {
     }
   }
   doc["config"] = std::move(config);
+  doc["time_base"] =
+      json::object{{"speedup", run.time_scale}, {"note", TimeBaseNote(run.time_scale)}};
   json::array levels;
   for (const LevelResult& l : run.levels) {
     LevelSummary s = SummarizeLevel(l, run.slo);
@@ -239,6 +243,7 @@ std::string TerminalTable(const RunReport& run) {
   std::ostringstream out;
   char line[256];
   out << "kvroute bench: " << run.label << " (" << run.workload << ") → " << run.target << "\n";
+  out << TimeBaseNote(run.time_scale) << "\n";
   std::snprintf(line, sizeof line, "%-10s %6s %6s %9s %9s %9s %9s %10s %10s %8s\n", "level", "ok",
                 "failed", "ttft p50", "ttft p99", "itl p50", "itl p99", "in tok/s", "out tok/s",
                 "hit");

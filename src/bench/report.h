@@ -4,6 +4,7 @@
 //
 // JSON layout (schema "kvroute.bench.run/1"):
 //   {"schema", "label", "target", "workload", "started_at", "gpus", "config": {...},
+//    "time_base": {"speedup", "note"}   (every time and rate below is model time),
 //    "levels": [{"name", "concurrency"|"rate_per_s", "duration_s",
 //                "requests": {"sent", "ok", "failed", "errors": {kind: n}},
 //                "ttft_s"|"itl_s"|"e2e_s"|"tpot_s": {count, mean, min, max, p50, p90, p99},
@@ -57,6 +58,7 @@ struct RunReport {
   std::string workload;    // agentic | shared-prefix | trace
   std::string started_at;  // ISO-8601 UTC
   int gpus = 1;            // gpus per worker × workers, for per-GPU goodput
+  double time_scale = 1;   // the sims' speedup; every time in `levels` is model time (time_base.h)
   std::vector<std::pair<std::string, ConfigValue>> config;  // the flags that shaped the run
   std::vector<double> itl_targets_tps = {30, 50};           // Infera per-user speed targets
   std::optional<SloTargets> slo;                            // DistServe targets, when given

@@ -28,6 +28,7 @@
 #include "api/sse_parser.h"
 #include "bench/metrics_scrape.h"
 #include "bench/runner_request.h"
+#include "bench/time_base.h"
 #include "bench/trace.h"
 #include "bench/trace_expand.h"
 #include "client/async_http_client.h"
@@ -370,6 +371,7 @@ std::expected<void, std::string> Runner::RunLevel(
   if (level.first_send_s && level.last_end_s) {
     level.result.duration_s = *level.last_end_s - *level.first_send_s;
   }
+  ScaleToModelTime(level.result, options_.time_scale);
   if (before.queries && after.queries && before.hits && after.hits) {
     level.result.hit_rate = HitRate(*before.queries, *after.queries, *before.hits, *after.hits);
   }
@@ -391,6 +393,9 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
   report.target = options_.target_url;
   report.workload = options_.workload;
   report.started_at = NowIso8601();
+  if (options_.time_scale <= 0)
+    return std::unexpected("the time scale (--speedup) must be positive");
+  report.time_scale = options_.time_scale;
   model_ = options_.model.empty() ? RunSync(ioc_, DiscoverModel()) : options_.model;
 
   if (options_.workload == "agentic") {

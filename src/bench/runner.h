@@ -62,6 +62,9 @@ struct RunnerOptions {
   double request_timeout_s = 600;  // total limit of one request
   std::uint64_t seed = 1;
   bool progress = true;  // the progress line on stderr
+  // The sims' --speedup: every measured duration is multiplied by it when a level ends, so
+  // the report is in model time (bench/time_base.h). 1 against real engines.
+  double time_scale = 1;
 
   // Sizes the text of chat workloads and supplies the token palette of trace prompts.
   tokenize::TokenizerPtr tokenizer;

@@ -61,6 +61,12 @@ def check_compare(kvroute, out):
     for name in ("nginx-rr", "kvroute_predicted_latency"):
         assert os.path.exists(os.path.join(out, name + ".json")), name
     assert "nginx-rr" in proc.stdout and "kvroute:predicted_latency" in proc.stdout
+    # The report is in model time: the sims' speedup is recorded and the header says so.
+    assert doc["speedup"] == 20 and "model time = wall x 20" in doc["time_base"], doc
+    with open(os.path.join(out, "nginx-rr.json")) as f:
+        run_doc = json.load(f)
+    assert run_doc["time_base"]["speedup"] == 20, run_doc["time_base"]
+    assert "model time = wall x 20" in proc.stdout
 
 
 def check_demo(kvroute, out):
