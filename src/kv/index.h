@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <expected>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,7 @@
 #include "kv/block_key.h"
 #include "kv/index_engine_map.h"
 #include "kv/index_flat_map.h"
+#include "kv/index_node_table.h"
 #include "kv/kv_event.h"
 
 namespace kvroute::kv {
@@ -125,8 +127,18 @@ class KvIndex {
     std::array<std::uint16_t, kNumTiers> kids;
   };
   static_assert(sizeof(Entry) == 16);
-  // The entries of one node, sorted by slot. Most blocks are held by one worker, so one entry
-  // lives inline (no allocation; ~32 B per entry saved), more go to the heap.
+  // Lanes an entry contributes to its node's lane count: one per tier held, plus the
+  // any-tier lane if some tier is held.
+  static std::uint32_t LanesOf(const Entry& e) {
+    const std::uint32_t tiers =
+        (e.ref[0] != 0) + (e.ref[1] != 0) + (e.ref[2] != 0) + (e.ref[3] != 0);
+    return tiers + (tiers != 0);
+  }
+  // The entries of one node, sorted by slot, and the node's lane count (sum of LanesOf).
+  // Most blocks are held by one worker, so one entry lives inline (no allocation) and its
+  // lane count is computed from it; two or more go to a heap block whose header holds the
+  // capacity and the lane count. 20 bytes, 4-byte aligned (the heap pointer is kept in the
+  // inline entry's bytes), so a Node is 40 bytes.
   class HolderList {
    public:
     HolderList() = default;
@@ -142,24 +154,32 @@ class KvIndex {
     }
     ~HolderList() { clear(); }
 
-    Entry* begin() { return cap_ == 0 ? &one_ : heap_; }
+    Entry* begin() { return size_ <= 1 ? &one_ : heap()->entries(); }
     Entry* end() { return begin() + size_; }
-    const Entry* begin() const { return cap_ == 0 ? &one_ : heap_; }
+    const Entry* begin() const { return const_cast<HolderList*>(this)->begin(); }
     const Entry* end() const { return begin() + size_; }
     std::size_t size() const { return size_; }
     bool empty() const { return size_ == 0; }
+    std::uint32_t lane_count() const {
+      if (size_ <= 1) return size_ == 0 ? 0 : LanesOf(one_);
+      return heap()->lane_count;
+    }
+    // Called after an entry's refs changed by `delta` lanes (inline: derived, nothing kept).
+    void AddLanes(int delta) {
+      if (size_ > 1) heap()->lane_count += static_cast<std::uint32_t>(delta);
+    }
     // Most blocks have one holder, so the inline cases are handled here without a call or a
     // search; the heap cases are in index_holders.cc.
     // First entry whose slot is >= `slot` (end() if none).
     Entry* LowerBound(std::uint32_t slot) {
-      if (cap_ == 0) return (size_ != 0 && one_.slot < slot) ? &one_ + 1 : &one_;
+      if (size_ <= 1) return (size_ != 0 && one_.slot < slot) ? &one_ + 1 : &one_;
       return LowerBoundHeap(slot);
     }
     const Entry* LowerBound(std::uint32_t slot) const {
       return const_cast<HolderList*>(this)->LowerBound(slot);
     }
     Entry* insert(Entry* pos, const Entry& e) {
-      if (cap_ == 0 && size_ == 0) {
+      if (size_ == 0) {
         one_ = e;
         size_ = 1;
         return &one_;
@@ -167,7 +187,7 @@ class KvIndex {
       return InsertSlow(pos, e);
     }
     void erase(Entry* pos) {
-      if (cap_ == 0) {  // inline: pos is the one entry
+      if (size_ == 1) {  // inline: pos is the one entry
         size_ = 0;
         return;
       }
@@ -176,27 +196,38 @@ class KvIndex {
     void clear();
 
    private:
+    struct Heap {
+      std::uint32_t cap;
+      std::uint32_t lane_count;
+      std::uint64_t reserved;  // keeps entries 16-byte aligned
+      Entry* entries() { return reinterpret_cast<Entry*>(this + 1); }
+    };
+    static_assert(sizeof(Heap) == 16);
+    Heap* heap() const {
+      Heap* h;
+      std::memcpy(&h, &one_, sizeof(h));
+      return h;
+    }
+    void set_heap(Heap* h) { std::memcpy(&one_, &h, sizeof(h)); }
+    static Heap* NewHeap(std::uint32_t cap);
     Entry* LowerBoundHeap(std::uint32_t slot);
     Entry* InsertSlow(Entry* pos, const Entry& e);
     void EraseHeap(Entry* pos);
     void Take(HolderList& o);
-    union {
-      Entry one_;
-      Entry* heap_;
-    };
+    Entry one_{};  // size_ <= 1: the entry; size_ >= 2: holds the Heap pointer
     std::uint32_t size_ = 0;
-    std::uint32_t cap_ = 0;  // 0: inline mode (size_ <= 1)
   };
+  static_assert(sizeof(HolderList) == 20);
   // One canonical block. Exists while some worker has an entry or it has child nodes, so the
   // node set is closed under parents (lookups rely on it).
   struct Node {
     BlockKey key = 0;
     std::uint32_t parent = kNoNode;
     std::uint32_t num_children = 0;
-    std::uint32_t depth = 0;       // position in its chain: block 0 has depth 0
-    std::uint32_t lane_count = 0;  // sum over holders of held tiers (+1 if any tier held)
-    HolderList holders;            // sorted by slot
+    std::uint32_t depth = 0;  // position in its chain: block 0 has depth 0
+    HolderList holders;       // sorted by slot; also keeps the node's lane count
   };
+  static_assert(sizeof(Node) == 40);
   // Nodes in fixed chunks: no 2x capacity slack at 10M nodes, and references stay valid as
   // the arena grows.
   class NodeArena {
@@ -263,10 +294,14 @@ class KvIndex {
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
   void RefreshDirty(std::uint32_t slot);
   void ResetLocked();
+  // The node table's key accessor: a slot stores only a fingerprint and the node id.
+  auto KeyOf() const {
+    return [this](std::uint32_t id) { return nodes_[id].key; };
+  }
 
   const BlockKeyer keyer_;
   mutable std::shared_mutex mu_;
-  IndexFlatMap<std::uint32_t> node_of_key_;
+  NodeTable node_of_key_;  // BlockKey -> node id; keys are compared through nodes_
   NodeArena nodes_;
   std::vector<std::uint32_t> free_nodes_;
   IndexFlatMap<std::uint32_t> slot_of_worker_;

@@ -157,11 +157,8 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
 void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier) {
   const bool was_held = AnyRef(entry.ref);
   if (entry.ref[tier]++ == 0) {
-    ++nodes_[node].lane_count;
-    if (!was_held) {
-      ++num_entries_;
-      ++nodes_[node].lane_count;  // the any-tier lane
-    }
+    if (!was_held) ++num_entries_;
+    nodes_[node].holders.AddLanes(was_held ? 1 : 2);  // + the any-tier lane if new
     OnHeld(slot, node, entry, tier);
   }
 }
@@ -169,11 +166,9 @@ void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int t
 void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier) {
   assert(entry.ref[tier] > 0);
   if (--entry.ref[tier] == 0) {
-    --nodes_[node].lane_count;
-    if (!AnyRef(entry.ref)) {
-      --num_entries_;
-      --nodes_[node].lane_count;
-    }
+    const bool still_held = AnyRef(entry.ref);
+    if (!still_held) --num_entries_;
+    nodes_[node].holders.AddLanes(still_held ? -1 : -2);
     OnReleased(slot, node, entry, tier);  // may erase the entry and the node
   }
 }
@@ -262,7 +257,7 @@ void KvIndex::MaybeEraseEntry(std::uint32_t node, std::uint32_t slot) {
 }
 
 std::uint32_t KvIndex::GetOrCreateNode(BlockKey key, std::uint32_t parent) {
-  auto [id, inserted] = node_of_key_.Insert(key, kNoNode);
+  auto [id, inserted] = node_of_key_.Insert(key, KeyOf());
   if (!inserted) return *id;
   std::uint32_t node;
   if (!free_nodes_.empty()) {
@@ -276,7 +271,6 @@ std::uint32_t KvIndex::GetOrCreateNode(BlockKey key, std::uint32_t parent) {
   n.key = key;
   n.parent = parent;
   n.num_children = 0;
-  n.lane_count = 0;
   n.depth = 0;
   if (parent != kNoNode) {
     ++nodes_[parent].num_children;
@@ -291,7 +285,7 @@ void KvIndex::MaybeDeleteNode(std::uint32_t node) {
     Node& n = nodes_[node];
     if (!n.holders.empty() || n.num_children != 0) return;
     std::uint32_t parent = n.parent;
-    node_of_key_.Erase(n.key);
+    node_of_key_.Erase(n.key, KeyOf());
     n.holders.clear();
     n.parent = kNoNode;
     free_nodes_.push_back(node);

@@ -34,6 +34,34 @@
 
 namespace kvroute::kv {
 
+// A malloc'ed array of trivially copyable slots (the index's hash tables).
+struct TableArrayFree {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+using TableArray = std::unique_ptr<T[], TableArrayFree>;
+
+// Allocates n slots; arrays of 16 MiB and more are 2 MiB-aligned and advised MADV_HUGEPAGE
+// (file comment).
+template <typename T>
+TableArray<T> AllocateTableArray(std::size_t n, bool zero) {
+  static_assert(std::is_trivially_copyable_v<T>, "arrays are malloc'ed and copied raw");
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  constexpr std::size_t kHugeThreshold = std::size_t{16} << 20;
+  std::size_t bytes = n * sizeof(T);
+  void* p = nullptr;
+  if (bytes >= kHugeThreshold) {
+    bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    p = std::aligned_alloc(kHugePage, bytes);
+    if (p != nullptr) madvise(p, bytes, MADV_HUGEPAGE);
+  } else {
+    p = std::malloc(bytes);
+  }
+  if (p == nullptr) throw std::bad_alloc();
+  if (zero) std::memset(p, 0, bytes);
+  return TableArray<T>(static_cast<T*>(p));
+}
+
 template <typename V>
 class IndexFlatMap {
  public:
@@ -133,28 +161,11 @@ class IndexFlatMap {
 
  private:
   static_assert(std::is_trivially_copyable_v<V>, "arrays are malloc'ed and copied raw");
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-  };
   template <typename T>
-  using Array = std::unique_ptr<T[], FreeDeleter>;
-  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
-  static constexpr std::size_t kHugeThreshold = std::size_t{16} << 20;
-
+  using Array = TableArray<T>;
   template <typename T>
   static Array<T> Allocate(std::size_t n, bool zero) {
-    std::size_t bytes = n * sizeof(T);
-    void* p = nullptr;
-    if (bytes >= kHugeThreshold) {
-      bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-      p = std::aligned_alloc(kHugePage, bytes);
-      if (p != nullptr) madvise(p, bytes, MADV_HUGEPAGE);
-    } else {
-      p = std::malloc(bytes);
-    }
-    if (p == nullptr) throw std::bad_alloc();
-    if (zero) std::memset(p, 0, bytes);
-    return Array<T>(static_cast<T*>(p));
+    return AllocateTableArray<T>(n, zero);
   }
 
   // Fibonacci hashing of the key folded onto itself: the fold lets high-only differences

@@ -1,4 +1,5 @@
-// KvIndex::HolderList: a node's entries, one inline, more on the heap (see index.h).
+// KvIndex::HolderList: a node's entries, one inline, two or more in a heap block with the
+// capacity and the node's lane count in its header (see index.h).
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -7,69 +8,72 @@
 
 namespace kvroute::kv {
 
+KvIndex::HolderList::Heap* KvIndex::HolderList::NewHeap(std::uint32_t cap) {
+  auto* h = static_cast<Heap*>(::operator new(sizeof(Heap) + cap * sizeof(Entry)));
+  h->cap = cap;
+  h->lane_count = 0;
+  h->reserved = 0;
+  return h;
+}
+
 KvIndex::Entry* KvIndex::HolderList::LowerBoundHeap(std::uint32_t slot) {
-  return std::lower_bound(heap_, heap_ + size_, slot,
+  Entry* d = heap()->entries();
+  return std::lower_bound(d, d + size_, slot,
                           [](const Entry& e, std::uint32_t s) { return e.slot < s; });
 }
 
 KvIndex::Entry* KvIndex::HolderList::InsertSlow(Entry* pos, const Entry& e) {
   const std::size_t at = static_cast<std::size_t>(pos - begin());
-  if (cap_ == 0 && size_ == 0) {
-    one_ = e;
-    size_ = 1;
-    return &one_;
+  if (size_ == 1) {  // inline -> heap
+    Heap* h = NewHeap(2);
+    h->lane_count = LanesOf(one_);
+    h->entries()[0] = one_;
+    set_heap(h);
+  } else if (size_ == heap()->cap) {
+    Heap* old = heap();
+    Heap* h = NewHeap(old->cap + (old->cap + 1) / 2);
+    h->lane_count = old->lane_count;
+    std::memcpy(h->entries(), old->entries(), size_ * sizeof(Entry));
+    ::operator delete(old);
+    set_heap(h);
   }
-  if (cap_ == 0 || size_ == cap_) {
-    const std::uint32_t new_cap = cap_ == 0 ? 2 : cap_ + (cap_ + 1) / 2;
-    Entry* grown = static_cast<Entry*>(::operator new(new_cap * sizeof(Entry)));
-    std::memcpy(grown, begin(), size_ * sizeof(Entry));
-    if (cap_ != 0) ::operator delete(heap_);
-    heap_ = grown;
-    cap_ = new_cap;
-  }
-  Entry* d = begin();
+  Heap* h = heap();
+  Entry* d = h->entries();
   std::memmove(d + at + 1, d + at, (size_ - at) * sizeof(Entry));
   d[at] = e;
+  h->lane_count += LanesOf(e);
   ++size_;
   return d + at;
 }
 
 void KvIndex::HolderList::EraseHeap(Entry* pos) {
-  Entry* d = begin();
+  Heap* h = heap();
+  Entry* d = h->entries();
   const std::size_t at = static_cast<std::size_t>(pos - d);
+  h->lane_count -= LanesOf(*pos);
   std::memmove(d + at, d + at + 1, (size_ - at - 1) * sizeof(Entry));
   --size_;
-  if (cap_ != 0 && size_ <= 1) {  // back to inline
-    Entry* heap = heap_;
-    if (size_ == 1) one_ = heap[0];
-    ::operator delete(heap);
-    cap_ = 0;
-  } else if (cap_ > 8 && size_ * 4 < cap_) {  // shrink
-    const std::uint32_t new_cap = size_ * 2;
-    Entry* smaller = static_cast<Entry*>(::operator new(new_cap * sizeof(Entry)));
-    std::memcpy(smaller, heap_, size_ * sizeof(Entry));
-    ::operator delete(heap_);
-    heap_ = smaller;
-    cap_ = new_cap;
+  if (size_ == 1) {  // back to inline; the lane count is derived from the entry again
+    one_ = d[0];
+    ::operator delete(h);
+  } else if (h->cap > 8 && size_ * 4 < h->cap) {  // shrink
+    Heap* smaller = NewHeap(size_ * 2);
+    smaller->lane_count = h->lane_count;
+    std::memcpy(smaller->entries(), d, size_ * sizeof(Entry));
+    ::operator delete(h);
+    set_heap(smaller);
   }
 }
 
 void KvIndex::HolderList::clear() {
-  if (cap_ != 0) ::operator delete(heap_);
-  cap_ = 0;
+  if (size_ > 1) ::operator delete(heap());
   size_ = 0;
 }
 
 void KvIndex::HolderList::Take(HolderList& o) {
+  one_ = o.one_;  // the entry or the heap pointer's bytes
   size_ = o.size_;
-  cap_ = o.cap_;
-  if (cap_ == 0) {
-    one_ = o.one_;
-  } else {
-    heap_ = o.heap_;
-  }
   o.size_ = 0;
-  o.cap_ = 0;
 }
 
 }  // namespace kvroute::kv

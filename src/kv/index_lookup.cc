@@ -104,7 +104,7 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   const std::size_t n = keys.size();
 
   auto node_at = [&](std::size_t pos) -> const Node* {
-    const std::uint32_t* id = node_of_key_.Find(keys[pos]);
+    const std::uint32_t* id = node_of_key_.Find(keys[pos], KeyOf());
     return id == nullptr ? nullptr : &nodes_[*id];
   };
 
@@ -155,7 +155,7 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     std::int64_t c = 0;
     // O(1) plus a correction per dirty worker, unless scanning the holders is cheaper.
     if (fast_count && node->holders.size() > 4 * s.dirty.size()) {
-      c = node->lane_count;
+      c = node->holders.lane_count();
       for (std::uint32_t slot : s.dirty) {
         const Entry* e = FindEntryIn(*node, slot);
         if (e == nullptr) continue;
@@ -177,12 +177,17 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   auto resolve = [&](const std::size_t* pos, int m) {
     for (int k = 0; k < m; ++k) node_of_key_.Prefetch(keys[pos[k]]);
     for (int k = 0; k < m; ++k) {
-      const std::uint32_t* id = node_of_key_.Find(keys[pos[k]]);
-      resolved[k] = id == nullptr ? nullptr : &nodes_[*id];
+      const std::uint32_t id = node_of_key_.Candidate(keys[pos[k]]);
+      resolved[k] = id == NodeTable::kEmpty ? nullptr : &nodes_[id];
       if (resolved[k] != nullptr) {
         __builtin_prefetch(resolved[k]);
         __builtin_prefetch(reinterpret_cast<const char*>(resolved[k]) + sizeof(Node) - 1);
       }
+    }
+    // Candidates were chosen by fingerprint; confirm the keys now that the nodes are on
+    // their way (a mismatch is a fingerprint collision: search properly).
+    for (int k = 0; k < m; ++k) {
+      if (resolved[k] != nullptr && resolved[k]->key != keys[pos[k]]) resolved[k] = node_at(pos[k]);
     }
   };
   // Examines keys[pos] (whose node is `node`) exactly: lanes that do not hold it stop at

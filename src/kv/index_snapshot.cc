@@ -94,8 +94,7 @@ std::string KvIndex::Dump() const {
   w.Put<std::uint64_t>(keyer_.seed());
   std::vector<std::pair<BlockKey, std::uint32_t>> nodes;
   nodes.reserve(node_of_key_.size());
-  node_of_key_.ForEach(
-      [&](std::uint64_t key, const std::uint32_t& id) { nodes.emplace_back(key, id); });
+  node_of_key_.ForEach([&](std::uint32_t id) { nodes.emplace_back(nodes_[id].key, id); });
   std::sort(nodes.begin(), nodes.end());
   w.Put<std::uint64_t>(nodes.size());
   for (const auto& [key, id] : nodes) {
@@ -238,7 +237,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
   nodes_.resize(static_cast<std::uint32_t>(nodes.size()));
   for (std::uint32_t i = 0; i < nodes.size(); ++i) {
     nodes_[i].key = nodes[i].key;
-    node_of_key_.Insert(nodes[i].key, i);
+    *node_of_key_.Insert(nodes[i].key, KeyOf()).first = i;
   }
   for (std::uint32_t i = 0; i < nodes.size(); ++i) {
     if (!nodes[i].has_parent) continue;
@@ -286,7 +285,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
   // operation would have.
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].holders.empty() && nodes_[i].num_children == 0 &&
-        node_of_key_.Find(nodes_[i].key) != nullptr) {
+        node_of_key_.Find(nodes_[i].key, KeyOf()) != nullptr) {
       MaybeDeleteNode(i);
     }
   }
