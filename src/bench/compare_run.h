@@ -20,6 +20,7 @@ namespace kvroute::bench {
 inline const std::vector<std::string> kDefaultCompareRouters = {"nginx-rr",
                                                                 "nginx-lc",
                                                                 "kvroute:round_robin",
+                                                                "kvroute:random",
                                                                 "kvroute:least_load",
                                                                 "kvroute:approx_prefix",
                                                                 "kvroute:dynamo_cost",
