@@ -279,15 +279,17 @@ class KvIndex {
   void MaybeDeleteNode(std::uint32_t node);
   Entry* FindEntry(std::uint32_t node, std::uint32_t slot);
   Entry& GetOrCreateEntry(std::uint32_t node, std::uint32_t slot);
-  void MaybeEraseEntry(std::uint32_t node, std::uint32_t slot);
   // The (node, slot) entry is passed in by callers that already found it: each search of a
   // node's holders saved is a measurable share of the apply cost.
-  void AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
+  // `parent_entry`, when given, is (parent of node, slot)'s existing entry.
+  void AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier,
+              Entry* parent_entry = nullptr);
   void AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
     AddRef(slot, node, *FindEntry(node, slot), tier);
   }
   void DropRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
-  void OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry, int tier);
+  void OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry, int tier,
+              Entry* parent_entry);
   void OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
   const Entry* FindEntry(std::uint32_t node, std::uint32_t slot) const;
   static const Entry* FindEntryIn(const Node& node, std::uint32_t slot);
