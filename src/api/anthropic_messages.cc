@@ -1,5 +1,6 @@
 #include "api/anthropic_messages.h"
 
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <utility>
 #include <vector>
@@ -38,6 +39,32 @@ std::expected<std::string, ApiError> TextOf(const boost::json::value& v, std::st
     KVROUTE_API_ASSIGN_OR_RETURN(t, detail::OptString(b, "text", FieldParam(bp, "text")));
     if (!t) return std::unexpected(Required(FieldParam(bp, "text")));
     if (i > 0) text += '\n';
+    text += *t;
+  }
+  return text;
+}
+
+// The system prompt as vLLM's Messages endpoint builds it: a string as is; text blocks
+// concatenated without separator, skipping Claude Code's "x-anthropic-billing-header" block
+// (it carries a per-request hash that would defeat prefix caching).
+std::expected<std::string, ApiError> SystemText(const boost::json::value& v) {
+  if (v.is_string()) return std::string(v.get_string());
+  if (!v.is_array())
+    return std::unexpected(WrongType("system", "a string or an array of blocks", v));
+  std::string text;
+  const auto& blocks = v.get_array();
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const std::string bp = IndexParam("system", i);
+    if (!blocks[i].is_object()) return std::unexpected(WrongType(bp, "an object", blocks[i]));
+    const auto& b = blocks[i].get_object();
+    KVROUTE_API_ASSIGN_OR_RETURN(type, detail::OptString(b, "type", FieldParam(bp, "type")));
+    if (type != "text") {
+      return std::unexpected(
+          ApiError::InvalidRequest("Only text blocks are supported here.", FieldParam(bp, "type")));
+    }
+    KVROUTE_API_ASSIGN_OR_RETURN(t, detail::OptString(b, "text", FieldParam(bp, "text")));
+    if (!t) return std::unexpected(Required(FieldParam(bp, "text")));
+    if (t->starts_with("x-anthropic-billing-header")) continue;
     text += *t;
   }
   return text;
@@ -151,7 +178,83 @@ std::expected<std::string, ApiError> ToolsAsOpenAi(const boost::json::value& v) 
   return out.empty() ? std::string() : boost::json::serialize(out);
 }
 
+// {"type": "auto" | "any" | "none" | "tool", "name"} → OpenAI's tool_choice.
+std::expected<boost::json::value, ApiError> ToolChoiceAsOpenAi(const boost::json::value& v) {
+  if (!v.is_object()) return std::unexpected(WrongType("tool_choice", "an object", v));
+  const auto& c = v.get_object();
+  KVROUTE_API_ASSIGN_OR_RETURN(type, detail::OptString(c, "type", "tool_choice.type"));
+  if (!type) return std::unexpected(Required("tool_choice.type"));
+  if (*type == "auto") return boost::json::value("auto");
+  if (*type == "any") return boost::json::value("required");
+  if (*type == "none") return boost::json::value("none");
+  if (*type == "tool") {
+    KVROUTE_API_ASSIGN_OR_RETURN(name, detail::OptString(c, "name", "tool_choice.name"));
+    if (!name) return std::unexpected(Required("tool_choice.name"));
+    return boost::json::value(
+        boost::json::object{{"type", "function"}, {"function", {{"name", *name}}}});
+  }
+  return std::unexpected(ApiError::InvalidRequest(
+      "'tool_choice.type' must be 'auto', 'any', 'tool' or 'none', got '" + *type + "'.",
+      "tool_choice.type"));
+}
+
+boost::json::object ChatMessageJson(const tokenize::ChatMessage& m) {
+  boost::json::object o;
+  o["role"] = m.role;
+  // An assistant turn made only of tool calls has no content (OpenAI's shape).
+  if (!(m.role == "assistant" && m.content.empty() && !m.tool_calls.empty())) {
+    o["content"] = m.content;
+  }
+  if (!m.tool_calls.empty()) {
+    boost::json::array calls;
+    for (const auto& c : m.tool_calls) {
+      calls.push_back(
+          boost::json::object{{"id", c.id},
+                              {"type", "function"},
+                              {"function", {{"name", c.name}, {"arguments", c.arguments_json}}}});
+    }
+    o["tool_calls"] = std::move(calls);
+  }
+  if (m.tool_call_id) o["tool_call_id"] = *m.tool_call_id;
+  return o;
+}
+
 }  // namespace
+
+std::string OpenAiChatBody(const AnthropicRequest& request) {
+  const GenerationParams& p = request.params;
+  boost::json::object o;
+  o["model"] = p.model;
+  boost::json::array messages;
+  for (const auto& m : request.chat.messages) messages.push_back(ChatMessageJson(m));
+  o["messages"] = std::move(messages);
+  if (!request.chat.tools_json.empty()) {
+    boost::system::error_code ec;
+    boost::json::value tools = boost::json::parse(request.chat.tools_json, ec);
+    if (!ec) o["tools"] = std::move(tools);
+    // vLLM's Messages endpoint: tools without a tool_choice mean "auto".
+    o["tool_choice"] = request.tool_choice.value_or(boost::json::value("auto"));
+  } else if (request.tool_choice) {
+    o["tool_choice"] = *request.tool_choice;
+  }
+  if (p.max_tokens) o["max_tokens"] = *p.max_tokens;
+  if (!p.stop.empty()) {
+    boost::json::array stop;
+    for (const auto& s : p.stop) stop.push_back(boost::json::string(s));
+    o["stop"] = std::move(stop);
+  }
+  if (p.temperature) o["temperature"] = *p.temperature;
+  if (p.top_p) o["top_p"] = *p.top_p;
+  if (request.top_k) o["top_k"] = *request.top_k;
+  if (p.user) o["user"] = *p.user;
+  o["stream"] = p.stream;
+  if (p.stream) o["stream_options"] = boost::json::object{{"include_usage", true}};
+  if (request.chat.continue_final_message) {
+    o["add_generation_prompt"] = false;
+    o["continue_final_message"] = true;
+  }
+  return boost::json::serialize(o);
+}
 
 std::expected<AnthropicRequest, ApiError> ParseAnthropicRequest(std::string_view body) {
   KVROUTE_API_ASSIGN_OR_RETURN(obj, ParseJsonObjectBody(body));
@@ -172,8 +275,10 @@ std::expected<AnthropicRequest, ApiError> ParseAnthropicRequest(std::string_view
 
   std::vector<tokenize::ChatMessage> messages;
   if (const boost::json::value* system = Find(obj, "system")) {
-    KVROUTE_API_ASSIGN_OR_RETURN(text, TextOf(*system, "system"));
-    messages.push_back(tokenize::ChatMessage{.role = "system", .content = std::move(text)});
+    KVROUTE_API_ASSIGN_OR_RETURN(text, SystemText(*system));
+    if (!text.empty()) {
+      messages.push_back(tokenize::ChatMessage{.role = "system", .content = std::move(text)});
+    }
   }
   const boost::json::value* msgs = Find(obj, "messages");
   if (msgs == nullptr) return std::unexpected(Required("messages"));
@@ -223,6 +328,10 @@ std::expected<AnthropicRequest, ApiError> ParseAnthropicRequest(std::string_view
         return std::unexpected(WrongType(IndexParam("stop_sequences", i), "a string", s));
       p.stop.emplace_back(s.get_string());
     }
+  }
+  if (const boost::json::value* choice = Find(obj, "tool_choice")) {
+    KVROUTE_API_ASSIGN_OR_RETURN(openai_choice, ToolChoiceAsOpenAi(*choice));
+    r.tool_choice = std::move(openai_choice);
   }
   if (const boost::json::value* metadata = Find(obj, "metadata")) {
     if (!metadata->is_object())

@@ -3,7 +3,8 @@
 // response, and the named SSE events of a streamed answer.
 //
 // Mapping to the chat template's shape (what an OpenAI-style chat template expects):
-//   system (string or text blocks)        → a leading "system" message
+//   system (string or text blocks)        → a leading "system" message (blocks concatenated,
+//                                           "x-anthropic-billing-header" blocks skipped: vLLM)
 //   user text blocks                      → one "user" message (blocks joined with "\n")
 //   user tool_result blocks               → one "tool" message each, tool_call_id = tool_use_id
 //   assistant tool_use blocks             → tool_calls (arguments = JSON text of `input`)
@@ -37,11 +38,24 @@ struct AnthropicRequest {
   // (= stop_sequences), user (= metadata.user_id). Fields the Messages API lacks stay unset.
   GenerationParams params;
   std::optional<std::int64_t> top_k;
+  // tool_choice in OpenAI form: "auto" | "required" (any) | "none" | {"type": "function",
+  // "function": {"name"}} (tool). Unset when the client sent none.
+  std::optional<boost::json::value> tool_choice;
   tokenize::ChatRequest chat;
   boost::json::object body;  // the original request, as parsed
 };
 
 std::expected<AnthropicRequest, ApiError> ParseAnthropicRequest(std::string_view body);
+
+// The OpenAI chat completion body kvroute forwards for a Messages request. Workers speak
+// /v1/chat/completions (vLLM main also serves /v1/messages, but builds the very same
+// ChatCompletionRequest internally; older vLLM, SGLang and `kvroute sim` serve only chat).
+// Forwarding chat means the worker renders exactly the messages kvroute tokenized for routing.
+// Keys: model, messages (role, content, tool_calls, tool_call_id), tools, tool_choice,
+// max_tokens, stop, temperature, top_p, top_k, user, stream (+ stream_options.include_usage,
+// so the final chunk carries output usage), and add_generation_prompt=false +
+// continue_final_message=true when the last message is the assistant's (a prefill).
+std::string OpenAiChatBody(const AnthropicRequest& request);
 
 // {"type": "error", "error": {"type": <anthropic error type>, "message": ...}}
 boost::json::object AnthropicErrorJson(const ApiError& error);

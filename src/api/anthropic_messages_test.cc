@@ -5,6 +5,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "api/chat_request.h"
 #include "api/sse_parser.h"
 
 namespace kvroute::api {
@@ -40,11 +41,11 @@ TEST(AnthropicRequest, SystemAndStringMessages) {
   EXPECT_TRUE(r.chat.add_generation_prompt);
 }
 
-TEST(AnthropicRequest, TextBlocksAreJoined) {
+TEST(AnthropicRequest, SystemBlocksAreConcatenatedAndUserBlocksJoinedWithNewline) {
   const auto r = ParseOk(
       R"({"model":"c","max_tokens":1,"system":[{"type":"text","text":"s1"},{"type":"text","text":"s2"}],
           "messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})");
-  EXPECT_EQ(r.chat.messages[0].content, "s1\ns2");
+  EXPECT_EQ(r.chat.messages[0].content, "s1s2");  // vLLM's Messages endpoint: no separator
   EXPECT_EQ(r.chat.messages[1].content, "a\nb");
 }
 
@@ -80,6 +81,83 @@ TEST(AnthropicRequest, TrailingAssistantMessageIsContinued) {
           {"role":"assistant","content":"The answer is"}]})");
   EXPECT_TRUE(r.chat.continue_final_message);
   EXPECT_FALSE(r.chat.add_generation_prompt);
+}
+
+TEST(AnthropicRequest, BillingHeaderSystemBlockIsSkipped) {
+  const auto r = ParseOk(
+      R"({"model":"c","max_tokens":1,"system":[{"type":"text","text":"x-anthropic-billing-header: h=1"},
+          {"type":"text","text":"You are helpful."}],"messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.chat.messages[0].content, "You are helpful.");
+}
+
+TEST(AnthropicRequest, ToolChoiceBecomesOpenAiToolChoice) {
+  auto with = [](std::string_view choice) {
+    return ParseOk(std::string(R"({"model":"c","max_tokens":1,"tool_choice":)") +
+                   std::string(choice) + R"(,"messages":[{"role":"user","content":"x"}]})")
+        .tool_choice;
+  };
+  EXPECT_EQ(with(R"({"type":"any"})"), boost::json::value("required"));
+  EXPECT_EQ(with(R"({"type":"auto"})"), boost::json::value("auto"));
+  EXPECT_EQ(with(R"({"type":"tool","name":"f"})"),
+            boost::json::parse(R"({"type":"function","function":{"name":"f"}})"));
+  EXPECT_EQ(ParseErr(R"({"model":"c","max_tokens":1,"tool_choice":{"type":"maybe"},
+                         "messages":[{"role":"user","content":"x"}]})")
+                .param,
+            "tool_choice.type");
+}
+
+// What kvroute forwards must render to the very chat it tokenized for routing: parsing the
+// forwarded body as a /v1/chat/completions request gives the same messages and flags.
+TEST(AnthropicChatBody, ParsesBackToTheChatKvrouteTokenized) {
+  const auto r = ParseOk(
+      R"({"model":"c","max_tokens":10,"system":"sys","messages":[
+          {"role":"user","content":"weather in Paris?"},
+          {"role":"assistant","content":[
+            {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]},
+          {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1",
+            "content":"sunny"},{"type":"text","text":"thanks"}]},
+          {"role":"assistant","content":"It is"}],
+          "tools":[{"name":"get_weather","input_schema":{"type":"object"}}]})");
+  auto chat = ParseChatCompletionRequest(OpenAiChatBody(r));
+  ASSERT_TRUE(chat.has_value()) << chat.error().message << " @" << chat.error().param;
+  const auto& a = r.chat;
+  const auto& b = chat->chat;
+  ASSERT_EQ(a.messages.size(), b.messages.size());
+  for (std::size_t i = 0; i < a.messages.size(); ++i) {
+    EXPECT_EQ(a.messages[i].role, b.messages[i].role) << i;
+    EXPECT_EQ(a.messages[i].content, b.messages[i].content) << i;
+    EXPECT_EQ(a.messages[i].tool_call_id, b.messages[i].tool_call_id) << i;
+    ASSERT_EQ(a.messages[i].tool_calls.size(), b.messages[i].tool_calls.size()) << i;
+    for (std::size_t k = 0; k < a.messages[i].tool_calls.size(); ++k) {
+      EXPECT_EQ(a.messages[i].tool_calls[k].id, b.messages[i].tool_calls[k].id);
+      EXPECT_EQ(a.messages[i].tool_calls[k].name, b.messages[i].tool_calls[k].name);
+      EXPECT_EQ(a.messages[i].tool_calls[k].arguments_json,
+                b.messages[i].tool_calls[k].arguments_json);
+    }
+  }
+  EXPECT_EQ(boost::json::parse(a.tools_json), boost::json::parse(b.tools_json));
+  EXPECT_EQ(a.add_generation_prompt, b.add_generation_prompt);
+  EXPECT_EQ(a.continue_final_message, b.continue_final_message);
+  EXPECT_TRUE(b.continue_final_message);
+}
+
+TEST(AnthropicChatBody, CarriesSamplingParamsAndAsksForUsageWhenStreaming) {
+  const auto r = ParseOk(
+      R"({"model":"c","max_tokens":7,"stream":true,"stop_sequences":["END"],"temperature":0.5,
+          "top_p":0.9,"top_k":40,"metadata":{"user_id":"u1"},
+          "messages":[{"role":"user","content":"x"}]})");
+  const auto body = boost::json::parse(OpenAiChatBody(r)).as_object();
+  EXPECT_EQ(body.at("model"), "c");
+  EXPECT_EQ(body.at("max_tokens"), 7);
+  EXPECT_EQ(body.at("stop"), boost::json::parse(R"(["END"])"));
+  EXPECT_EQ(body.at("temperature"), 0.5);
+  EXPECT_EQ(body.at("top_p"), 0.9);
+  EXPECT_EQ(body.at("top_k"), 40);
+  EXPECT_EQ(body.at("user"), "u1");
+  EXPECT_EQ(body.at("stream"), true);
+  EXPECT_EQ(body.at("stream_options"), boost::json::parse(R"({"include_usage":true})"));
+  EXPECT_FALSE(body.contains("tool_choice"));
+  EXPECT_FALSE(body.contains("continue_final_message"));
 }
 
 TEST(AnthropicRequest, MaxTokensIsRequired) {
