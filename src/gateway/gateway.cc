@@ -160,8 +160,22 @@ void Gateway::Parts::Maintain() {
         }
         return 0;
       };
-      if (auto warning = parity->Check(now, lookup, IndexView())) {
-        spdlog::warn("parity: {}", warning->message);
+      // A worker's own evidence: its feed's batches, stored blocks and block size.
+      const std::uint32_t keyer_block_size = index->keyer().block_size();
+      auto worker_view = [this, keyer_block_size](WorkerId w) {
+        ParityIndexView v{.keyer_block_size = keyer_block_size};
+        if (auto c = feed ? feed->Counters(w) : std::nullopt) {
+          v.last_event_block_size = c->last_block_size;
+          v.batches = c->batches;
+          v.blocks_stored = c->blocks_stored;
+        }
+        return v;
+      };
+      ParityReport report = parity->CheckAll(now, lookup, IndexView(), worker_view);
+      if (report.global) spdlog::warn("parity: {}", report.global->message);
+      for (const auto& w : report.workers) {
+        auto it = names.find(*w.worker);
+        spdlog::warn("parity: worker {}: {}", it != names.end() ? it->second : "?", w.message);
       }
     }
     lock.lock();
@@ -188,7 +202,13 @@ void Gateway::Parts::RefreshMetrics() {
       if (it != names.end()) metrics.SetEventLag(it->second, c.last_lag_s);
     }
   }
-  if (parity) metrics.SetParity("all", parity->counters().ratio());
+  if (parity) {
+    metrics.SetParity("all", parity->counters().ratio());
+    for (const auto& [id, c] : parity->WorkerCounters()) {
+      auto it = names.find(id);
+      if (it != names.end()) metrics.SetParity(it->second, c.ratio());
+    }
+  }
 }
 
 Gateway::Gateway(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}

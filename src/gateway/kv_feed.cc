@@ -10,6 +10,8 @@ struct KvFeed::Feed {
   std::unique_ptr<kv::ZmqEventSubscriber> subscriber;
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> events{0};
+  std::atomic<std::uint64_t> blocks_stored{0};
+  std::atomic<std::uint32_t> last_block_size{0};
   std::atomic<std::uint64_t> restarts{0};
   std::atomic<std::uint64_t> stale_episodes{0};
   std::atomic<std::uint64_t> resyncs{0};
@@ -21,6 +23,8 @@ struct KvFeed::Feed {
     KvFeedCounters c;
     c.batches = batches.load();
     c.events = events.load();
+    c.blocks_stored = blocks_stored.load();
+    c.last_block_size = last_block_size.load();
     c.restarts = restarts.load();
     c.stale_episodes = stale_episodes.load();
     c.resyncs = resyncs.load();
@@ -65,6 +69,15 @@ std::expected<void, std::string> KvFeed::AddWorker(WorkerId worker, const KvEven
             index->ApplyBatch(w, batch);
             f->batches.fetch_add(1);
             f->events.fetch_add(batch.events.size());
+            // Per-worker parity needs what this worker stores and in which block size.
+            std::uint64_t stored = 0;
+            for (const auto& e : batch.events) {
+              if (const auto* s = std::get_if<kv::BlockStored>(&e)) {
+                stored += s->block_hashes.size();
+                f->last_block_size.store(s->block_size);
+              }
+            }
+            if (stored > 0) f->blocks_stored.fetch_add(stored);
             if (batch.ts > 0) {
               double lag = std::max(0.0, wall() - batch.ts);
               f->last_lag_s.store(lag);

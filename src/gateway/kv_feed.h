@@ -51,6 +51,8 @@ struct KvFeedOptions {
 struct KvFeedCounters {
   std::uint64_t batches = 0;
   std::uint64_t events = 0;
+  std::uint64_t blocks_stored = 0;    // blocks in BlockStored events (any tier)
+  std::uint32_t last_block_size = 0;  // of the last BlockStored (0: none yet)
   std::uint64_t restarts = 0;
   std::uint64_t stale_episodes = 0;
   std::uint64_t resyncs = 0;  // stale → fresh transitions

@@ -8,7 +8,9 @@
 //
 // When, over the last `min_samples` final samples, confirmed/predicted stays below
 // `warn_ratio`, Check() returns ONE warning naming the likely cause (re-armed only after the
-// ratio recovers):
+// ratio recovers). CheckAll() judges the same way per worker too (each worker's own last
+// `min_samples` samples, its own arming), with the worker's own event feed as evidence, so a
+// single misconfigured engine among healthy ones is named even when the global ratio is fine:
 //   kBlockSizeMismatch  the events carry a block size different from our keyer's
 //   kNoEvents           the index has received no event batch since the checker started
 //   kTokenizerMismatch  events arrive and blocks are stored, but not even the first block of
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -62,6 +65,7 @@ struct ParityIndexView {
 };
 
 struct ParityWarning {
+  std::optional<WorkerId> worker;  // set for a per-worker warning
   ParityCause cause = ParityCause::kEvictionPressure;
   double ratio = 0;         // confirmed/predicted over the judged samples
   std::size_t samples = 0;  // how many
@@ -80,10 +84,20 @@ struct ParityCounters {
   }
 };
 
+// What one Check finds: the global warning and the per-worker ones (each at most once per
+// episode of low ratio).
+struct ParityReport {
+  std::optional<ParityWarning> global;
+  std::vector<ParityWarning> workers;
+};
+
 class ParityChecker {
  public:
   // Consecutive prefix depth (any tier) of `keys` on `worker` in the event index.
   using LookupFn = std::function<std::uint32_t(WorkerId, std::span<const kv::BlockKey>)>;
+  // One worker's own event evidence: its batches and stored blocks since the feed started
+  // (counted from 0) and the block size of its last BlockStored.
+  using WorkerViewFn = std::function<ParityIndexView(WorkerId)>;
 
   // `initial` is the index as it was when the checker started (for "no events at all").
   explicit ParityChecker(ParityOptions options = {}, ParityIndexView initial = {});
@@ -94,11 +108,16 @@ class ParityChecker {
   // A failed request never confirms anything: drop it. Successful ones stay until final.
   void OnFailed(RequestId id);
 
-  // Confirms what it can, finalises due samples, and may return the one warning.
+  // Confirms what it can, finalises due samples, and may return the one global warning.
   std::optional<ParityWarning> Check(Nanos now, const LookupFn& lookup,
                                      const ParityIndexView& index);
+  // The same, and judges every worker with final samples against `worker_view`.
+  ParityReport CheckAll(Nanos now, const LookupFn& lookup, const ParityIndexView& index,
+                        const WorkerViewFn& worker_view);
 
   ParityCounters counters() const;
+  // Per worker that has final samples (samples, blocks, warnings: that worker's own).
+  std::map<WorkerId, ParityCounters> WorkerCounters() const;
 
  private:
   struct Pending {
@@ -112,17 +131,26 @@ class ParityChecker {
     std::uint32_t predicted = 0;
     std::uint32_t confirmed = 0;
   };
-  void FinalizeLocked(const Pending& p);
-  ParityCause CauseLocked(const ParityIndexView& index) const;
+  // The samples one judgement is over (all workers, or one), and its warning state.
+  struct Window {
+    std::deque<Final> recent;  // last min_samples final samples
+    ParityCounters counters;
+    bool armed = true;  // a warning may be issued
+  };
+  void AddLocked(Window& w, Final f) const;
+  // The warning `w` gives now, if any. `baseline`: the evidence before the checker started.
+  std::optional<ParityWarning> JudgeLocked(Window& w, const ParityIndexView& index,
+                                           const ParityIndexView& baseline) const;
+  void ConfirmLocked(Nanos now, const LookupFn& lookup);
 
   const ParityOptions options_;
   const ParityIndexView initial_;
   mutable std::mutex mu_;
   std::unordered_map<RequestId, Pending> pending_;  // guarded by mu_
   std::deque<RequestId> order_;                     // route order, for the bound
-  std::deque<Final> recent_;                        // last min_samples final samples
-  ParityCounters counters_;
-  bool armed_ = true;  // a warning may be issued
+  Window all_;                                      // every worker's samples
+  std::map<WorkerId, Window> per_worker_;           // guarded by mu_
+  std::uint64_t dropped_ = 0;
 };
 
 }  // namespace kvroute::gateway

@@ -145,6 +145,59 @@ TEST_F(ParityTest, RearmsAfterTheRatioRecovers) {
   EXPECT_EQ(checker_.counters().warnings, 2u);
 }
 
+// Per worker: worker 1 confirms every block, the others none.
+class PerWorkerParityTest : public ParityTest {
+ protected:
+  ParityChecker::LookupFn Lookup() {
+    return [](WorkerId w, std::span<const kv::BlockKey> keys) {
+      return w == 1 ? static_cast<std::uint32_t>(keys.size()) : 0u;
+    };
+  }
+  void Route(WorkerId worker, int n, RequestId base) {
+    for (int i = 0; i < n; ++i) {
+      checker_.OnRouted(base + i, worker, Keys(4), seconds(0));
+      checker_.OnFirstToken(base + i, seconds(0));
+    }
+  }
+  std::map<WorkerId, ParityIndexView> views_;
+  ParityChecker::WorkerViewFn Views() {
+    return [this](WorkerId w) { return views_.contains(w) ? views_[w] : Live(); };
+  }
+};
+
+TEST_F(PerWorkerParityTest, NamesOnlyTheWorkerWhoseEventsNeverConfirm) {
+  Route(1, 30, 0);
+  Route(2, 10, 100);
+  ParityReport r = checker_.CheckAll(seconds(5), Lookup(), Live(), Views());
+  ASSERT_EQ(r.workers.size(), 1u);
+  EXPECT_EQ(r.workers[0].worker, WorkerId{2});
+  EXPECT_EQ(r.workers[0].cause, ParityCause::kTokenizerMismatch);
+  auto per = checker_.WorkerCounters();
+  EXPECT_DOUBLE_EQ(per.at(1).ratio(), 1.0);
+  EXPECT_DOUBLE_EQ(per.at(2).ratio(), 0.0);
+  EXPECT_EQ(per.at(2).warnings, 1u);
+}
+
+TEST_F(PerWorkerParityTest, EachWorkersCauseComesFromItsOwnFeed) {
+  views_[2] = Live(/*event_block_size=*/32);
+  views_[3] = ParityIndexView{.keyer_block_size = 16};  // its feed never delivered a batch
+  Route(2, 10, 0);
+  Route(3, 10, 100);
+  ParityReport r = checker_.CheckAll(seconds(5), Lookup(), Live(), Views());
+  ASSERT_EQ(r.workers.size(), 2u);
+  std::map<WorkerId, ParityCause> causes;
+  for (const auto& w : r.workers) causes[*w.worker] = w.cause;
+  EXPECT_EQ(causes.at(2), ParityCause::kBlockSizeMismatch);
+  EXPECT_EQ(causes.at(3), ParityCause::kNoEvents);
+}
+
+TEST_F(PerWorkerParityTest, AWorkerIsWarnedAboutOncePerEpisode) {
+  Route(2, 10, 0);
+  EXPECT_EQ(checker_.CheckAll(seconds(5), Lookup(), Live(), Views()).workers.size(), 1u);
+  Route(2, 10, 100);
+  EXPECT_TRUE(checker_.CheckAll(seconds(10), Lookup(), Live(), Views()).workers.empty());
+}
+
 TEST_F(ParityTest, PendingRequestsAreBounded) {
   ParityChecker small({.max_pending = 3});
   for (RequestId id = 0; id < 5; ++id) small.OnRouted(id, 1, Keys(2), seconds(0));

@@ -22,6 +22,7 @@
 //   predicted_blocks                             gauge    entries of the predict-on-route overlay
 //   kv_event_lag_seconds{worker}                 gauge    now - ts of the last event batch
 //   parity_ratio{worker}                         gauge    predicted blocks the events confirmed
+//                                                         since start ("all": every worker)
 //   ready                                        gauge    1 when /ready answers 200
 //
 // Thread safety: prometheus-cpp metrics are thread-safe; every method may be called from any
