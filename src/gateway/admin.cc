@@ -7,6 +7,7 @@
 #include "api/api_error.h"
 #include "api/responses.h"
 #include "api/tokenize_api.h"
+#include "gateway/anthropic_bridge.h"
 #include "gateway/model_catalog.h"
 #include "gateway/proxy.h"
 #include "gateway/request_pipeline.h"
@@ -41,16 +42,22 @@ std::set<WorkerId> RoutableWorkers(const EndpointContext& c) {
 bool Ready(const EndpointContext& c) { return !c.draining->load() && !RoutableWorkers(c).empty(); }
 
 // Wraps a handler: API key, then the body limit with an OpenAI-style 413 (the server itself
-// refuses far larger bodies with a plain 413 before reading them).
-net::Handler Guarded(Ctx c, bool needs_key, net::Handler inner) {
-  return [c, needs_key, inner = std::move(inner)](const HttpRequest& r) -> HandlerResult {
-    if (needs_key && !Authorized(r.Header("authorization"), c->config->api_keys)) {
+// refuses far larger bodies with a plain 413 before reading them). The Messages API route
+// (`anthropic`) also takes Anthropic's "x-api-key: <key>" and answers in Anthropic's shape.
+net::Handler Guarded(Ctx c, bool needs_key, net::Handler inner, bool anthropic = false) {
+  return [c, needs_key, anthropic,
+          inner = std::move(inner)](const HttpRequest& r) -> HandlerResult {
+    auto error = [anthropic](const api::ApiError& e) {
+      return anthropic ? net::JsonResponse(e.status, AnthropicErrorBody(e)) : Error(e);
+    };
+    if (needs_key && !Authorized(r.Header("authorization"), c->config->api_keys) &&
+        !(anthropic && AuthorizedApiKey(r.Header("x-api-key"), c->config->api_keys))) {
       c->metrics->OnError("unauthorized");
-      return Error(api::ApiError::InvalidApiKey());
+      return error(api::ApiError::InvalidApiKey());
     }
     if (static_cast<std::int64_t>(r.body.size()) > c->config->limits.max_body_bytes) {
       c->metrics->OnError("body_too_large");
-      return Error(
+      return error(
           api::ApiError::BodyTooLarge(static_cast<std::size_t>(c->config->limits.max_body_bytes)));
     }
     return inner(r);
@@ -173,7 +180,11 @@ bool Authorized(std::string_view header, const std::vector<std::string>& keys) {
   if (keys.empty()) return true;
   constexpr std::string_view kBearer = "Bearer ";
   if (!header.starts_with(kBearer)) return false;
-  std::string_view token = header.substr(kBearer.size());
+  return AuthorizedApiKey(header.substr(kBearer.size()), keys);
+}
+
+bool AuthorizedApiKey(std::string_view token, const std::vector<std::string>& keys) {
+  if (keys.empty()) return true;
   for (const auto& k : keys) {
     // Compare every byte regardless of where a mismatch is, so timing says nothing about keys.
     if (k.size() != token.size()) continue;
@@ -193,6 +204,10 @@ void RegisterEndpoints(net::HttpServer& server, Ctx c) {
   server.Handle("POST", "/v1/chat/completions", Guarded(c, true, [c](const HttpRequest& r) {
                   return c->proxy->Handle(api::Endpoint::kChatCompletions, r);
                 }));
+  server.Handle("POST", "/v1/messages",
+                Guarded(
+                    c, true, [c](const HttpRequest& r) { return c->proxy->HandleMessages(r); },
+                    /*anthropic=*/true));
   server.Handle("GET", "/v1/models",
                 Guarded(c, true, [c](const HttpRequest&) { return Models(*c); }));
   server.Handle("POST", "/tokenize",

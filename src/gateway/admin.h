@@ -2,6 +2,7 @@
 // proxy.h): routes, API-key check, and the small endpoints:
 //
 //   POST /v1/completions, /v1/chat/completions   → Proxy (streaming or not)
+//   POST /v1/messages      Anthropic Messages API → Proxy::HandleMessages
 //   GET  /v1/models        models of the routable workers (their own /v1/models answers)
 //   POST /tokenize, /detokenize   answered by kvroute's tokenizer (precise mode)
 //   GET  /health           liveness: 200 while the process serves HTTP
@@ -12,8 +13,8 @@
 //   POST /admin/drain, /admin/undrain   body {"worker": "<name>"}
 //
 // With api_keys configured, /v1/*, /tokenize, /detokenize, /debug/* and /admin/* need
-// "Authorization: Bearer <key>" (401 otherwise); /health, /ready and /metrics stay open for
-// probes and scrapers.
+// "Authorization: Bearer <key>" (401 otherwise) — /v1/messages also accepts Anthropic's
+// "x-api-key: <key>"; /health, /ready and /metrics stay open for probes and scrapers.
 //
 // Ownership: borrows everything in EndpointContext (owned by Gateway, outlives the server).
 // Thread safety: handlers run concurrently on the server threads; every dependency is
@@ -58,5 +59,8 @@ void RegisterEndpoints(net::HttpServer& server, std::shared_ptr<const EndpointCo
 
 // True when `header` ("Bearer <key>") carries one of `keys`, or `keys` is empty.
 bool Authorized(std::string_view header, const std::vector<std::string>& keys);
+// True when `key` (an x-api-key value) is one of `keys`, or `keys` is empty. Constant time
+// in the key's bytes.
+bool AuthorizedApiKey(std::string_view key, const std::vector<std::string>& keys);
 
 }  // namespace kvroute::gateway

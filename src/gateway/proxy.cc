@@ -26,6 +26,7 @@
 #include "api/sse_parser.h"
 #include "api/stream_chunks.h"
 #include "client/async_http_client.h"
+#include "gateway/anthropic_bridge.h"
 #include "gateway/parity.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
@@ -49,6 +50,8 @@ const char* AttemptFailureName(AttemptFailure failure) {
       return "idle_timeout";
     case AttemptFailure::kUnavailable:
       return "unavailable";
+    case AttemptFailure::kServerError:
+      return "server_error";
     case AttemptFailure::kProtocol:
       return "protocol";
   }
@@ -98,15 +101,22 @@ std::string RequestIdFor(const net::HttpRequest& request) {
 
 namespace {
 
-net::HttpResponse ErrorResponse(const api::ApiError& error, const std::string& request_id) {
-  net::HttpResponse r = net::JsonResponse(error.status, error.Body());
+// kvroute's own error, in the shape of the API the client spoke.
+net::HttpResponse ErrorResponse(ApiSurface surface, const api::ApiError& error,
+                                const std::string& request_id) {
+  net::HttpResponse r = net::JsonResponse(
+      error.status, surface == ApiSurface::kAnthropic ? AnthropicErrorBody(error) : error.Body());
   r.headers.emplace_back("x-request-id", request_id);
   return r;
 }
 
-bool IsUnavailableStatus(int status) { return status == 502 || status == 503 || status == 504; }
-
 }  // namespace
+
+std::optional<AttemptFailure> FailureOfStatus(int status) {
+  if (status == 502 || status == 503 || status == 504) return AttemptFailure::kUnavailable;
+  if (status == 500) return AttemptFailure::kServerError;
+  return std::nullopt;
+}
 
 // One single-threaded io_context: everything of a request assigned to it runs on its thread,
 // so a request's state needs no lock and ResponseStream::Cancel is safe to post here.
@@ -189,12 +199,16 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       : proxy_(proxy),
         lane_(lane),
         request_(std::move(request)),
+        anthropic_(request_.surface == ApiSurface::kAnthropic),
         request_id_(std::move(request_id)),
         id_(proxy->next_id_.fetch_add(1)),
         arrived_(arrived),
         prepare_time_(prepare_time) {
     proxy_->active_.fetch_add(1);
     proxy_->metrics_->InflightDelta(1);
+    if (anthropic_ && request_.stream) {
+      translator_.emplace(request_.model, request_.prompt_tokens);
+    }
   }
   ~Exchange() override {
     proxy_->active_.fetch_sub(1);
@@ -218,7 +232,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       } catch (const std::exception& ex) {
         spdlog::error("request {}: proxy failed: {}", self->request_id_, ex.what());
       }
-      self->Answer(ErrorResponse(api::ApiError::Internal(), self->request_id_));
+      self->Answer(self->ErrorReply(api::ApiError::Internal()));
       self->Finish(false, 500);
     });
   }
@@ -249,6 +263,45 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       proxy_->metrics_->OnError("client_cancelled");
       Finish(false, 499);
     }
+  }
+
+  net::HttpResponse ErrorReply(const api::ApiError& error) const {
+    return ErrorResponse(request_.surface, error, request_id_);
+  }
+
+  // Bytes for the client from one piece of the worker's stream: the piece itself, or (Messages
+  // API) its Anthropic translation, possibly empty (the server skips empty pieces).
+  std::string Relay(std::string piece) {
+    Observe(piece);
+    if (!translator_) return piece;
+    std::string out;
+    for (const auto& e : events_) translator_->OnEvent(e, &out);
+    return out;
+  }
+
+  // A buffered (non-streaming, or non-200) worker answer in the client's API.
+  net::HttpResponse BufferedReply(int status, std::string content_type, std::string body) {
+    net::HttpResponse r;
+    r.status = status;
+    r.content_type = content_type.empty() ? "application/json" : std::move(content_type);
+    r.body = std::move(body);
+    if (anthropic_) {
+      r.content_type = "application/json";
+      if (status != 200) {
+        r.body = AnthropicErrorFromUpstream(status, r.body);
+      } else if (auto message = AnthropicMessageFromChat(r.body, request_.model)) {
+        r.body = std::move(*message);
+      } else {
+        spdlog::warn("request {}: worker {}: {}", request_id_, route_.worker_name, message.error());
+        api::ApiError err = api::ApiError::Internal("the model server's answer was malformed");
+        err.status = 502;
+        r.status = 502;
+        r.body = AnthropicErrorBody(err);
+      }
+    }
+    r.headers.emplace_back("x-request-id", request_id_);
+    r.headers.emplace_back("x-kvroute-worker", route_.worker_name);
+    return r;
   }
 
   void Answer(net::HttpResponse response) {
@@ -312,6 +365,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     Nanos now = proxy_->clock_->Now();
     spdlog::warn("request {}: worker {} failed ({}: {})", request_id_, route_.worker_name,
                  AttemptFailureName(failure), detail);
+    // 502/503/504 mean busy, draining or a gateway in between: not the worker's own fault.
     if (failure != AttemptFailure::kUnavailable) {
       proxy_->registry_->health().OnFailure(route_.worker, now);
     }
@@ -391,7 +445,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
         }
         proxy_->metrics_->OnError(first ? "no_worker" : "retries_exhausted");
         const api::ApiError& err = first ? route.error() : last_error;
-        Answer(ErrorResponse(err, request_id_));
+        Answer(ErrorReply(err));
         Finish(false, err.status);
         co_return;
       }
@@ -420,8 +474,8 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       if (!stream) {
         failure = FailureOf(stream.error().kind);
         detail = stream.error().text;
-      } else if (IsUnavailableStatus((*stream)->status())) {
-        failure = AttemptFailure::kUnavailable;
+      } else if (auto bad = FailureOfStatus((*stream)->status())) {
+        failure = *bad;
         detail = "HTTP " + std::to_string((*stream)->status());
         (*stream)->Cancel();
       } else {
@@ -448,13 +502,8 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
             body += **piece;
           }
           if (!failure) {
-            net::HttpResponse r;
-            r.status = status;
-            r.content_type = std::string(upstream_->Header("content-type"));
-            if (r.content_type.empty()) r.content_type = "application/json";
-            r.body = std::move(body);
-            r.headers.emplace_back("x-request-id", request_id_);
-            r.headers.emplace_back("x-kvroute-worker", route_.worker_name);
+            net::HttpResponse r = BufferedReply(
+                status, std::string(upstream_->Header("content-type")), std::move(body));
             upstream_.reset();
             proxy_->registry_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
             Answer(std::move(r));
@@ -473,8 +522,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
             failure = AttemptFailure::kClosed;
             detail = "empty stream";
           } else {
-            Observe(**piece);
-            preloaded_ = std::move(**piece);
+            preloaded_ = Relay(std::move(**piece));
             net::HttpResponse r;
             r.status = 200;
             r.content_type = std::string(upstream_->Header("content-type"));
@@ -494,7 +542,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
         last_error.message = "the worker failed before answering (" +
                              std::string(AttemptFailureName(*failure)) + ")";
         proxy_->metrics_->OnError("upstream_" + std::string(AttemptFailureName(*failure)));
-        Answer(ErrorResponse(last_error, request_id_));
+        Answer(ErrorReply(last_error));
         Finish(false, last_error.status);
         co_return;
       }
@@ -535,23 +583,31 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       err.status = 502;
       self->upstream_.reset();
       self->Finish(false, 502);
-      deliver(api::StreamErrorFrames(err));
+      deliver(self->translator_ ? AnthropicStreamErrorEvent(err) : api::StreamErrorFrames(err));
       co_return;
     }
     if (!*piece) {
       self->upstream_.reset();
       self->proxy_->registry_->health().OnSuccess(self->route_.worker, self->proxy_->clock_->Now());
       self->Finish(!self->stream_error_, 200);
-      deliver(std::nullopt);
+      // A translated stream may still owe its closing events; the next Pull ends the body.
+      std::string tail;
+      if (self->translator_) self->translator_->OnEnd(&tail);
+      if (!tail.empty()) {
+        deliver(std::move(tail));
+      } else {
+        deliver(std::nullopt);
+      }
       co_return;
     }
-    self->Observe(**piece);
-    deliver(std::move(**piece));
+    deliver(self->Relay(std::move(**piece)));
   }
 
   Proxy::Impl* const proxy_;
   Lane* const lane_;
   PreparedRequest request_;
+  const bool anthropic_;  // the client spoke the Messages API: translate answers
+  std::optional<AnthropicStreamTranslator> translator_;  // Messages API streams only
   const std::string request_id_;
   const RequestId id_;
   const Nanos arrived_;
@@ -587,14 +643,17 @@ void Proxy::Stop() { impl_->Stop(); }
 
 std::int64_t Proxy::active() const { return impl_->active_.load(); }
 
-net::HandlerResult Proxy::Handle(api::Endpoint endpoint, const net::HttpRequest& request) {
+namespace {
+
+// Answers a client error at once, or starts the exchange and answers later.
+net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_,
+                                 std::expected<PreparedRequest, api::ApiError> prepared,
+                                 ApiSurface surface, const net::HttpRequest& request, Nanos now) {
   std::string request_id = RequestIdFor(request);
-  const Nanos now = impl_->clock_->Now();
-  auto prepared = impl_->pipeline_->Prepare(endpoint, request.body, now);
   if (!prepared) {
     impl_->metrics_->OnError("bad_request");
     impl_->metrics_->OnRequestDone("", "", prepared.error().status);
-    return ErrorResponse(prepared.error(), request_id);
+    return ErrorResponse(surface, prepared.error(), request_id);
   }
   Lane& lane = impl_->NextLane();
   auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, std::move(*prepared), request_id,
@@ -602,6 +661,20 @@ net::HandlerResult Proxy::Handle(api::Endpoint endpoint, const net::HttpRequest&
   auto slot = exchange->MakeSlot();
   exchange->Start();
   return std::shared_ptr<net::DeferredResponse>(slot);
+}
+
+}  // namespace
+
+net::HandlerResult Proxy::Handle(api::Endpoint endpoint, const net::HttpRequest& request) {
+  const Nanos now = impl_->clock_->Now();
+  return StartExchange(impl_, impl_->pipeline_->Prepare(endpoint, request.body, now),
+                       ApiSurface::kOpenAi, request, now);
+}
+
+net::HandlerResult Proxy::HandleMessages(const net::HttpRequest& request) {
+  const Nanos now = impl_->clock_->Now();
+  return StartExchange(impl_, impl_->pipeline_->PrepareMessages(request.body, now),
+                       ApiSurface::kAnthropic, request, now);
 }
 
 }  // namespace kvroute::gateway

@@ -7,8 +7,8 @@
 //      parity) → POST the client's body, unchanged, with X-Request-Id.
 //   2. Nothing has reached the client yet until the response headers AND, for a stream, its
 //      first body piece arrived; until then a failed attempt (connect error or timeout,
-//      connection closed, first-byte timeout, 502/503/504) is retried on another worker —
-//      RetryDecision below is the one rule.
+//      connection closed, first-byte timeout, HTTP 500/502/503/504) is retried on another
+//      worker — RetryDecision below is the one rule.
 //   3. Non-streaming: the whole body is read, then answered. Streaming: the first piece is
 //      answered with the response, and each further piece is read from the worker only when
 //      the client's socket took the previous one (the server's Pull): backpressure end to end.
@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,6 +48,7 @@ enum class AttemptFailure {
   kClosed,            // connection closed or reset before the response (or its body) ended
   kIdleTimeout,       // body stalled
   kUnavailable,       // the worker answered 502/503/504 (draining, overloaded, gateway)
+  kServerError,       // the worker answered 500 (its own failure; counts against its health)
   kProtocol,          // malformed response
 };
 const char* AttemptFailureName(AttemptFailure failure);
@@ -58,6 +60,10 @@ enum class RetryDecision { kRetry, kGiveUp };
 // client saw; an upstream that had started is cancelled by closing its connection).
 RetryDecision DecideRetry(AttemptFailure failure, bool sent_to_client, int attempts_made,
                           int max_attempts);
+
+// The attempt failure a worker's HTTP status means, if any: 500 → kServerError,
+// 502/503/504 → kUnavailable. Other statuses (200, 4xx) are answers relayed to the client.
+std::optional<AttemptFailure> FailureOfStatus(int status);
 
 // Maps a client-library error to the attempt failure it means.
 AttemptFailure FailureOf(client::ErrorKind kind);
@@ -81,6 +87,11 @@ class Proxy {
   // Parses, schedules and proxies one /v1/completions or /v1/chat/completions request.
   // Client errors are answered at once; otherwise a DeferredResponse.
   net::HandlerResult Handle(api::Endpoint endpoint, const net::HttpRequest& request);
+
+  // POST /v1/messages (Anthropic Messages API): routed like chat, forwarded to the worker as
+  // /v1/chat/completions, its answer translated back (gateway/anthropic_bridge.h). Errors,
+  // kvroute's and the worker's, are in Anthropic's shape.
+  net::HandlerResult HandleMessages(const net::HttpRequest& request);
 
   // Requests started and not yet finished (answered and, for streams, fully relayed).
   std::int64_t active() const;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/json.hpp>
 #include <memory>
 #include <thread>
 
@@ -42,6 +43,12 @@ TEST(DecideRetry, GivesUpAfterMaxAttempts) {
   EXPECT_EQ(DecideRetry(AttemptFailure::kConnect, false, 1, 1), RetryDecision::kGiveUp);
 }
 
+TEST(FailureOfStatus, ServerErrorsAreAttemptFailuresAndAnswersAreNot) {
+  EXPECT_EQ(FailureOfStatus(500), AttemptFailure::kServerError);
+  for (int s : {502, 503, 504}) EXPECT_EQ(FailureOfStatus(s), AttemptFailure::kUnavailable) << s;
+  for (int s : {200, 400, 404, 413, 429, 501}) EXPECT_FALSE(FailureOfStatus(s).has_value()) << s;
+}
+
 TEST(FailureOf, MapsClientErrorsToAttemptFailures) {
   EXPECT_EQ(FailureOf(client::ErrorKind::kConnectRefused), AttemptFailure::kConnect);
   EXPECT_EQ(FailureOf(client::ErrorKind::kConnectTimeout), AttemptFailure::kConnect);
@@ -62,36 +69,54 @@ TEST(RequestIdFor, KeepsASaneClientIdAndGeneratesOtherwise) {
 
 // A fake worker: one HttpServer whose /v1/completions behaviour the test chooses.
 struct FakeWorker {
-  enum class Mode { kJson, kUnavailable, kStream, kStreamThenDie, kStreamForever, kJsonNever };
+  enum class Mode {
+    kJson,
+    kUnavailable,
+    kServerError,
+    kStream,
+    kStreamThenDie,
+    kStreamForever,
+    kJsonNever
+  };
   explicit FakeWorker(Mode m) : mode(m), server(net::ServerOptions{}) {
-    server.Handle(
-        "POST", "/v1/completions", [this](const net::HttpRequest& r) -> net::HandlerResult {
-          ++requests;
-          last_request_id = std::string(r.Header("x-request-id"));
-          switch (mode) {
-            case Mode::kJson:
-              return net::JsonResponse(200, R"({"id":"cmpl-1","choices":[{"text":"hi"}]})");
-            case Mode::kUnavailable:
-              return net::JsonResponse(503, R"({"error":{"message":"draining"}})");
-            default:
-              break;
+    auto handler = [this](const net::HttpRequest& r) -> net::HandlerResult {
+      ++requests;
+      last_request_id = std::string(r.Header("x-request-id"));
+      last_body = r.body;
+      switch (mode) {
+        case Mode::kJson:
+          if (r.target == "/v1/chat/completions") {
+            return net::JsonResponse(
+                200, R"({"id":"chatcmpl-7","choices":[{"message":{"role":"assistant",)"
+                     R"("content":"hi"},"finish_reason":"stop"}],)"
+                     R"("usage":{"prompt_tokens":3,"completion_tokens":1}})");
           }
-          auto queue = std::make_shared<net::ChunkQueue>([this] { ++cancelled; });
-          net::HttpResponse res;
-          res.content_type = "text/event-stream";
-          res.stream = queue;
-          Mode current = mode;
-          std::thread([queue, m = current] {
-            for (int i = 0; i < (m == Mode::kStreamForever ? 2000 : 5); ++i) {
-              if (!queue->Push("data: {\"choices\":[{\"text\":\"t\"}]}\n\n")) return;
-              std::this_thread::sleep_for(milliseconds(5));
-            }
-            if (m == Mode::kStreamThenDie) return;  // never closes: the server cuts it below
-            queue->Push("data: [DONE]\n\n");
-            queue->Close();
-          }).detach();
-          return res;
-        });
+          return net::JsonResponse(200, R"({"id":"cmpl-1","choices":[{"text":"hi"}]})");
+        case Mode::kUnavailable:
+          return net::JsonResponse(503, R"({"error":{"message":"draining"}})");
+        case Mode::kServerError:
+          return net::JsonResponse(500, R"({"error":{"message":"engine failed"}})");
+        default:
+          break;
+      }
+      auto queue = std::make_shared<net::ChunkQueue>([this] { ++cancelled; });
+      net::HttpResponse res;
+      res.content_type = "text/event-stream";
+      res.stream = queue;
+      Mode current = mode;
+      std::thread([queue, m = current] {
+        for (int i = 0; i < (m == Mode::kStreamForever ? 2000 : 5); ++i) {
+          if (!queue->Push("data: {\"choices\":[{\"text\":\"t\"}]}\n\n")) return;
+          std::this_thread::sleep_for(milliseconds(5));
+        }
+        if (m == Mode::kStreamThenDie) return;  // never closes: the server cuts it below
+        queue->Push("data: [DONE]\n\n");
+        queue->Close();
+      }).detach();
+      return res;
+    };
+    server.Handle("POST", "/v1/completions", handler);
+    server.Handle("POST", "/v1/chat/completions", handler);
     EXPECT_TRUE(server.Start().has_value());
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server.port()); }
@@ -101,6 +126,7 @@ struct FakeWorker {
   std::atomic<int> requests{0};
   std::atomic<int> cancelled{0};
   std::string last_request_id;
+  std::string last_body;
 };
 
 class ProxyTest : public ::testing::Test {
@@ -131,6 +157,8 @@ class ProxyTest : public ::testing::Test {
     front_->Handle("POST", "/v1/completions", [this](const net::HttpRequest& r) {
       return proxy_->Handle(api::Endpoint::kCompletions, r);
     });
+    front_->Handle("POST", "/v1/messages",
+                   [this](const net::HttpRequest& r) { return proxy_->HandleMessages(r); });
     ASSERT_TRUE(front_->Start().has_value());
   }
 
@@ -139,10 +167,11 @@ class ProxyTest : public ::testing::Test {
     if (proxy_) proxy_->Stop();
   }
 
-  net::testing::ParsedResponse Post(const std::string& body) {
+  net::testing::ParsedResponse Post(const std::string& body,
+                                    const std::string& path = "/v1/completions") {
     net::testing::TestClient c;
     EXPECT_TRUE(c.Connect(front_->port()));
-    c.Send(net::testing::TestClient::Post("/v1/completions", body, false));
+    c.Send(net::testing::TestClient::Post(path, body, false));
     return c.ReadResponse(seconds(10));
   }
 
@@ -187,6 +216,59 @@ TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers503) {
   // Each request may start on the bad worker; every one ends on the good one.
   EXPECT_GE(bad.requests.load(), 1);
   EXPECT_EQ(good.requests.load(), 2);
+}
+
+TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers500) {
+  FakeWorker bad(FakeWorker::Mode::kServerError);
+  FakeWorker good(FakeWorker::Mode::kJson);
+  Start({&bad, &good});
+  for (int i = 0; i < 2; ++i) {  // round robin: one of the two starts on the bad worker
+    auto r = Post(R"({"model":"m","prompt":"hello"})");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_NE(r.body.find("cmpl-1"), std::string::npos);
+  }
+  EXPECT_GE(bad.requests.load(), 1);
+  EXPECT_EQ(good.requests.load(), 2);
+  EXPECT_EQ(registry_.load().inflight(), 0u);
+}
+
+TEST_F(ProxyTest, EveryWorkerAnswering500GivesA502AfterMaxAttempts) {
+  FakeWorker a(FakeWorker::Mode::kServerError);
+  FakeWorker b(FakeWorker::Mode::kServerError);
+  Start({&a, &b});
+  auto r = Post(R"({"model":"m","prompt":"hello"})");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(r.body.find("server_error"), std::string::npos) << r.body;
+  EXPECT_EQ(a.requests.load() + b.requests.load(), 2);
+}
+
+TEST_F(ProxyTest, MessagesRequestIsForwardedAsChatAndAnsweredAsAnAnthropicMessage) {
+  FakeWorker w(FakeWorker::Mode::kJson);
+  Start({&w});
+  auto r = Post(R"({"model":"m","max_tokens":4,"system":"be brief",
+                    "messages":[{"role":"user","content":"hello"}]})",
+                "/v1/messages");
+  EXPECT_EQ(r.status, 200);
+  const auto sent = boost::json::parse(w.last_body).as_object();
+  EXPECT_EQ(sent.at("messages"), boost::json::parse(R"([{"role":"system","content":"be brief"},
+                                                        {"role":"user","content":"hello"}])"));
+  EXPECT_EQ(sent.at("max_tokens"), 4);
+  const auto got = boost::json::parse(r.body).as_object();
+  EXPECT_EQ(got.at("type"), "message");
+  EXPECT_EQ(got.at("id"), "msg_7");
+  EXPECT_EQ(got.at("content"), boost::json::parse(R"([{"type":"text","text":"hi"}])"));
+  EXPECT_EQ(got.at("stop_reason"), "end_turn");
+}
+
+TEST_F(ProxyTest, MessagesErrorsUseTheAnthropicShape) {
+  FakeWorker w(FakeWorker::Mode::kJson);
+  Start({&w});
+  auto r = Post(R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "/v1/messages");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(boost::json::parse(r.body),
+            boost::json::parse(R"({"type":"error","error":{"type":"invalid_request_error",
+                                   "message":"'max_tokens' is required."}})"));
+  EXPECT_EQ(w.requests.load(), 0);
 }
 
 TEST_F(ProxyTest, RetriesWhenAWorkerRefusesConnections) {

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 #include <cstring>
 
+#include "api/anthropic_messages.h"
 #include "api/chat_request.h"
 #include "api/completion_request.h"
 #include "api/context_length.h"
@@ -148,6 +149,15 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::Prepare(api::Endp
   out.prompt_tokens = static_cast<std::int64_t>(text.size() / 4);
   out.keys = KeysOfText(text);
   return out;
+}
+
+std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareMessages(
+    std::string_view body, Nanos now) const {
+  auto parsed = api::ParseAnthropicRequest(body);
+  if (!parsed) return std::unexpected(std::move(parsed.error()));
+  auto prepared = Prepare(api::Endpoint::kChatCompletions, api::OpenAiChatBody(*parsed), now);
+  if (prepared) prepared->surface = ApiSurface::kAnthropic;
+  return prepared;
 }
 
 std::vector<sched::CacheView> RequestPipeline::CacheViews(std::span<const kv::BlockKey> keys,

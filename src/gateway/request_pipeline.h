@@ -77,11 +77,19 @@ struct PipelineOptions {
 // in docs/configuration.md; the engine's own default is "the rest of the context").
 inline constexpr std::int64_t kAssumedOutputTokens = 16;
 
+// Which API the client spoke: kvroute answers (and reports errors) in that API's shape.
+enum class ApiSurface {
+  kOpenAi,     // /v1/completions, /v1/chat/completions: bodies relayed unchanged
+  kAnthropic,  // /v1/messages: forwarded as OpenAI chat, answers translated back
+};
+
 struct PreparedRequest {
-  api::Endpoint endpoint = api::Endpoint::kCompletions;
+  ApiSurface surface = ApiSurface::kOpenAi;
+  api::Endpoint endpoint = api::Endpoint::kCompletions;  // what the worker is sent
   std::string model;
   bool stream = false;
-  std::string body;                // bytes forwarded to the worker (the client's, unchanged)
+  std::string body;  // bytes forwarded to the worker (the client's, unchanged; Anthropic:
+                     // the equivalent OpenAI chat body, api::OpenAiChatBody)
   std::int64_t prompt_tokens = 0;  // exact (precise) or bytes / 4 (approximate)
   std::int64_t output_tokens = 0;  // max_tokens or kAssumedOutputTokens
   std::vector<kv::BlockKey> keys;  // full blocks of the prompt
@@ -110,6 +118,12 @@ class RequestPipeline {
 
   std::expected<PreparedRequest, api::ApiError> Prepare(api::Endpoint endpoint,
                                                         std::string_view body, Nanos now) const;
+
+  // An Anthropic Messages body: parsed and validated (api/anthropic_messages.h), converted to
+  // the OpenAI chat body that will be forwarded, and prepared exactly as that chat request
+  // (so the tokens kvroute keys are those the worker will render).
+  std::expected<PreparedRequest, api::ApiError> PrepareMessages(std::string_view body,
+                                                                Nanos now) const;
 
   // Chooses a worker not in `exclude` (workers already tried for this request).
   // Errors: 503 when no worker can take it (all unhealthy/draining/excluded, or fail_close).
