@@ -82,7 +82,10 @@ class HttpServer::Impl {
   class Session;
 
   explicit Impl(ServerOptions options)
-      : options_(std::move(options)), acceptor_(ioc_), work_(asio::make_work_guard(ioc_)) {}
+      : options_(std::move(options)),
+        accept_strand_(asio::make_strand(ioc_)),
+        acceptor_(ioc_),
+        work_(asio::make_work_guard(ioc_)) {}
 
   // Constant after Start().
   ServerOptions options_;
@@ -90,21 +93,33 @@ class HttpServer::Impl {
   std::uint16_t port_ = 0;
 
   asio::io_context ioc_;
-  tcp::acceptor acceptor_;  // touched only on ioc_ threads after Start
+  // An Asio acceptor is not thread-safe: after Start it is touched only on this strand
+  // (AcceptLoop runs here, StopAccepting's close is posted here). With the loop on the bare
+  // io_context, a close on one pool thread raced the loop's async_accept on another and
+  // crashed in the reactor (null descriptor state) when Shutdown came right after Start.
+  Strand accept_strand_;
+  tcp::acceptor acceptor_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::vector<std::thread> threads_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
 
+  // Serialises Start, StopAccepting and Shutdown: two Shutdowns at once would reset the
+  // work guard and join the same threads together.
+  std::mutex lifecycle_mu_;
+
   // Guarded by mu_.
   std::mutex mu_;
-  std::condition_variable cv_;  // in_flight_ or sessions_ changed
+  std::condition_variable cv_;  // in_flight_, sessions_ or accept_loop_running_ changed
   std::size_t in_flight_ = 0;
   std::uint64_t next_session_id_ = 0;
   std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
+  bool accept_loop_running_ = false;
 
   asio::awaitable<void> AcceptLoop();
+  // REQUIRE: lifecycle_mu_ held.
+  void StopAcceptingLocked();
   HandlerResult Dispatch(const HttpRequest& request) const;
   void RequestStarted() {
     std::lock_guard lock(mu_);
@@ -448,6 +463,7 @@ void HttpServer::Handle(std::string method, std::string path, Handler handler) {
 
 std::expected<void, std::string> HttpServer::Start() {
   Impl& s = *impl_;
+  std::lock_guard life(s.lifecycle_mu_);
   if (s.started_.exchange(true)) return std::unexpected("server already started");
   beast::error_code ec;
   auto address = asio::ip::make_address(s.options_.host, ec);
@@ -468,7 +484,18 @@ std::expected<void, std::string> HttpServer::Start() {
     return std::unexpected("cannot listen on " + where + ": " + ec.message());
   }
   s.port_ = s.acceptor_.local_endpoint().port();
-  asio::co_spawn(s.ioc_, s.AcceptLoop(), asio::detached);
+  {
+    std::lock_guard lock(s.mu_);
+    s.accept_loop_running_ = true;
+  }
+  // Shutdown waits for the loop to end, so that no frame of it is left queued when the
+  // threads stop.
+  asio::co_spawn(s.accept_strand_, s.AcceptLoop(), [impl = impl_.get()](std::exception_ptr e) {
+    if (e) spdlog::error("http: accept loop ended by an exception; no new connections");
+    std::lock_guard lock(impl->mu_);
+    impl->accept_loop_running_ = false;
+    impl->cv_.notify_all();
+  });
   int n = std::max(1, s.options_.threads);
   for (int i = 0; i < n; ++i) {
     s.threads_.emplace_back([impl = impl_.get()] { impl->ioc_.run(); });
@@ -479,23 +506,32 @@ std::expected<void, std::string> HttpServer::Start() {
 std::uint16_t HttpServer::port() const { return impl_->port_; }
 
 void HttpServer::StopAccepting() {
-  Impl& s = *impl_;
-  if (s.draining_.exchange(true)) return;
-  if (!s.started_ || s.stopped_) return;
-  std::promise<void> closed;
-  asio::post(s.ioc_, [&s, &closed] {
+  std::lock_guard life(impl_->lifecycle_mu_);
+  impl_->StopAcceptingLocked();
+}
+
+void HttpServer::Impl::StopAcceptingLocked() {
+  if (draining_.exchange(true)) return;
+  if (!started_ || stopped_) return;
+  // Shared with the posted close: should the wait below give up, a late close still finds
+  // its promise. The wait is bounded in case every pool thread is stuck in a handler.
+  auto closed = std::make_shared<std::promise<void>>();
+  asio::post(accept_strand_, [this, closed] {
     beast::error_code ec;
-    s.acceptor_.close(ec);
-    closed.set_value();
+    acceptor_.close(ec);
+    closed->set_value();
   });
-  closed.get_future().wait_for(std::chrono::seconds(5));
-  s.ForEachSession([](Impl::Session& session) { session.CloseIfIdle(); });
+  closed->get_future().wait_for(std::chrono::seconds(5));
+  // Every session AcceptLoop created is in sessions_ by now: it runs on accept_strand_, so
+  // each of its steps finished before the close ran, and steps after it accept nothing.
+  ForEachSession([](Session& session) { session.CloseIfIdle(); });
 }
 
 std::size_t HttpServer::Shutdown(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
+  std::lock_guard life(s.lifecycle_mu_);
   if (!s.started_ || s.stopped_.load()) return 0;
-  StopAccepting();
+  s.StopAcceptingLocked();
   std::size_t cut = 0;
   {
     std::unique_lock lock(s.mu_);
@@ -507,7 +543,8 @@ std::size_t HttpServer::Shutdown(std::chrono::milliseconds grace) {
     // Cut connections finish within a few scheduler turns; bounded in case a producer
     // ignores Cancel.
     std::unique_lock lock(s.mu_);
-    s.cv_.wait_for(lock, std::chrono::seconds(5), [&s] { return s.sessions_.empty(); });
+    s.cv_.wait_for(lock, std::chrono::seconds(5),
+                   [&s] { return s.sessions_.empty() && !s.accept_loop_running_; });
   }
   s.stopped_ = true;
   s.work_.reset();

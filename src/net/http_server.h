@@ -22,7 +22,9 @@
 // Ownership: the caller owns the server; handlers are copied into it at registration.
 // Thread safety: Handle() only before Start(). Start, StopAccepting, Shutdown, port and
 // InFlight may be called from any thread, but not from a handler (Shutdown joins the
-// handler threads). Handlers run concurrently on the pool threads.
+// handler threads). Start, StopAccepting and Shutdown are serialised: one called while a
+// Shutdown runs returns when that Shutdown has finished (a second Shutdown then returns 0).
+// Handlers run concurrently on the pool threads.
 #pragma once
 
 #include <chrono>
