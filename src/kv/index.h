@@ -164,6 +164,10 @@ class KvIndex {
       if (size_ <= 1) return size_ == 0 ? 0 : LanesOf(one_);
       return heap()->lane_count;
     }
+    // Hints the CPU to load the heap block (its header holds the lane count a lookup reads).
+    void PrefetchHeap() const {
+      if (size_ > 1) __builtin_prefetch(heap());
+    }
     // Called after an entry's refs changed by `delta` lanes (inline: derived, nothing kept).
     void AddLanes(int delta) {
       if (size_ > 1) heap()->lane_count += static_cast<std::uint32_t>(delta);

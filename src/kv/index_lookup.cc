@@ -185,9 +185,12 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
       }
     }
     // Candidates were chosen by fingerprint; confirm the keys now that the nodes are on
-    // their way (a mismatch is a fingerprint collision: search properly).
+    // their way (a mismatch is a fingerprint collision: search properly). Shared blocks keep
+    // their lane count in the holders' heap block: request those too before counting.
     for (int k = 0; k < m; ++k) {
-      if (resolved[k] != nullptr && resolved[k]->key != keys[pos[k]]) resolved[k] = node_at(pos[k]);
+      if (resolved[k] == nullptr) continue;
+      if (resolved[k]->key != keys[pos[k]]) resolved[k] = node_at(pos[k]);
+      if (resolved[k] != nullptr) resolved[k]->holders.PrefetchHeap();
     }
   };
   // Examines keys[pos] (whose node is `node`) exactly: lanes that do not hold it stop at
