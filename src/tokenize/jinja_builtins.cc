@@ -14,14 +14,40 @@ using py::AsciiCase;
 using py::GetAttribute;
 using py::Items;
 using py::Replace;
-using py::Split;
 using py::Strip;
-using py::StrList;
 using py::Title;
 using py::ToList;
 using py::ToU32;
 using py::ToU8;
 using Error = std::unexpected<std::string>;
+
+const Value* StringArg(CallArgs& args, std::size_t index, std::string_view kw) {
+  const Value* v = Arg(args, index, kw);
+  return v && v->IsString() ? v : nullptr;
+}
+
+std::int64_t IntArg(CallArgs& args, std::size_t index, std::string_view kw, std::int64_t fallback) {
+  const Value* v = Arg(args, index, kw);
+  return v && v->kind == Value::Kind::kInt ? v->i : fallback;
+}
+
+namespace {
+
+// Whether `item` is kept by select/reject (`at` 0) or selectattr/rejectattr (`at` 1, after
+// the attribute name): the test named by positional argument `at`, given the arguments
+// after it, or the item's truthiness when no test is named.
+std::expected<bool, std::string> PassesTest(std::string_view filter, const Value& item,
+                                            const CallArgs& args, std::size_t at) {
+  if (args.args.size() <= at) return item.Truthy();
+  if (!args.args[at].IsString()) return Error(std::string(filter) + " needs a test name");
+  CallArgs test_args;
+  test_args.args.assign(args.args.begin() + static_cast<std::ptrdiff_t>(at) + 1, args.args.end());
+  auto r = ApplyTest(args.args[at].s, item, test_args);
+  if (!r) return Error(r.error());
+  return r->b;
+}
+
+}  // namespace
 
 std::expected<std::int64_t, std::string> Length(const Value& v) {
   switch (v.kind) {
@@ -77,9 +103,7 @@ Result Slice(const Value& obj, const Value& start_v, const Value& stop_v, const 
 
 Result ApplyFilter(std::string_view name, const Value& in, CallArgs& args) {
   if (name == "tojson") {
-    const Value* indent = Arg(args, 0, "indent");
-    return Value::Str(
-        in.ToJson(indent && indent->kind == Value::Kind::kInt ? static_cast<int>(indent->i) : -1));
+    return Value::Str(in.ToJson(static_cast<int>(IntArg(args, 0, "indent", -1))));
   }
   if (name == "length" || name == "count") {
     auto n = Length(in);
@@ -160,32 +184,21 @@ Result ApplyFilter(std::string_view name, const Value& in, CallArgs& args) {
     return Value::Str(s);
   }
   if (name == "replace") {
-    const Value* from = Arg(args, 0, "old");
-    const Value* to = Arg(args, 1, "new");
-    const Value* count = Arg(args, 2, "count");
-    if (!from || !to || !from->IsString() || !to->IsString()) return Error("replace needs strings");
-    return Value::Str(
-        Replace(in.s, from->s, to->s, count && count->kind == Value::Kind::kInt ? count->i : -1));
+    const Value* from = StringArg(args, 0, "old");
+    const Value* to = StringArg(args, 1, "new");
+    if (!from || !to) return Error("replace needs strings");
+    return Value::Str(Replace(in.s, from->s, to->s, IntArg(args, 2, "count", -1)));
   }
   if (name == "selectattr" || name == "rejectattr") {
     auto l = ToList(in);
     if (!l) return l;
-    const Value* attr = Arg(args, 0, "attribute");
-    if (!attr || !attr->IsString()) return Error(std::string(name) + " needs an attribute name");
+    const Value* attr = StringArg(args, 0, "attribute");
+    if (!attr) return Error(std::string(name) + " needs an attribute name");
     List out;
     for (const Value& x : *l->list) {
-      const Value a = GetAttribute(x, attr->s);
-      bool keep;
-      if (args.args.size() >= 2) {
-        CallArgs test_args;
-        test_args.args.assign(args.args.begin() + 2, args.args.end());
-        auto r = ApplyTest(args.args[1].s, a, test_args);
-        if (!r) return r;
-        keep = r->b;
-      } else {
-        keep = a.Truthy();
-      }
-      if (keep == (name == "selectattr")) out.push_back(x);
+      auto keep = PassesTest(name, GetAttribute(x, attr->s), args, 1);
+      if (!keep) return Error(keep.error());
+      if (*keep == (name == "selectattr")) out.push_back(x);
     }
     return Value::MakeList(std::move(out));
   }
@@ -196,18 +209,9 @@ Result ApplyFilter(std::string_view name, const Value& in, CallArgs& args) {
     if (!l) return l;
     List out;
     for (const Value& x : *l->list) {
-      bool keep;
-      if (!args.args.empty()) {
-        if (!args.args[0].IsString()) return Error(std::string(name) + " needs a test name");
-        CallArgs test_args;
-        test_args.args.assign(args.args.begin() + 1, args.args.end());
-        auto r = ApplyTest(args.args[0].s, x, test_args);
-        if (!r) return r;
-        keep = r->b;
-      } else {
-        keep = x.Truthy();
-      }
-      if (keep == (name == "select")) out.push_back(x);
+      auto keep = PassesTest(name, x, args, 0);
+      if (!keep) return Error(keep.error());
+      if (*keep == (name == "select")) out.push_back(x);
     }
     return Value::MakeList(std::move(out));
   }

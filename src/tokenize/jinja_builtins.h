@@ -5,6 +5,8 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <expected>
 #include <string>
 #include <string_view>
@@ -31,5 +33,12 @@ Result BinaryOp(const std::string& op, Value a, const Value& b);
 Result Subscript(const Value& obj, const Value& key);
 // Python's len() (code points for strings).
 std::expected<std::int64_t, std::string> Length(const Value& v);
+
+// Argument checks shared by the filters (jinja_builtins.cc) and the methods
+// (jinja_methods.cc): the positional argument `index`, else the keyword `kw`, of one kind.
+// The string argument; null when it is absent or not a string.
+const Value* StringArg(CallArgs& args, std::size_t index, std::string_view kw);
+// The integer argument; `fallback` when it is absent or not an integer.
+std::int64_t IntArg(CallArgs& args, std::size_t index, std::string_view kw, std::int64_t fallback);
 
 }  // namespace kvroute::tokenize::jinja

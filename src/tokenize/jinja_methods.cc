@@ -8,16 +8,12 @@ namespace kvroute::tokenize::jinja {
 
 using py::Arg;
 using py::AsciiCase;
-using py::GetAttribute;
 using py::Items;
-using py::Replace;
 using py::Split;
 using py::Strip;
 using py::StrList;
-using py::Title;
 using py::ToList;
 using py::ToU32;
-using py::ToU8;
 using Error = std::unexpected<std::string>;
 
 Result CallMethod(const Value& obj, std::string_view name, CallArgs& args) {
@@ -43,12 +39,10 @@ Result CallMethod(const Value& obj, std::string_view name, CallArgs& args) {
     if (name == "rstrip") return Value::Str(Strip(s, Arg(args, 0, "chars"), false, true));
     if (name == "split") {
       const Value* sep = Arg(args, 0, "sep");
-      const Value* maxsplit = Arg(args, 1, "maxsplit");
       if (sep && sep->IsString() && sep->s.empty()) return Error("empty separator");
       if (sep && !sep->IsString() && !sep->IsNone())
         return Error("split() separator must be a string");
-      return StrList(
-          Split(s, sep, maxsplit && maxsplit->kind == Value::Kind::kInt ? maxsplit->i : -1));
+      return StrList(Split(s, sep, IntArg(args, 1, "maxsplit", -1)));
     }
     if (name == "upper") return Value::Str(AsciiCase(s, true));
     if (name == "lower") return Value::Str(AsciiCase(s, false));
@@ -56,8 +50,8 @@ Result CallMethod(const Value& obj, std::string_view name, CallArgs& args) {
       return ApplyFilter(name, obj, args);
     }
     if (name == "find") {
-      const Value* sub = Arg(args, 0, "sub");
-      if (!sub || !sub->IsString()) return Error("find() needs a string");
+      const Value* sub = StringArg(args, 0, "sub");
+      if (!sub) return Error("find() needs a string");
       const std::size_t at = s.find(sub->s);
       if (at == std::string::npos) return Value::Int(-1);
       return Value::Int(static_cast<std::int64_t>(ToU32(std::string_view(s).substr(0, at)).size()));
@@ -86,8 +80,8 @@ Result CallMethod(const Value& obj, std::string_view name, CallArgs& args) {
       return Value::MakeList(std::move(out));
     }
     if (name == "get") {
-      const Value* key = Arg(args, 0, "key");
-      if (!key || !key->IsString()) return Error("get() needs a string key");
+      const Value* key = StringArg(args, 0, "key");
+      if (!key) return Error("get() needs a string key");
       if (const Value* x = obj.dict->Find(key->s)) return *x;
       const Value* fallback = Arg(args, 1, "default");
       return fallback ? *fallback : Value::None();
