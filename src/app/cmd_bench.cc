@@ -331,6 +331,8 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   compare->callback([compare_flags, cflags, exit_code] {
     *exit_code = RunCompareCommand(*compare_flags, *cflags);
   });
+  void RegisterBenchOverheadCommand(CLI::App*, int*);  // defined in cmd_bench_overhead.cc
+  RegisterBenchOverheadCommand(bench, exit_code);
 }
 
 }  // namespace kvroute::app

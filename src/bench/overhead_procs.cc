@@ -1,0 +1,156 @@
+#include "bench/overhead_procs.h"
+
+#include <sched.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench/nginx.h"
+
+namespace kvroute::bench {
+namespace {
+
+constexpr const char* kNginx = "/usr/sbin/nginx";
+
+std::expected<int, std::string> ParseCpu(std::string_view s) {
+  int v = -1;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0 || v >= CPU_SETSIZE) {
+    return std::unexpected("bad CPU number '" + std::string(s) + "'");
+  }
+  return v;
+}
+
+std::string SafeName(std::string name) {
+  for (char& c : name) {
+    if (c == ':') c = '_';
+  }
+  return name;
+}
+
+}  // namespace
+
+std::expected<std::vector<int>, std::string> ParseCpuList(const std::string& list) {
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos < list.size()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string_view part(list.data() + pos, comma - pos);
+    const auto dash = part.find('-');
+    if (dash == std::string_view::npos) {
+      auto cpu = ParseCpu(part);
+      if (!cpu) return std::unexpected(cpu.error());
+      out.push_back(*cpu);
+    } else {
+      auto lo = ParseCpu(part.substr(0, dash));
+      auto hi = ParseCpu(part.substr(dash + 1));
+      if (!lo) return std::unexpected(lo.error());
+      if (!hi) return std::unexpected(hi.error());
+      if (*hi < *lo) return std::unexpected("bad CPU range '" + std::string(part) + "'");
+      for (int c = *lo; c <= *hi; ++c) out.push_back(c);
+    }
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::expected<void, std::string> PinProcess(pid_t pid, const std::vector<int>& cpus) {
+  if (cpus.empty()) return {};
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  std::error_code ec;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  int pinned = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    pid_t tid = 0;
+    std::from_chars(name.data(), name.data() + name.size(), tid);
+    if (tid <= 0) continue;
+    if (sched_setaffinity(tid, sizeof set, &set) != 0) {
+      return std::unexpected("sched_setaffinity(" + std::to_string(tid) + ") failed");
+    }
+    ++pinned;
+  }
+  if (ec || pinned == 0)
+    return std::unexpected("cannot list threads of pid " + std::to_string(pid));
+  return {};
+}
+
+std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
+                              std::uint64_t seed) {
+  std::ostringstream y;
+  y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
+  for (std::size_t i = 0; i < sims.size(); ++i) {
+    const SimInfo& s = sims[i];
+    y << "  - name: sim" << i << "\n    url: " << s.url << "\n    model: " << s.model << "\n";
+    if (!s.kv_endpoint.empty()) {
+      const auto colon = s.kv_endpoint.rfind(':');
+      y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
+    }
+  }
+  y << "scheduler: {policy: " << policy << ", seed: " << seed << "}\nmode: precise\n";
+  return y.str();
+}
+
+OverheadRouters::OverheadRouters(std::string exe, std::string dir)
+    : exe_(std::move(exe)), dir_(std::move(dir)) {
+  if (exe_.empty()) exe_ = SelfExe();
+}
+
+std::expected<void, std::string> OverheadRouters::Start(const std::string& name,
+                                                        const std::vector<SimInfo>& sims,
+                                                        std::uint64_t seed,
+                                                        double ready_timeout_s) {
+  const std::string dir = std::filesystem::absolute(dir_ + "/" + SafeName(name)).string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return std::unexpected("cannot create " + dir + ": " + ec.message());
+  Router r;
+  r.name = name;
+  if (name == "nginx-rr") {
+    auto port = FreeLoopbackPort();
+    if (!port) return std::unexpected(port.error());
+    NginxOptions n;
+    for (const auto& s : sims) n.upstreams.push_back(s.url.substr(std::string("http://").size()));
+    n.listen_port = *port;
+    n.dir = dir;
+    const std::string conf = dir + "/nginx.conf";
+    std::ofstream(conf) << NginxConfig(n);
+    auto child = ChildProcess::Spawn({kNginx, "-e", dir + "/error.log", "-p", dir, "-c", conf},
+                                     dir + "/nginx.log");
+    if (!child) return std::unexpected("nginx: " + child.error());
+    r.process = std::move(*child);
+    r.url = "http://127.0.0.1:" + std::to_string(*port);
+  } else if (name.starts_with("kvroute:") && name.size() > 8) {
+    const std::string conf = dir + "/serve.yaml";
+    std::ofstream(conf) << OverheadServeYaml(sims, name.substr(8), seed);
+    const std::string log = dir + "/serve.log";
+    std::filesystem::remove(log, ec);
+    auto child = ChildProcess::Spawn({exe_, "serve", "--config", conf}, log);
+    if (!child) return std::unexpected(name + ": " + child.error());
+    r.process = std::move(*child);
+    auto line = r.process.WaitForLine("kvroute serve listening on ", ready_timeout_s);
+    if (!line) return std::unexpected(name + ": " + line.error());
+    auto url = ParseServeReadyLine(*line);
+    if (!url) return std::unexpected(name + ": " + url.error());
+    r.url = *url;
+  } else {
+    return std::unexpected("unknown router " + name + " (nginx-rr or kvroute:<preset>)");
+  }
+  if (!WaitHttpOk(r.url + "/health", ready_timeout_s)) {
+    return std::unexpected(name + " never answered /health; see " + r.process.log_path());
+  }
+  routers_.push_back(std::move(r));
+  return {};
+}
+
+void OverheadRouters::Stop() {
+  for (auto& r : routers_) r.process.Stop();
+  routers_.clear();
+}
+
+}  // namespace kvroute::bench

@@ -1,0 +1,64 @@
+// Process plumbing of `kvroute bench overhead`: the routers it starts beside each other in
+// front of one set of sims (nginx round robin, one `kvroute serve` per policy), and CPU
+// placement (taskset-style lists applied to every thread of a process).
+//
+// All routers run at the same time so that the targets can be measured interleaved, level by
+// level, on the same warm sims: drift in the machine's load then hits every target alike.
+// An idle router costs little (nginx nothing; kvroute serve its metrics scrapes and the KV
+// events of the traffic sent through the others, which it would ingest in production too).
+//
+// Ownership: OverheadRouters owns its children and stops them in its destructor.
+// Thread safety: one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <expected>
+#include <string>
+#include <vector>
+
+#include "bench/cluster.h"
+#include "bench/cluster_process.h"
+
+namespace kvroute::bench {
+
+// "0", "0-3", "0,2,5-7" → CPU numbers in order; errors name the bad part. Empty → empty.
+std::expected<std::vector<int>, std::string> ParseCpuList(const std::string& list);
+
+// Sets the CPU affinity of every thread of process `pid` (from /proc/<pid>/task), so threads
+// a server started before it was pinned move too. Threads started later inherit the mask.
+std::expected<void, std::string> PinProcess(pid_t pid, const std::vector<int>& cpus);
+
+// The `kvroute serve` configuration in front of `sims` with a policy preset: precise mode,
+// each sim's KV events subscribed (the sim binds; kvroute connects to its port).
+std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
+                              std::uint64_t seed);
+
+class OverheadRouters {
+ public:
+  struct Router {
+    std::string name;  // "nginx-rr", "kvroute:<policy>"
+    std::string url;   // "http://127.0.0.1:P"
+    ChildProcess process;
+  };
+
+  // `exe`: the kvroute binary; `dir`: logs and configs (one folder per router).
+  OverheadRouters(std::string exe, std::string dir);
+  ~OverheadRouters() { Stop(); }
+  OverheadRouters(const OverheadRouters&) = delete;
+  OverheadRouters& operator=(const OverheadRouters&) = delete;
+
+  // Starts `name` ("nginx-rr" or "kvroute:<preset>") in front of `sims` and waits until it
+  // answers /health.
+  std::expected<void, std::string> Start(const std::string& name, const std::vector<SimInfo>& sims,
+                                         std::uint64_t seed, double ready_timeout_s);
+  void Stop();
+
+  std::vector<Router>& routers() { return routers_; }
+
+ private:
+  std::string exe_, dir_;
+  std::vector<Router> routers_;
+};
+
+}  // namespace kvroute::bench

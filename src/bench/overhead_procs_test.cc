@@ -1,0 +1,60 @@
+// CPU lists, pinning and the kvroute serve configuration of `kvroute bench overhead`.
+#include "bench/overhead_procs.h"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+namespace kvroute::bench {
+namespace {
+
+TEST(ParseCpuList, ReadsSinglesRangesAndMixes) {
+  EXPECT_EQ(*ParseCpuList("0"), std::vector<int>{0});
+  EXPECT_EQ(*ParseCpuList("0-2"), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(*ParseCpuList("1,3-4,7"), (std::vector<int>{1, 3, 4, 7}));
+}
+
+TEST(ParseCpuList, EmptyMeansNoPinning) { EXPECT_TRUE(ParseCpuList("")->empty()); }
+
+TEST(ParseCpuList, RejectsWhatIsNotACpuList) {
+  EXPECT_FALSE(ParseCpuList("a"));
+  EXPECT_FALSE(ParseCpuList("3-1"));
+  EXPECT_FALSE(ParseCpuList("1,,2"));
+  EXPECT_FALSE(ParseCpuList("-1"));
+  EXPECT_FALSE(ParseCpuList("99999"));
+}
+
+TEST(PinProcess, PinsEveryThreadOfAProcess) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c) {
+    if (CPU_ISSET(c, &before)) first = c;
+  }
+  ASSERT_GE(first, 0);
+  ASSERT_TRUE(PinProcess(getpid(), {first}));
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_EQ(CPU_COUNT(&after), 1);
+  EXPECT_TRUE(CPU_ISSET(first, &after));
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);  // as it was
+}
+
+TEST(PinProcess, NoCpusLeavesTheProcessAlone) { EXPECT_TRUE(PinProcess(getpid(), {})); }
+
+TEST(PinProcess, UnknownPidIsAnError) { EXPECT_FALSE(PinProcess(0x3fffffff, {0})); }
+
+TEST(OverheadServeYaml, ListsEverySimWithItsKvEventsAndThePolicy) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "tcp://127.0.0.1:7001", "m"},
+                               {"http://127.0.0.1:9002", "", "m"}};
+  const std::string y = OverheadServeYaml(sims, "round_robin", 5);
+  EXPECT_NE(y.find("url: http://127.0.0.1:9001"), std::string::npos) << y;
+  EXPECT_NE(y.find("kv_events: {endpoint: \"tcp://*:7001\"}"), std::string::npos) << y;
+  EXPECT_NE(y.find("url: http://127.0.0.1:9002\n    model: m\n"), std::string::npos) << y;
+  EXPECT_EQ(y.find("tcp://*:\""), std::string::npos) << y;  // no endpoint for the second
+  EXPECT_NE(y.find("scheduler: {policy: round_robin, seed: 5}"), std::string::npos) << y;
+  EXPECT_NE(y.find("mode: precise"), std::string::npos) << y;
+}
+
+}  // namespace
+}  // namespace kvroute::bench

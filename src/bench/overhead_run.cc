@@ -1,0 +1,203 @@
+#include "bench/overhead_run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "bench/cluster.h"
+#include "bench/overhead_load.h"
+#include "bench/overhead_procs.h"
+#include "bench/report.h"
+#include "bench/workload.h"
+#include "tokenize/simple_tokenizer.h"
+
+namespace kvroute::bench {
+namespace {
+
+double LoadAverage1m() {
+  std::ifstream in("/proc/loadavg");
+  double v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+std::string NowIso8601() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Pinning(const OverheadOptions& o) {
+  std::string s;
+  auto add = [&s](const char* who, const std::string& cpus) {
+    if (cpus.empty()) return;
+    if (!s.empty()) s += ", ";
+    s += std::string(who) + " on CPU " + cpus;
+  };
+  add("client", o.cpus_client);
+  add("routers", o.cpus_router);
+  add("sims", o.cpus_sims);
+  return s;
+}
+
+struct Placement {
+  std::vector<int> client, router, sims;
+};
+
+std::expected<Placement, std::string> ParsePlacement(const OverheadOptions& o) {
+  Placement p;
+  auto client = ParseCpuList(o.cpus_client);
+  if (!client) return std::unexpected("--cpus-client: " + client.error());
+  auto router = ParseCpuList(o.cpus_router);
+  if (!router) return std::unexpected("--cpus-router: " + router.error());
+  auto sims = ParseCpuList(o.cpus_sims);
+  if (!sims) return std::unexpected("--cpus-sims: " + sims.error());
+  p.client = std::move(*client);
+  p.router = std::move(*router);
+  p.sims = std::move(*sims);
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::string> DefaultOverheadTargets(const std::string& policy) {
+  std::vector<std::string> t = {"direct", "nginx-rr", "kvroute:" + policy};
+  if (policy != "round_robin") t.push_back("kvroute:round_robin");
+  return t;
+}
+
+std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o) {
+  if (o.workers < 1) return std::unexpected("--workers must be >= 1");
+  if (o.concurrency.empty()) return std::unexpected("no --concurrency level");
+  for (int c : o.concurrency) {
+    if (c < 1) return std::unexpected("--concurrency levels must be >= 1");
+  }
+  if (o.warmup_requests < 0) return std::unexpected("--warmup must be >= 0");
+  if (o.requests < 1) return std::unexpected("--requests must be >= 1");
+  if (!(o.duration_s > 0)) return std::unexpected("--duration must be > 0");
+  const std::vector<std::string> targets =
+      o.targets.empty() ? DefaultOverheadTargets(o.policy) : o.targets;
+  for (const auto& t : targets) {
+    if (t != "direct" && t != "nginx-rr" && !(t.starts_with("kvroute:") && t.size() > 8)) {
+      return std::unexpected("unknown target " + t + " (direct, nginx-rr, kvroute:<preset>)");
+    }
+  }
+  auto placement = ParsePlacement(o);
+  if (!placement) return std::unexpected(placement.error());
+
+  OverheadReport report;
+  auto& c = report.config;
+  c.label = o.label;
+  c.workers = o.workers;
+  c.profile = o.profile;
+  c.speedup = o.speedup;
+  c.stream = o.stream;
+  c.prompt_tokens = o.prompt_tokens;
+  c.output_tokens = o.output_tokens;
+  c.requests = o.requests;
+  c.warmup_requests = o.warmup_requests;
+  c.duration_s = o.duration_s;
+  c.policy = o.policy;
+  c.pinning = Pinning(o);
+  c.started_at = NowIso8601();
+  c.load_before = LoadAverage1m();
+  c.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+
+  ClusterOptions co;
+  co.exe = o.exe;
+  co.workers = o.workers;
+  co.profile = o.profile;
+  co.seed = o.seed;
+  co.speedup = o.speedup;
+  co.dir = o.out_dir + "/cluster";
+  if (o.progress) std::cerr << "[overhead] starting " << o.workers << " sims" << std::endl;
+  Cluster cluster(co);
+  if (auto ok = cluster.StartSims(); !ok) return std::unexpected("sims: " + ok.error());
+  OverheadRouters routers(o.exe, co.dir);
+  for (const auto& t : targets) {
+    if (t == "direct") continue;
+    if (o.progress) std::cerr << "[overhead] starting " << t << std::endl;
+    if (auto ok = routers.Start(t, cluster.sims(), o.seed, co.ready_timeout_s); !ok) {
+      return std::unexpected(ok.error());
+    }
+  }
+  for (pid_t pid : cluster.pids()) {
+    if (auto ok = PinProcess(pid, placement->sims); !ok) return std::unexpected(ok.error());
+  }
+  for (auto& r : routers.routers()) {
+    if (auto ok = PinProcess(r.process.pid(), placement->router); !ok) {
+      return std::unexpected(ok.error());
+    }
+  }
+  if (auto ok = PinProcess(getpid(), placement->client); !ok) return std::unexpected(ok.error());
+
+  const std::string model = cluster.sims().front().model;
+  tokenize::SimpleTokenizer tokenizer;  // what kvroute sim counts tokens with
+  std::vector<std::string> bodies;
+  for (int i = 0; i < std::max(1, o.prompt_pool); ++i) {
+    const std::string prompt =
+        MakeText(tokenizer, o.prompt_tokens, o.seed * 1000003ull + static_cast<std::uint64_t>(i));
+    bodies.push_back(OverheadChatBody(model, prompt, o.output_tokens, o.stream));
+  }
+  std::vector<std::string> direct_urls;
+  for (const auto& s : cluster.sims()) direct_urls.push_back(s.url);
+
+  for (int conc : o.concurrency) {
+    for (const auto& t : targets) {
+      OverheadLoadOptions load;
+      if (t == "direct") {
+        load.urls = direct_urls;
+      } else {
+        for (auto& r : routers.routers()) {
+          if (r.name == t) load.urls = {r.url};
+        }
+      }
+      load.bodies = bodies;
+      load.stream = o.stream;
+      load.concurrency = conc;
+      load.warmup_requests = o.warmup_requests;
+      load.requests = o.requests;
+      load.duration_s = o.duration_s;
+      load.request_timeout_s = o.request_timeout_s;
+      load.progress = o.progress;
+      load.progress_label = "c=" + std::to_string(conc) + " " + t;
+      auto ran = RunOverheadLoad(load);
+      if (!ran) return std::unexpected(t + ": " + ran.error());
+      report.levels.push_back(SummarizeOverheadLevel(t, conc, ran->samples, ran->elapsed_s));
+      if (o.progress) {
+        const OverheadLevel& l = report.levels.back();
+        std::fprintf(stderr, "[overhead] c=%d %s: %zu ok, %zu errors, %.1f req/s\n", conc,
+                     t.c_str(), l.ok, l.errors, l.RequestsPerS());
+      }
+    }
+  }
+  c.load_after = LoadAverage1m();
+  routers.Stop();
+  cluster.Stop();
+  return report;
+}
+
+std::expected<void, std::string> WriteOverheadFiles(const OverheadReport& report,
+                                                    const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return std::unexpected("cannot create " + dir + ": " + ec.message());
+  const std::string stem = dir + "/" + FileStem(report.config.label);
+  for (const auto& [path, text] :
+       {std::pair{stem + ".json", OverheadJson(report)}, {stem + ".csv", OverheadCsv(report)}}) {
+    std::ofstream out(path);
+    out << text;
+    if (!out) return std::unexpected("cannot write " + path);
+  }
+  return {};
+}
+
+}  // namespace kvroute::bench
