@@ -1,8 +1,8 @@
 #include "simulate/workload.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
+#include <random>
 
 #include "bench/trace_expand.h"
 
@@ -40,7 +40,14 @@ class AgenticWorkload final : public Workload {
 
   std::optional<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output, bool ok,
                                 Nanos now) override {
-    const Nanos at = now + o_.think_time;
+    Nanos at = now + o_.think_time;
+    if (o_.turn_jitter.count() > 0) {
+      const std::uint64_t draw =
+          Mix(Mix(o_.shape.seed ^ 0x6a177e4ULL) + (static_cast<std::uint64_t>(done.session) << 20) +
+              static_cast<std::uint64_t>(done.turn));
+      at +=
+          Nanos(static_cast<Nanos::rep>(draw % static_cast<std::uint64_t>(o_.turn_jitter.count())));
+    }
     if (done.turn + 1 < o_.shape.turns) {
       Arrival next;
       next.at = at;
@@ -90,15 +97,17 @@ class AgenticWorkload final : public Workload {
 
 class SharedPrefixWorkload final : public Workload {
  public:
-  explicit SharedPrefixWorkload(const SharedPrefixSimOptions& o) : o_(o) {
+  // Order and arrival times are kvroute bench's own (bench::MakeSharedPrefixPrompts shuffles
+  // with std::mt19937_64(seed); bench::PoissonArrivals draws the gaps), so a simulated level
+  // sends the same groups at the same model times as a live run with that seed: live and
+  // simulated throughput then compare at the same offered load, not at two Poisson samples.
+  explicit SharedPrefixWorkload(const SharedPrefixSimOptions& o)
+      : o_(o), arrival_rng_(o.shape.seed), gap_(o.rate_per_s) {
     const int n = o.shape.groups * o.shape.prompts_per_group;
     order_.resize(static_cast<std::size_t>(std::max(n, 0)));
     std::iota(order_.begin(), order_.end(), 0);
-    // Fisher-Yates with our own mixer, so the order does not depend on the standard library.
-    for (std::size_t i = order_.size(); i > 1; --i) {
-      const std::size_t j = Mix(o.shape.seed ^ (i * 0x51ed27ULL)) % i;
-      std::swap(order_[i - 1], order_[j]);
-    }
+    std::mt19937_64 order_rng(o.shape.seed);
+    std::shuffle(order_.begin(), order_.end(), order_rng);
     total_ = o.requests > 0 ? o.requests : n;
   }
 
@@ -107,12 +116,8 @@ class SharedPrefixWorkload final : public Workload {
 
   std::optional<Arrival> Next() override {
     if (sent_ >= total_ || order_.empty()) return std::nullopt;
-    // Exponential gaps from a uniform in (0, 1].
-    const double u =
-        (static_cast<double>(Mix(o_.shape.seed * 7919 + static_cast<std::uint64_t>(sent_)) >> 11) +
-         1.0) *
-        0x1.0p-53;
-    clock_s_ += -std::log(u) / o_.rate_per_s;
+    // As bench::PoissonArrivals: the first request at 0, then exponential gaps.
+    if (sent_ > 0) clock_s_ += gap_(arrival_rng_);
     const int prompt = order_[static_cast<std::size_t>(sent_) % order_.size()];
     const int group = prompt / o_.shape.prompts_per_group;
     Arrival a;
@@ -136,6 +141,8 @@ class SharedPrefixWorkload final : public Workload {
 
  private:
   SharedPrefixSimOptions o_;
+  std::mt19937_64 arrival_rng_;
+  std::exponential_distribution<double> gap_;
   std::vector<int> order_;
   int total_ = 0;
   int sent_ = 0;

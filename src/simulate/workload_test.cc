@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
+
+#include "tokenize/simple_tokenizer.h"
 
 namespace kvroute::simulate {
 namespace {
@@ -71,6 +74,67 @@ TEST(SimWorkloadTest, SharedPrefixGroupsShareTheirSystemPromptAndArrivalsIncreas
                                           y.request.prompt.begin());
       EXPECT_EQ(same_prefix, x.request.session == y.request.session);
     }
+  }
+}
+
+// Fidelity (docs/simulation.md): sessions whose turns end in the same engine step must not
+// all send their next turn at that same instant, or they stay in lockstep for the whole run.
+TEST(SimWorkloadTest, TurnJitterSpreadsNextTurnsWithinTheBound) {
+  AgenticSimOptions o = SmallAgentic();
+  o.think_time = std::chrono::milliseconds(2);
+  o.turn_jitter = std::chrono::milliseconds(15);
+  o.concurrency = 3;
+  auto w = NewAgenticWorkload(o);
+  std::vector<Arrival> first;
+  while (auto a = w->Next()) first.push_back(std::move(*a));
+  ASSERT_EQ(first.size(), 3u);
+  const Nanos now = std::chrono::seconds(1);
+  std::set<Nanos::rep> times;
+  for (const Arrival& a : first) {
+    auto next = w->OnDone(a.request, {}, true, now);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_GE(next->at, now + o.think_time);
+    EXPECT_LT(next->at, now + o.think_time + o.turn_jitter);
+    times.insert(next->at.count());
+  }
+  EXPECT_EQ(times.size(), 3u);  // three sessions, three different send times
+}
+
+TEST(SimWorkloadTest, ZeroTurnJitterSendsAfterExactlyTheThinkTime) {
+  AgenticSimOptions o = SmallAgentic();
+  o.think_time = std::chrono::milliseconds(2);
+  auto w = NewAgenticWorkload(o);
+  auto a = w->Next();
+  ASSERT_TRUE(a.has_value());
+  const Nanos now = std::chrono::seconds(1);
+  auto next = w->OnDone(a->request, {}, true, now);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->at, now + o.think_time);
+}
+
+// Fidelity (docs/simulation.md): a simulated shared-prefix level sends kvroute bench's groups
+// in kvroute bench's order at kvroute bench's arrival times for the same seed and rate.
+TEST(SimWorkloadTest, SharedPrefixSendsBenchOrderAtBenchArrivalTimes) {
+  SharedPrefixSimOptions o;
+  o.shape.groups = 5;
+  o.shape.prompts_per_group = 3;
+  o.shape.system_prompt_tokens = 8;
+  o.shape.question_tokens = 4;
+  o.shape.seed = 7;
+  o.rate_per_s = 4;
+  o.requests = 20;  // more than the 15 prompts: the order wraps around as bench's does
+  auto w = NewSharedPrefixWorkload(o);
+  std::vector<Arrival> all;
+  while (auto a = w->Next()) all.push_back(std::move(*a));
+  ASSERT_EQ(all.size(), 20u);
+
+  tokenize::SimpleTokenizer tok;
+  const auto prompts = bench::MakeSharedPrefixPrompts(tok, o.shape);
+  const auto times = bench::PoissonArrivals(20, o.rate_per_s, o.shape.seed);
+  ASSERT_EQ(prompts.size(), 15u);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].request.session, prompts[i % prompts.size()].group) << i;
+    EXPECT_NEAR(ToSeconds(all[i].at), times[i], 1e-6) << i;
   }
 }
 
