@@ -1,5 +1,7 @@
 // IndexFlatMap: an open-addressing hash map from 64-bit keys to small values, used by the
-// KV block index for its node table (BlockKey -> node id) and per-worker engine-hash maps.
+// KV block index for its per-worker engine-hash maps (through EngineMap), hole sets and
+// worker slots. The BlockKey -> node table is NodeTable (index_node_table.h), which keeps
+// only a fingerprint per slot.
 //
 // Why not std::unordered_map: the index holds ~10M entries and every byte per entry counts
 // (target <= 48 B per (block, worker) entry); a node-based map costs ~40 B of overhead per
