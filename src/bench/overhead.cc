@@ -47,6 +47,8 @@ std::string Signed(double v, int decimals) {
 
 std::string Ms(double s) { return Fixed(s * 1000.0, 2); }
 
+std::string CpuUs(double us) { return us < 0 ? std::string("-") : Fixed(us, 0); }
+
 json::object SummaryMs(const Summary& s) {
   return {{"count", s.count},       {"mean_ms", s.mean * 1000}, {"p50_ms", s.p50 * 1000},
           {"p90_ms", s.p90 * 1000}, {"p99_ms", s.p99 * 1000},   {"min_ms", s.min * 1000},
@@ -61,6 +63,16 @@ double OverheadLevel::RequestsPerS() const {
 
 double OverheadLevel::ChunksPerS() const {
   return elapsed_s > 0 ? static_cast<double>(chunks) / elapsed_s : 0;
+}
+
+double OverheadLevel::ProxyCpuUsPerRequest() const {
+  if (proxy_cpu_s < 0 || all_requests <= 0) return -1;
+  return proxy_cpu_s * 1e6 / all_requests;
+}
+
+double OverheadLevel::TotalCpuUsPerRequest() const {
+  if (proxy_cpu_s < 0 || sims_cpu_s < 0 || client_cpu_s < 0 || all_requests <= 0) return -1;
+  return (proxy_cpu_s + sims_cpu_s + client_cpu_s) * 1e6 / all_requests;
 }
 
 OverheadLevel SummarizeOverheadLevel(std::string target, int concurrency,
@@ -131,7 +143,9 @@ std::string OverheadTable(const OverheadReport& report) {
     << " CPUs; placement: " << (c.pinning.empty() ? std::string("left to the OS") : c.pinning)
     << "\n";
   o << "latency = " << lat << " (ms); +p50/+p99 = target - direct at the same percentile and "
-    << "concurrency (percentiles of each run, not paired differences)\n";
+    << "concurrency (percentiles of each run, not paired differences);\n"
+    << "proxyCPU / allCPU = CPU microseconds per request of the proxy / of proxy + sims + "
+    << "client (warm-up included)\n";
   char line[256];
   std::snprintf(line, sizeof line, "%5s  %-26s %7s %5s %9s %10s %8s %8s %8s %8s %8s %7s\n", "conc",
                 "target", "ok", "err", "req/s", "chunks/s", "p50", "p90", "p99", "+p50", "+p99",
@@ -140,12 +154,13 @@ std::string OverheadTable(const OverheadReport& report) {
   for (const OverheadLevel& l : report.levels) {
     const auto added = AddedFor(report, l);
     const auto ratio = RatioVsNginx(report, l);
-    std::snprintf(line, sizeof line, "%5d  %-26s %7zu %5zu %9.1f %10.0f %8s %8s %8s %8s %8s %7s\n",
-                  l.concurrency, l.target.c_str(), l.ok, l.errors, l.RequestsPerS(), l.ChunksPerS(),
-                  Ms(l.latency.p50).c_str(), Ms(l.latency.p90).c_str(), Ms(l.latency.p99).c_str(),
-                  added ? Signed(added->p50 * 1000, 2).c_str() : "-",
-                  added ? Signed(added->p99 * 1000, 2).c_str() : "-",
-                  ratio ? Fixed(*ratio, 2).c_str() : "-");
+    std::snprintf(
+        line, sizeof line, "%5d  %-26s %7zu %5zu %9.1f %10.0f %8s %8s %8s %8s %8s %7s %8s %8s\n",
+        l.concurrency, l.target.c_str(), l.ok, l.errors, l.RequestsPerS(), l.ChunksPerS(),
+        Ms(l.latency.p50).c_str(), Ms(l.latency.p90).c_str(), Ms(l.latency.p99).c_str(),
+        added ? Signed(added->p50 * 1000, 2).c_str() : "-",
+        added ? Signed(added->p99 * 1000, 2).c_str() : "-", ratio ? Fixed(*ratio, 2).c_str() : "-",
+        CpuUs(l.ProxyCpuUsPerRequest()).c_str(), CpuUs(l.TotalCpuUsPerRequest()).c_str());
     o << line;
   }
   for (const OverheadVerdict& v : OverheadVerdicts(report)) {
@@ -196,7 +211,13 @@ std::string OverheadJson(const OverheadReport& report) {
                    {"chunks", l.chunks},
                    {"chunks_per_s", l.ChunksPerS()},
                    {"latency", SummaryMs(l.latency)},
-                   {"e2e", SummaryMs(l.e2e)}};
+                   {"e2e", SummaryMs(l.e2e)},
+                   {"cpu_s", json::object{{"proxy", l.proxy_cpu_s},
+                                          {"sims", l.sims_cpu_s},
+                                          {"client", l.client_cpu_s}}},
+                   {"all_requests", l.all_requests},
+                   {"proxy_cpu_us_per_request", l.ProxyCpuUsPerRequest()},
+                   {"total_cpu_us_per_request", l.TotalCpuUsPerRequest()}};
     if (auto added = AddedFor(report, l)) {
       o["added_vs_direct_ms"] = json::object{
           {"p50", added->p50 * 1000}, {"p90", added->p90 * 1000}, {"p99", added->p99 * 1000}};
@@ -227,7 +248,8 @@ std::string OverheadCsv(const OverheadReport& report) {
   std::ostringstream o;
   o << "concurrency,target,ok,errors,elapsed_s,requests_per_s,chunks_per_s,latency_p50_ms,"
        "latency_p90_ms,latency_p99_ms,e2e_p50_ms,e2e_p99_ms,added_p50_ms,added_p90_ms,"
-       "added_p99_ms,requests_per_s_vs_nginx_rr\n";
+       "added_p99_ms,requests_per_s_vs_nginx_rr,proxy_cpu_us_per_request,"
+       "total_cpu_us_per_request\n";
   for (const OverheadLevel& l : report.levels) {
     const auto added = AddedFor(report, l);
     const auto ratio = RatioVsNginx(report, l);
@@ -238,8 +260,8 @@ std::string OverheadCsv(const OverheadReport& report) {
       << Fixed(l.e2e.p50 * 1000, 3) << ',' << Fixed(l.e2e.p99 * 1000, 3) << ','
       << (added ? Fixed(added->p50 * 1000, 3) : "") << ','
       << (added ? Fixed(added->p90 * 1000, 3) : "") << ','
-      << (added ? Fixed(added->p99 * 1000, 3) : "") << ',' << (ratio ? Fixed(*ratio, 3) : "")
-      << '\n';
+      << (added ? Fixed(added->p99 * 1000, 3) : "") << ',' << (ratio ? Fixed(*ratio, 3) : "") << ','
+      << Fixed(l.ProxyCpuUsPerRequest(), 1) << ',' << Fixed(l.TotalCpuUsPerRequest(), 1) << '\n';
   }
   return o.str();
 }

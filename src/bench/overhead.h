@@ -53,8 +53,17 @@ struct OverheadLevel {
   Summary latency;           // of ok requests, seconds
   Summary e2e;               // of ok requests, seconds
 
+  // CPU seconds used while the level ran (warm-up included), read from /proc: the target's
+  // proxy (0 for direct), the sims together, the load generator; -1 when unknown. On a
+  // shared machine CPU per request is steadier than rates, which depend on what else runs.
+  double proxy_cpu_s = -1, sims_cpu_s = -1, client_cpu_s = -1;
+  int all_requests = 0;  // requests the CPU was spent on: warm-up + recorded
+
   double RequestsPerS() const;  // ok / elapsed (0 when nothing was measured)
   double ChunksPerS() const;    // chunks / elapsed
+  // CPU microseconds per request of the proxy / of proxy + sims + client; -1 unknown.
+  double ProxyCpuUsPerRequest() const;
+  double TotalCpuUsPerRequest() const;
 };
 
 // Summarises the samples of one level. `elapsed_s` is the level's wall time; when <= 0 it is
@@ -108,7 +117,7 @@ struct OverheadVerdict {
 std::vector<OverheadVerdict> OverheadVerdicts(const OverheadReport& report);
 
 // The terminal table: one row per level with req/s, chunks/s, latency p50/p90/p99, added
-// latency vs direct, req/s ratio vs nginx-rr, errors; then the verdict lines.
+// latency vs direct, req/s ratio vs nginx-rr, CPU per request, errors; then the verdicts.
 std::string OverheadTable(const OverheadReport& report);
 // One JSON document: config, levels (with added latency and ratios), verdicts.
 std::string OverheadJson(const OverheadReport& report);

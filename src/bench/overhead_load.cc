@@ -73,6 +73,7 @@ class Load {
     ioc_.run();
     if (failure_) std::rethrow_exception(failure_);
     if (first_recorded_ && last_end_) result_.elapsed_s = *last_end_ - *first_recorded_;
+    result_.completed = done_;
     return std::move(result_);
   }
 

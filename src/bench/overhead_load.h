@@ -44,6 +44,7 @@ struct OverheadLoadResult {
   // First recorded send to last recorded completion (the window throughput is measured in).
   double elapsed_s = 0;
   int warmup_errors = 0;
+  int completed = 0;  // every request that ended, warm-up included
 };
 
 // The JSON body of one chat completion: one user message, `max_tokens` with ignore_eos (vLLM's

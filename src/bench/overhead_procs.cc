@@ -1,8 +1,10 @@
 #include "bench/overhead_procs.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -78,6 +80,23 @@ std::expected<void, std::string> PinProcess(pid_t pid, const std::vector<int>& c
   if (ec || pinned == 0)
     return std::unexpected("cannot list threads of pid " + std::to_string(pid));
   return {};
+}
+
+std::optional<double> ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  double utime = -1, stime = -1;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state
+    if (i == 14) utime = std::atof(field.c_str());
+    if (i == 15) stime = std::atof(field.c_str());
+  }
+  if (utime < 0 || stime < 0) return std::nullopt;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,

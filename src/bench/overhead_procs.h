@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <expected>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ std::expected<std::vector<int>, std::string> ParseCpuList(const std::string& lis
 // Sets the CPU affinity of every thread of process `pid` (from /proc/<pid>/task), so threads
 // a server started before it was pinned move too. Threads started later inherit the mask.
 std::expected<void, std::string> PinProcess(pid_t pid, const std::vector<int>& cpus);
+
+// User + system CPU seconds process `pid` (all its threads) has used so far, from
+// /proc/<pid>/stat (clock-tick resolution); nullopt when it cannot be read.
+std::optional<double> ProcessCpuSeconds(pid_t pid);
 
 // The `kvroute serve` configuration in front of `sims` with a policy preset: precise mode,
 // each sim's KV events subscribed (the sim binds; kvroute connects to its port).

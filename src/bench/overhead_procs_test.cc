@@ -44,6 +44,14 @@ TEST(PinProcess, NoCpusLeavesTheProcessAlone) { EXPECT_TRUE(PinProcess(getpid(),
 
 TEST(PinProcess, UnknownPidIsAnError) { EXPECT_FALSE(PinProcess(0x3fffffff, {0})); }
 
+TEST(ProcessCpuSeconds, ReadsTheCpuOfALiveProcess) {
+  const auto cpu = ProcessCpuSeconds(getpid());
+  ASSERT_TRUE(cpu);
+  EXPECT_GE(*cpu, 0);
+}
+
+TEST(ProcessCpuSeconds, UnknownPidHasNone) { EXPECT_FALSE(ProcessCpuSeconds(0x3fffffff)); }
+
 TEST(OverheadServeYaml, ListsEverySimWithItsKvEventsAndThePolicy) {
   std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "tcp://127.0.0.1:7001", "m"},
                                {"http://127.0.0.1:9002", "", "m"}};

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "bench/cluster.h"
 #include "bench/overhead_load.h"
@@ -64,6 +65,30 @@ std::expected<Placement, std::string> ParsePlacement(const OverheadOptions& o) {
   p.router = std::move(*router);
   p.sims = std::move(*sims);
   return p;
+}
+
+// CPU seconds so far of the proxy (0 when there is none: direct), the sims and this process.
+struct CpuSnapshot {
+  std::optional<double> proxy, sims, client;
+};
+
+CpuSnapshot TakeCpuSnapshot(pid_t proxy_pid, const std::vector<pid_t>& sim_pids) {
+  CpuSnapshot s;
+  s.proxy = proxy_pid > 0 ? ProcessCpuSeconds(proxy_pid) : std::optional<double>(0.0);
+  double sims = 0;
+  bool all = true;
+  for (pid_t pid : sim_pids) {
+    const auto cpu = ProcessCpuSeconds(pid);
+    all = all && cpu.has_value();
+    sims += cpu.value_or(0);
+  }
+  if (all) s.sims = sims;
+  s.client = ProcessCpuSeconds(getpid());
+  return s;
+}
+
+double Delta(const std::optional<double>& before, const std::optional<double>& after) {
+  return before && after ? *after - *before : -1;
 }
 
 }  // namespace
@@ -150,14 +175,20 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o)
   std::vector<std::string> direct_urls;
   for (const auto& s : cluster.sims()) direct_urls.push_back(s.url);
 
+  std::vector<pid_t> sim_pids;
+  for (pid_t pid : cluster.pids()) sim_pids.push_back(pid);
   for (int conc : o.concurrency) {
     for (const auto& t : targets) {
       OverheadLoadOptions load;
+      pid_t proxy_pid = -1;
       if (t == "direct") {
         load.urls = direct_urls;
       } else {
         for (auto& r : routers.routers()) {
-          if (r.name == t) load.urls = {r.url};
+          if (r.name == t) {
+            load.urls = {r.url};
+            proxy_pid = r.process.pid();
+          }
         }
       }
       load.bodies = bodies;
@@ -169,9 +200,16 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o)
       load.request_timeout_s = o.request_timeout_s;
       load.progress = o.progress;
       load.progress_label = "c=" + std::to_string(conc) + " " + t;
+      const CpuSnapshot before = TakeCpuSnapshot(proxy_pid, sim_pids);
       auto ran = RunOverheadLoad(load);
       if (!ran) return std::unexpected(t + ": " + ran.error());
-      report.levels.push_back(SummarizeOverheadLevel(t, conc, ran->samples, ran->elapsed_s));
+      const CpuSnapshot after = TakeCpuSnapshot(proxy_pid, sim_pids);
+      OverheadLevel level = SummarizeOverheadLevel(t, conc, ran->samples, ran->elapsed_s);
+      level.all_requests = ran->completed;
+      level.proxy_cpu_s = Delta(before.proxy, after.proxy);
+      level.sims_cpu_s = Delta(before.sims, after.sims);
+      level.client_cpu_s = Delta(before.client, after.client);
+      report.levels.push_back(std::move(level));
       if (o.progress) {
         const OverheadLevel& l = report.levels.back();
         std::fprintf(stderr, "[overhead] c=%d %s: %zu ok, %zu errors, %.1f req/s\n", conc,

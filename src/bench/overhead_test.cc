@@ -95,6 +95,24 @@ TEST(SummarizeOverheadLevel, EmptyLevelHasZeroRates) {
   EXPECT_EQ(l.ChunksPerS(), 0);
 }
 
+TEST(OverheadLevel, CpuPerRequestCountsWarmUpRequestsToo) {
+  OverheadLevel l = Level("nginx-rr", 8, 100, 0.001, 0.002);
+  l.all_requests = 1100;  // 1000 recorded + 100 warm-up
+  l.proxy_cpu_s = 0.55;
+  l.sims_cpu_s = 1.1;
+  l.client_cpu_s = 0.55;
+  EXPECT_DOUBLE_EQ(l.ProxyCpuUsPerRequest(), 500.0);
+  EXPECT_DOUBLE_EQ(l.TotalCpuUsPerRequest(), 2000.0);
+}
+
+TEST(OverheadLevel, CpuPerRequestIsUnknownWithoutReadings) {
+  OverheadLevel l = Level("nginx-rr", 8, 100, 0.001, 0.002);
+  l.all_requests = 10;
+  EXPECT_EQ(l.ProxyCpuUsPerRequest(), -1);
+  l.proxy_cpu_s = 0.1;
+  EXPECT_EQ(l.TotalCpuUsPerRequest(), -1);  // sims and client unknown
+}
+
 TEST(AddedVsDirect, IsTheDifferenceAtEachPercentile) {
   const auto added =
       AddedVsDirect(Level("nginx-rr", 1, 10, 0.004, 0.010), Level("direct", 1, 10, 0.003, 0.006));
