@@ -19,7 +19,12 @@ class EngineImpl final : public Engine {
   }
   void Abort(const std::string& request_id) override { scheduler_.Abort(request_id); }
   bool HasWork() const override { return scheduler_.HasWork(); }
-  StepResult Step(Nanos now) override { return scheduler_.Step(now); }
+  StepResult Step(Nanos now) override {
+    StepResult r;
+    scheduler_.Step(now, &r);
+    return r;
+  }
+  void StepInto(Nanos now, StepResult* out) override { scheduler_.Step(now, out); }
   EngineStats Stats() const override { return scheduler_.Stats(); }
   const EngineConfig& config() const override { return config_; }
   const Profile& profile() const override { return profile_; }
@@ -35,6 +40,15 @@ class EngineImpl final : public Engine {
 };
 
 }  // namespace
+
+void StepResult::Clear() {
+  duration = Nanos(0);
+  tokens.clear();
+  finished_without_token.clear();
+  kv_events.clear();
+  num_prefill_tokens = 0;
+  num_decode_tokens = 0;
+}
 
 std::vector<TokenId> DefaultOutputVocabulary() {
   std::vector<TokenId> ids(1000);

@@ -77,6 +77,8 @@ struct TokenEvent {
 };
 
 struct StepResult {
+  void Clear();  // empties every field, keeping the vectors' capacity
+
   Nanos duration{0};                                // 0 when there was nothing to do
   std::vector<TokenEvent> tokens;                   // in the order they were produced
   std::vector<std::string> finished_without_token;  // aborted / rejected request ids
@@ -109,6 +111,10 @@ class Engine {
   virtual void Abort(const std::string& request_id) = 0;
   virtual bool HasWork() const = 0;
   virtual StepResult Step(Nanos now) = 0;
+  // Step, filling a caller-owned result: `out` is cleared first and its vectors keep their
+  // capacity, so a caller that steps millions of times (kvroute simulate) allocates its
+  // result once. Same outcome as Step(now).
+  virtual void StepInto(Nanos now, StepResult* out) = 0;
   virtual EngineStats Stats() const = 0;
   virtual const EngineConfig& config() const = 0;
   virtual const Profile& profile() const = 0;

@@ -262,5 +262,50 @@ TEST(EngineSchedTest, IdleEngineHasNoWorkAndZeroDuration) {
   EXPECT_EQ(engine->Step(Nanos(0)).duration.count(), 0);
 }
 
+// StepInto into one reused result gives exactly what Step returns, step by step, through
+// prefix hits, chunked prefill, preemption, evictions (KV events), an abort and a reset.
+TEST(EngineSchedTest, StepIntoAReusedResultMatchesStep) {
+  auto fresh = NewEngine(TestProfile(), Config(12, 48, 3));
+  auto reused = NewEngine(TestProfile(), Config(12, 48, 3));
+  auto add = [&](const RequestSpec& spec) { EXPECT_EQ(fresh->Add(spec), reused->Add(spec)); };
+  add(Req("a", Seq(70, 1), 20));
+  add(Req("b", Seq(70, 1), 12));  // shares a's prefix
+  add(Req("c", Seq(40, 3000), 30));
+  add(Req("d", Seq(33, 7000), 9));
+  StepResult into;
+  Nanos now{0};
+  for (int step = 0; step < 400 && fresh->HasWork(); ++step) {
+    if (step == 5) {
+      fresh->Abort("d");
+      reused->Abort("d");
+    }
+    const StepResult want = fresh->Step(now);
+    reused->StepInto(now, &into);
+    ASSERT_EQ(into.duration, want.duration) << "step " << step;
+    ASSERT_EQ(into.tokens.size(), want.tokens.size()) << "step " << step;
+    for (std::size_t i = 0; i < want.tokens.size(); ++i) {
+      EXPECT_EQ(into.tokens[i].request_id, want.tokens[i].request_id);
+      EXPECT_EQ(into.tokens[i].token, want.tokens[i].token);
+      EXPECT_EQ(into.tokens[i].is_first, want.tokens[i].is_first);
+      EXPECT_EQ(into.tokens[i].finished, want.tokens[i].finished);
+      EXPECT_EQ(into.tokens[i].cached_tokens, want.tokens[i].cached_tokens);
+    }
+    EXPECT_EQ(into.finished_without_token, want.finished_without_token);
+    EXPECT_EQ(into.kv_events, want.kv_events) << "step " << step;
+    EXPECT_EQ(into.num_prefill_tokens, want.num_prefill_tokens);
+    EXPECT_EQ(into.num_decode_tokens, want.num_decode_tokens);
+    now += want.duration;
+  }
+  EXPECT_FALSE(reused->HasWork());
+  EXPECT_GT(reused->Stats().num_preemptions, 0u);
+  EXPECT_EQ(reused->Stats().num_preemptions, fresh->Stats().num_preemptions);
+  ASSERT_TRUE(fresh->ResetPrefixCache() && reused->ResetPrefixCache());
+  const StepResult cleared = fresh->Step(now);
+  reused->StepInto(now, &into);
+  EXPECT_EQ(into.kv_events, cleared.kv_events);
+  EXPECT_TRUE(into.tokens.empty());
+  EXPECT_EQ(into.duration, Nanos(0));
+}
+
 }  // namespace
 }  // namespace kvroute::engine

@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 namespace kvroute::engine {
 namespace {
 
@@ -35,7 +37,12 @@ TokenId OutputPlan::Token(std::uint32_t k, std::span<const TokenId> palette) con
 
 Request::Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engine_seed)
     : spec(std::move(s)), arrival(arrival_index), plan(engine_seed, spec) {
-  tokens = spec.prompt;
+  // One allocation for the whole sequence (outputs are appended one per step), and the prompt
+  // is kept once: `tokens` holds it from here on, so spec.prompt is released.
+  const std::size_t expected = spec.prompt.size() + std::min<std::size_t>(spec.max_tokens, 4096);
+  tokens.reserve(expected);
+  tokens.assign(spec.prompt.begin(), spec.prompt.end());
+  std::vector<TokenId>().swap(spec.prompt);
   num_prompt_tokens = static_cast<std::uint32_t>(tokens.size());
 }
 
@@ -46,6 +53,10 @@ BlockHasher::BlockHasher(std::uint32_t block_size, EventHash mode,
 void BlockHasher::Extend(Request* req) const {
   const std::uint32_t bs = keyer_.block_size();
   const std::size_t full = req->tokens.size() / bs;
+  if (req->keys.empty()) {  // one allocation each for the sequence's expected length
+    req->keys.reserve(req->tokens.capacity() / bs);
+    req->hashes.reserve(req->tokens.capacity() / bs);
+  }
   while (req->keys.size() < full) {
     const std::size_t i = req->keys.size();
     const std::span<const TokenId> block(req->tokens.data() + i * bs, bs);

@@ -37,7 +37,7 @@ class OutputPlan {
 };
 
 struct Request {
-  RequestSpec spec;
+  RequestSpec spec;  // spec.prompt is released after construction: `tokens` holds it
   std::uint64_t arrival = 0;    // admission order: FCFS and "newest" for preemption
   std::vector<TokenId> tokens;  // prompt then outputs
   std::uint32_t num_prompt_tokens = 0;

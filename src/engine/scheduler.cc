@@ -70,8 +70,8 @@ std::int64_t Scheduler::BlocksNeeded(const Request& req, std::uint64_t num_new) 
 
 void Scheduler::FreeBlocks(Request* req) {
   // Tail first, so the free queue evicts a sequence's tail before its (more shared) head.
-  std::vector<BlockId> reversed(req->blocks.rbegin(), req->blocks.rend());
-  pool_.Free(reversed);
+  reversed_.assign(req->blocks.rbegin(), req->blocks.rend());
+  pool_.Free(reversed_);
   req->blocks.clear();
   req->num_cached_blocks = 0;
 }
@@ -94,7 +94,8 @@ bool Scheduler::ScheduleRunning(std::uint32_t* budget, std::vector<Scheduled>* o
     if (!config_.enable_chunked_prefill && num_new > *budget) continue;
     num_new = std::min<std::uint64_t>(num_new, *budget);
     bool self_preempted = false;
-    std::vector<BlockId> fresh;
+    std::vector<BlockId>& fresh = fresh_;
+    fresh.clear();
     while (!pool_.Allocate(BlocksNeeded(*req, num_new), events, &fresh)) {
       // Victims come from the back, past index i, so nothing already scheduled is touched.
       Request* victim = running_.back();
@@ -187,7 +188,8 @@ void Scheduler::ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* o
       if (h.gpu) pool_.Touch(*h.gpu);
       if (h.cpu) loaded.push_back(*h.cpu);
     }
-    std::vector<BlockId> fresh;
+    std::vector<BlockId>& fresh = fresh_;
+    fresh.clear();
     pool_.Allocate(cpu_hits + new_blocks, events, &fresh);
     std::size_t next_fresh = 0;
     std::size_t next_loaded = 0;
@@ -242,31 +244,35 @@ void Scheduler::CacheFullBlocks(Request* req, std::vector<kv::KvEvent>* events) 
       static_cast<std::uint32_t>(std::max<std::size_t>(full, req->num_cached_blocks));
 }
 
-StepResult Scheduler::Step(Nanos /*now*/) {
-  StepResult result;
+void Scheduler::Step(Nanos /*now*/, StepResult* out) {
+  StepResult& result = *out;
+  result.Clear();
   std::vector<kv::KvEvent>& events = result.kv_events;
   if (pending_clear_) {
-    events.push_back(kv::AllBlocksCleared{});
+    // In place: moving a temporary variant in here trips GCC 12's maybe-uninitialized.
+    events.emplace_back(std::in_place_type<kv::AllBlocksCleared>);
     pending_clear_ = false;
   }
-  result.finished_without_token = std::move(aborted_);
-  aborted_.clear();
+  std::swap(result.finished_without_token, aborted_);  // both were empty / cleared
 
   std::uint32_t budget = config_.max_num_batched_tokens;
-  std::vector<Scheduled> scheduled;
+  std::vector<Scheduled>& scheduled = scheduled_;
+  scheduled.clear();
   double load_bytes = 0;
   const bool preempted = ScheduleRunning(&budget, &scheduled, &events);
   if (!preempted) ScheduleWaiting(&budget, &scheduled, &events, &load_bytes);
-  if (scheduled.empty()) return result;
+  if (scheduled.empty()) return;
 
-  std::vector<SeqWork> work;
-  work.reserve(scheduled.size());
+  std::vector<SeqWork>& work = work_;
+  work.clear();
   for (const Scheduled& s : scheduled) work.push_back({s.num_new, s.context});
   result.duration = step_time_.StepTime(work) +
                     FromSeconds(load_bytes / config_.cpu_to_gpu_bandwidth_bytes_per_s);
 
   const auto palette = std::span<const TokenId>(config_.output_vocabulary);
-  std::vector<Request*> finished;
+  std::vector<Request*>& finished = finished_;
+  finished.clear();
+  result.tokens.reserve(scheduled.size());
   for (const Scheduled& s : scheduled) {
     Request* req = s.req;
     if (s.context < req->num_prompt_tokens) {
@@ -277,7 +283,7 @@ StepResult Scheduler::Step(Nanos /*now*/) {
     req->num_computed += s.num_new;
     CacheFullBlocks(req, &events);
     if (req->num_computed < req->num_tokens()) continue;  // a prefill chunk: no token yet
-    TokenEvent tok;
+    TokenEvent& tok = result.tokens.emplace_back();
     tok.request_id = req->spec.id;
     tok.token = req->plan.Token(req->num_output, palette);
     tok.is_first = req->num_output == 0;
@@ -293,7 +299,6 @@ StepResult Scheduler::Step(Nanos /*now*/) {
       tok.finished = req->plan.reason();
       finished.push_back(req);
     }
-    result.tokens.push_back(std::move(tok));
   }
   for (Request* req : finished) {
     FreeBlocks(req);
@@ -301,7 +306,6 @@ StepResult Scheduler::Step(Nanos /*now*/) {
     const std::string id = req->spec.id;  // the key must outlive the node it names
     requests_.erase(id);
   }
-  return result;
 }
 
 EngineStats Scheduler::Stats() const {

@@ -41,7 +41,8 @@ class Scheduler {
   std::optional<std::string> Add(RequestSpec spec);
   void Abort(const std::string& request_id);
   bool HasWork() const;
-  StepResult Step(Nanos now);
+  // Fills `out` (cleared first, capacity kept).
+  void Step(Nanos now, StepResult* out);
   EngineStats Stats() const;
   bool ResetPrefixCache();
   std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const;
@@ -81,7 +82,13 @@ class Scheduler {
   std::vector<Request*> running_;  // admission order: back() is the newest
   std::uint64_t next_arrival_ = 0;
   std::vector<std::string> aborted_;  // reported by the next Step
-  bool pending_clear_ = false;        // AllBlocksCleared owed to the next Step
+  // Scratch of Step, kept between steps so a step allocates nothing it can reuse.
+  std::vector<Scheduled> scheduled_;
+  std::vector<SeqWork> work_;
+  std::vector<Request*> finished_;
+  std::vector<BlockId> fresh_;
+  std::vector<BlockId> reversed_;
+  bool pending_clear_ = false;  // AllBlocksCleared owed to the next Step
   EngineStats stats_;
 };
 
