@@ -40,7 +40,9 @@ struct Decision {
   std::vector<std::string> notes;  // e.g. a soft filter skipped because it dropped all
   std::vector<ScorerTrace> scorers;
   std::string picker;
-  std::vector<CandidateTrace> candidates;  // every worker in the snapshot, snapshot order
+  // Every worker in the snapshot, snapshot order (TraceDetail::kFull); with kChosenOnly only
+  // the chosen worker's entry (empty when none was chosen).
+  std::vector<CandidateTrace> candidates;
 
   const CandidateTrace* Find(WorkerId worker) const;
 };

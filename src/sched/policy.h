@@ -13,6 +13,9 @@
 //   4. The picker chooses among survivors; a bad row index is a SchedError naming it.
 //   5. When the policy reads rates, predicted TTFT and ITL are recorded for every survivor
 //      whose snapshot has the rates (informational; never changes the choice).
+// With TraceDetail::kChosenOnly the same steps run and make the same choice with the same
+// PolicyState draws, but only the chosen worker's CandidateTrace is recorded (no per-candidate
+// strings or vectors): for callers that decide millions of times over thousands of workers.
 // Errors mean a broken plug-in or unusable input; "no worker" is a normal Decision.
 //
 // Thread safety: a Policy is immutable; share one across threads (shared_ptr<const Policy>).
@@ -36,6 +39,14 @@ enum class IfAllDropped {
   kKeepAll,  // skip this filter for this request (soft preference)
 };
 const char* IfAllDroppedName(IfAllDropped rule);
+
+// How much of its reasoning Decide records in Decision::candidates.
+enum class TraceDetail {
+  kFull,        // every candidate in snapshot order: filter outcome and reason, costs, total,
+                // probability, predicted TTFT/ITL (the gateway: /debug/route, logs, tests)
+  kChosenOnly,  // at most one entry, the chosen worker's (costs, total, probability,
+                // predictions); why_none and notes as in kFull (kvroute simulate)
+};
 
 struct FilterStep {
   std::shared_ptr<const Filter> filter;
@@ -68,7 +79,8 @@ class Policy {
 
   std::expected<Decision, SchedError> Decide(const RequestProfile& request,
                                              std::span<const WorkerSnapshot> workers,
-                                             PolicyState& state) const;
+                                             PolicyState& state,
+                                             TraceDetail detail = TraceDetail::kFull) const;
 
  private:
   std::string name_;

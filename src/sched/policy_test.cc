@@ -238,5 +238,62 @@ TEST(PolicyTest, SnapshotOrderDoesNotChangeTheChoice) {
   }
 }
 
+// kChosenOnly is the same decision (same worker, same PolicyState draws, same chosen trace)
+// without the other candidates' traces, over policies that filter, score, sample and read
+// rates, with cache views given out of worker order.
+TEST(PolicyTest, ChosenOnlyDetailMakesTheSameChoiceAndKeepsTheChosenTrace) {
+  const Policy p = Make({{NewHealthyFilter()}, {NewItlGuardFilter({}), IfAllDropped::kKeepAll}},
+                        {{NewPredictedTtftScorer(), 1.0}, {NewInflightRequestsScorer(), 0.01}},
+                        NewSoftmaxPicker(0.5));
+  std::vector<WorkerSnapshot> ws;
+  for (WorkerId id = 0; id < 12; ++id) {
+    WorkerSnapshot w = Worker(id);
+    w.healthy = id % 5 != 3;
+    w.inflight_requests = id % 4;
+    w.pending_prefill_tokens = (id * 977) % 3000;
+    w.active_kv_blocks = (id * 131) % 700;
+    w.prefill_tokens_per_s = 10000 + 500 * id;
+    w.decode_step = StepTimeModel{.base_s = 0.01, .per_sequence_s = 1e-4, .per_kv_token_s = 1e-8};
+    w.kv_bytes_per_block = 1 << 20;
+    ws.push_back(w);
+  }
+  RequestProfile r = Request(1600);
+  r.predicted_output_tokens = 64;
+  r.cache_views = {View(9, 40), View(2, 90), View(5, 10, 30)};
+  PolicyState full_state(5), lean_state(5);
+  for (int i = 0; i < 100; ++i) {
+    auto full = p.Decide(r, ws, full_state, TraceDetail::kFull);
+    auto lean = p.Decide(r, ws, lean_state, TraceDetail::kChosenOnly);
+    ASSERT_TRUE(full.has_value() && lean.has_value());
+    ASSERT_TRUE(full->chosen.has_value());
+    EXPECT_EQ(lean->chosen, full->chosen);
+    ASSERT_EQ(full->candidates.size(), ws.size());
+    ASSERT_EQ(lean->candidates.size(), 1u);
+    const CandidateTrace& a = *full->Find(*full->chosen);
+    const CandidateTrace& b = lean->candidates[0];
+    EXPECT_EQ(b.worker, a.worker);
+    EXPECT_EQ(b.name, a.name);
+    EXPECT_EQ(b.costs, a.costs);
+    EXPECT_EQ(b.total_cost, a.total_cost);
+    EXPECT_EQ(b.probability, a.probability);
+    EXPECT_EQ(b.predicted_ttft_s, a.predicted_ttft_s);
+    EXPECT_EQ(b.predicted_itl_s, a.predicted_itl_s);
+    EXPECT_EQ(lean->notes, full->notes);
+    ws[*full->chosen].inflight_requests += 1;  // vary the inputs between decisions
+  }
+}
+
+TEST(PolicyTest, ChosenOnlyDetailStillSaysWhyNoWorker) {
+  const Policy p = Make({{NewHealthyFilter()}}, {});
+  std::vector<WorkerSnapshot> ws = {Worker(1)};
+  ws[0].healthy = false;
+  PolicyState state(1);
+  auto d = p.Decide(Request(64), ws, state, TraceDetail::kChosenOnly);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->chosen.has_value());
+  EXPECT_TRUE(d->candidates.empty());
+  EXPECT_NE(d->why_none.find("healthy"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvroute::sched
