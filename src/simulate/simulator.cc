@@ -9,7 +9,7 @@
 #include "kv/index.h"
 #include "kv/index_overlay.h"
 #include "simulate/event_queue.h"
-#include "simulate/router_state.h"
+#include "simulate/router_load.h"
 
 namespace kvroute::simulate {
 namespace {
@@ -19,7 +19,6 @@ constexpr std::uint64_t kFromNext = 1;  // arrival event operand: pulled from Wo
 struct WorkerState {
   WorkerSpec spec;
   std::unique_ptr<engine::Engine> engine;
-  RateSeed seed;
   bool alive = false;
   std::uint64_t epoch = 0;  // bumped on failure: stale step ends and deliveries are dropped
   bool stepping = false;
@@ -36,7 +35,7 @@ struct LiveRequest {
   WorkerId worker = 0;
   Nanos arrival{0};
   Nanos last_token{0};
-  Booking booking;
+  bool first_token_seen = false;
   std::vector<TokenId> output;  // only when the workload wants it
 };
 
@@ -103,7 +102,7 @@ struct Simulator::Impl {
         policy_state(options.seed) {}
 
   std::expected<SimResult, std::string> Run();
-  void AddWorker(const WorkerSpec& spec, Nanos now);
+  std::expected<void, std::string> AddWorker(const WorkerSpec& spec, Nanos now);
   void StartWorker(WorkerId w);
   void StartStep(WorkerId w, Nanos now);
   void OnStepEnd(WorkerId w, Nanos now);
@@ -125,7 +124,7 @@ struct Simulator::Impl {
   sched::PolicyState policy_state;
   sched::Inputs inputs = sched::kNoInputs;
   EventQueue queue;
-  RouterState router;
+  RouterLoad router;
   std::vector<WorkerState> workers;
   std::vector<sched::WorkerSnapshot> snapshots;
   LiveTable live;
@@ -143,7 +142,7 @@ struct Simulator::Impl {
   std::vector<kv::BlockKey> keys;  // scratch
 };
 
-void Simulator::Impl::AddWorker(const WorkerSpec& spec, Nanos now) {
+std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& spec, Nanos now) {
   const auto w = static_cast<WorkerId>(workers.size());
   workers.emplace_back();
   workers.back().spec = spec;
@@ -155,18 +154,20 @@ void Simulator::Impl::AddWorker(const WorkerSpec& spec, Nanos now) {
   snap.name = "w" + std::to_string(w);
   snap.models = {options.model};
   snapshots.push_back(std::move(snap));
+  if (auto ok = router.AddWorker(w, spec.profile, keyer.block_size()); !ok) {
+    return std::unexpected("worker " + std::to_string(w) + ": " + ok.error());
+  }
   StartWorker(w);
   workers[w].scraped_at = now;
+  return {};
 }
 
 void Simulator::Impl::StartWorker(WorkerId w) {
   WorkerState& ws = workers[w];
   ws.engine = engine::NewEngine(ws.spec.profile, ws.spec.config);
   const engine::EngineConfig& c = ws.engine->config();
-  ws.seed = SeedRates(ws.spec.profile, c.block_size);
   ws.alive = true;
   ws.stepping = false;
-  router.ResetWorker(w, ws.seed);
   predicted.SetCapacity(w, static_cast<std::size_t>(c.num_gpu_blocks_override));
   sched::WorkerSnapshot& s = snapshots[w];
   s.healthy = true;
@@ -180,7 +181,11 @@ void Simulator::Impl::StartWorker(WorkerId w) {
 void Simulator::Impl::StartStep(WorkerId w, Nanos now) {
   WorkerState& ws = workers[w];
   if (!ws.alive || ws.stepping || !ws.engine->HasWork()) return;
-  ws.pending = ws.engine->Step(now);
+  if (options.full_trace) {
+    ws.pending = ws.engine->Step(now);
+  } else {
+    ws.engine->StepInto(now, &ws.pending);  // reuses the result's vectors
+  }
   ++result.steps;
   const auto& p = ws.pending;
   if (p.duration.count() == 0 && p.tokens.empty() && p.kv_events.empty() &&
@@ -194,8 +199,8 @@ void Simulator::Impl::StartStep(WorkerId w, Nanos now) {
 void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
   WorkerState& ws = workers[w];
   ws.stepping = false;
-  engine::StepResult r = std::move(ws.pending);
-  ws.pending = {};
+  // Read in place: StartStep below refills it (keeping its capacity).
+  engine::StepResult& r = ws.pending;
   const bool keep_output = workload->wants_output();
   for (const engine::TokenEvent& t : r.tokens) {
     std::uint64_t id = 0;
@@ -207,9 +212,11 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
     if (t.is_first) {
       rec.ttft_s = ToSeconds(now - lr.arrival);
       rec.cached_tokens = t.cached_tokens;
-      router.OnFirstToken(&lr.booking, now - lr.arrival);
+      lr.first_token_seen = true;
+      router.OnFirstToken(id, w, now);
     } else {
       rec.itl_s.push_back(ToSeconds(now - lr.last_token));
+      router.OnToken(id, w, now);
     }
     lr.last_token = now;
     ++rec.output_tokens;
@@ -247,7 +254,7 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
 void Simulator::Impl::Finish(std::uint64_t id, bool ok, const char* error_kind, Nanos now) {
   if (live.Find(id) == nullptr) return;
   LiveRequest lr = live.Take(id);
-  router.OnDone(&lr.booking);
+  router.OnDone(id, lr.worker, now, ok);
   bench::RequestResult& rec = result.level.requests[id].result;
   rec.ok = ok;
   rec.error_kind = ok ? "" : error_kind;
@@ -312,6 +319,8 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
     std::vector<kv::WorkerMatch> matches =
         options.predicted_overlay ? kv::LookupWithPredictions(index, predicted, keys, now)
                                   : index.Lookup(keys);
+    // In worker order, as the snapshots are: Decide then matches them in one walk.
+    std::ranges::sort(matches, {}, &kv::WorkerMatch::worker);
     profile.cache_views.reserve(matches.size());
     for (const kv::WorkerMatch& m : matches) {
       sched::CacheView v;
@@ -325,12 +334,14 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   const bool scrape = NeedsScrape();
   for (std::size_t w = 0; w < workers.size(); ++w) {
     if (!workers[w].alive) continue;
-    router.Fill(static_cast<WorkerId>(w), &snapshots[w]);
+    router.Fill(static_cast<WorkerId>(w), &snapshots[w]);  // only what changed
     if (scrape && snapshots[w].scraped) {
       snapshots[w].scraped->age_s = ToSeconds(now - workers[w].scraped_at);
     }
   }
-  auto decision = options.policy->Decide(profile, snapshots, policy_state);
+  auto decision = options.policy->Decide(
+      profile, snapshots, policy_state,
+      options.full_trace ? sched::TraceDetail::kFull : sched::TraceDetail::kChosenOnly);
   if (!decision)
     return std::unexpected("policy " + options.policy->name() + ": " + decision.error().message);
   DecisionRecord dr;
@@ -350,13 +361,22 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   if (w >= workers.size() || !workers[w].alive) {
     return std::unexpected("policy " + options.policy->name() + " chose a dead worker");
   }
-  std::uint32_t gpu_depth = 0;
+  // The route's accounting, as the gateway's RequestPipeline computes it: uncached = prompt −
+  // the deepest prefix in any tier (clamped to the full blocks); the decision record keeps
+  // the GPU depth (what the engine's prefix hit will be).
+  std::uint32_t gpu_depth = 0, any_depth = 0;
   for (const auto& v : profile.cache_views) {
-    if (v.worker == w) gpu_depth = v.depth(kv::Tier::kGpu);
+    if (v.worker != w) continue;
+    gpu_depth = v.depth(kv::Tier::kGpu);
+    any_depth = std::min(std::max(v.any_depth_blocks, *std::ranges::max_element(v.depth_blocks)),
+                         profile.num_full_blocks);
   }
+  const auto prompt_tokens = static_cast<std::uint64_t>(profile.prompt_tokens);
   const std::uint64_t cached =
-      std::min<std::uint64_t>(std::uint64_t{gpu_depth} * bs, profile.prompt_tokens);
-  const std::uint64_t kv_blocks = (profile.prompt_tokens + a.request.max_tokens + bs - 1) / bs;
+      std::min<std::uint64_t>(std::uint64_t{gpu_depth} * bs, prompt_tokens);
+  const std::uint64_t cached_any =
+      std::min<std::uint64_t>(std::uint64_t{any_depth} * bs, prompt_tokens);
+  const std::uint64_t kv_blocks = (prompt_tokens + a.request.max_tokens + bs - 1) / bs;
   dr.worker = w;
   dr.predicted_cached_tokens = cached;
   dr.inflight_at_route = snapshots[w].inflight_requests;
@@ -369,7 +389,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   lr.worker = w;
   lr.arrival = now;
   lr.last_token = now;
-  lr.booking = router.OnRouted(w, profile.prompt_tokens - cached, kv_blocks);
+  router.OnRouted(id, {w, prompt_tokens, prompt_tokens - cached_any, kv_blocks}, now);
   ++workers[w].routed;
   engine::RequestSpec spec;
   spec.id = std::to_string(id);
@@ -399,7 +419,7 @@ void Simulator::Impl::FailWorker(WorkerId w, Nanos now) {
   // Its in-flight requests fail: mid-stream ones with a broken stream, queued ones with a
   // refused connection (the client sees the socket close either way).
   for (std::uint64_t id : live.OnWorker(w)) {
-    const bool streaming = live.Find(id)->booking.first_token_seen;
+    const bool streaming = live.Find(id)->first_token_seen;
     Finish(id, false, streaming ? "stream" : "connect", now);
   }
   AddCounters(ws.engine->Stats(), &ws.past);
@@ -454,7 +474,7 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
   wall_start = std::chrono::steady_clock::now();
   last_progress = wall_start;
   for (const WorkerSpec& spec : options.fleet.workers) {
-    AddWorker(spec, Nanos(0));
+    if (auto ok = AddWorker(spec, Nanos(0)); !ok) return std::unexpected(ok.error());
     result.gpus += static_cast<int>(spec.profile.hardware.num_gpus);
   }
   for (std::size_t i = 0; i < options.fleet.changes.size(); ++i) {
@@ -501,7 +521,9 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
         } else if (c.kind == FleetChange::Kind::kRestart) {
           RestartWorker(c.worker, now);
         } else {
-          for (int k = 0; k < c.count; ++k) AddWorker(c.spec, now);
+          for (int k = 0; k < c.count; ++k) {
+            if (auto ok = AddWorker(c.spec, now); !ok) return std::unexpected(ok.error());
+          }
         }
         break;
       }

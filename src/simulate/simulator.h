@@ -59,6 +59,11 @@ struct SimOptions {
   Nanos duration{0};
   int max_requests = 0;
   bool progress = false;  // progress line on stderr a few times a second
+  // The reference path, kept for the equivalence test: every decision records every
+  // candidate's trace and every engine step returns a fresh result. Off (the default), only
+  // the chosen worker's trace is recorded and step results are reused: same results, a
+  // fraction of the CPU at 1,000 workers.
+  bool full_trace = false;
   // Test hook: called after each step end is processed (its tokens visible, its KV events
   // applied when the delay is 0).
   std::function<void(WorkerId, Nanos)> on_step_end;

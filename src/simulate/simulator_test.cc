@@ -157,5 +157,41 @@ TEST(SimulatorTest, EventDelayMakesTheIndexLagTheEngines) {
   EXPECT_GT(IndexMismatches(std::chrono::milliseconds(200)), 0u);
 }
 
+// The lean path (only the chosen worker's decision trace, reused engine step results) gives
+// byte-identical results to the reference path (every candidate's trace, a fresh result per
+// step) for every preset, with delayed KV events, evictions, a failure, a restart and added
+// workers. Pure performance changes must keep this test passing.
+TEST(SimulatorTest, LeanPathGivesTheSameResultsAsTheFullTracePath) {
+  auto run = [](std::string_view preset, bool full_trace, bool agentic) {
+    SimOptions o = Options(5, preset);
+    o.full_trace = full_trace;
+    o.event_delay = std::chrono::milliseconds(20);
+    for (auto& w : o.fleet.workers) w.config.num_gpu_blocks_override = 300;  // evictions
+    auto change = [&](FleetChange::Kind kind, double at_s, WorkerId worker, int count) {
+      FleetChange c;
+      c.kind = kind;
+      c.at = FromSeconds(at_s);
+      c.worker = worker;
+      c.count = count;
+      c.spec = o.fleet.workers[0];
+      o.fleet.changes.push_back(c);
+    };
+    change(FleetChange::Kind::kFail, 0.8, 1, 0);
+    change(FleetChange::Kind::kRestart, 1.5, 3, 0);
+    change(FleetChange::Kind::kAdd, 1.0, 0, 2);
+    return Fingerprint(
+        RunOrDie(std::move(o), agentic ? NewAgenticWorkload(SmallAgentic(8, 4))
+                                       : NewSharedPrefixWorkload(SmallSharedPrefix(5, 8, 30))));
+  };
+  for (const char* preset : {"predicted_latency", "llmd_sticky", "dynamo_cost", "approx_prefix",
+                             "least_load", "round_robin", "random"}) {
+    for (bool agentic : {false, true}) {
+      const std::string full = run(preset, true, agentic);
+      EXPECT_GT(full.size(), 1000u) << preset;
+      EXPECT_EQ(run(preset, false, agentic), full) << preset << (agentic ? " agentic" : "");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvroute::simulate
