@@ -2,10 +2,14 @@
 // generated text reads as (random) English and decodes cleanly token by token.
 //
 // A word is used when the tokenizer encodes it (with a leading space, as BPE vocabularies
-// spell mid-sentence words) to exactly one token. A tokenizer that keeps spaces as their own
-// tokens (SimpleTokenizer) gets bare words plus the space token, repeated so that about every
-// other token is a space. If no word qualifies, the palette is empty and the engine falls back
-// to its default ids.
+// spell mid-sentence words) to exactly one token; for a tokenizer that keeps spaces as their
+// own tokens (SimpleTokenizer), bare words and the space token are the candidates. A candidate
+// is kept only if every pair of kept tokens, decoded and re-encoded, gives the same two ids:
+// the engine samples tokens independently, and a client that sends the reply back as text
+// must get the same ids so the reply's cached blocks are hit, as with a real model. Under
+// SimpleTokenizer's 3-byte chunks that leaves the 3-letter words and no space token (the
+// text reads "theandfor..."); BPE tokenizers keep their spaced words. If no word qualifies,
+// the palette is empty and the engine falls back to its default ids.
 //
 // Thread safety: pure function; the tokenizer is only read.
 #pragma once
