@@ -19,13 +19,18 @@
 // reported as counters (µs). BM_DecisionStages runs the same steps one by one with the same
 // inputs (parse, tokenize, keys, lookup, snapshot, decide) to show where the time goes.
 //
-// Run: build/<dir>/src/gateway/kvroute_gateway_decision_bench (see docs/benchmarks.md).
+// Run: build/<dir>/src/gateway/kvroute_gateway_decision_bench (see src/gateway/README.md).
+// Instructions per decision, load-independent:
+//   KVROUTE_DECISION_CALLS=50 valgrind --tool=callgrind --collect-atstart=no
+//     kvroute_gateway_decision_bench --benchmark_filter='Turn30/workers:8/shape:0'
+// then total Ir / 50, and callgrind_annotate --inclusive=yes for the stages.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <random>
@@ -39,6 +44,15 @@
 #include "sched/plugin.h"
 #include "sched/registry.h"
 #include "tokenize/hf_tokenizer.h"
+
+// Under callgrind, only the timed decisions are counted (--collect-atstart=no); elsewhere the
+// macros do nothing.
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define KVROUTE_COLLECT_TOGGLE() CALLGRIND_TOGGLE_COLLECT
+#else
+#define KVROUTE_COLLECT_TOGGLE()
+#endif
 
 namespace kvroute::gateway {
 namespace {
@@ -332,9 +346,11 @@ void BM_DecisionTurn30(benchmark::State& state) {
   for (auto _ : state) {
     s.NextVariant();
     const std::int64_t w0 = WallNanos(), c0 = ThreadCpuNanos();
+    KVROUTE_COLLECT_TOGGLE();
     auto prepared = s.pipeline->Prepare(api::Endpoint::kChatCompletions, s.body, kNow);
     auto route = prepared ? s.pipeline->Route(*prepared, {}, kNow, policy_state)
                           : std::unexpected(prepared.error());
+    KVROUTE_COLLECT_TOGGLE();
     const std::int64_t c1 = ThreadCpuNanos(), w1 = WallNanos();
     if (!route) {
       state.SkipWithError(route.error().message.c_str());
@@ -410,17 +426,25 @@ void BM_DecisionStages(benchmark::State& state) {
   }
 }
 
-// Args: {workers, shape}. Enough iterations for a p99 over ~1,000 calls.
+// Calls per benchmark: 1,000 (a p99 over 1,000 calls), or $KVROUTE_DECISION_CALLS (fewer
+// under callgrind).
+benchmark::IterationCount Calls() {
+  const char* v = std::getenv("KVROUTE_DECISION_CALLS");
+  const long n = v != nullptr ? std::atol(v) : 0;
+  return n > 0 ? n : 1000;
+}
+
+// Args: {workers, shape}.
 BENCHMARK(BM_DecisionTurn30)
     ->ArgsProduct({{8, 64}, {0, 1}})
     ->ArgNames({"workers", "shape"})
-    ->Iterations(1000)
+    ->Iterations(Calls())
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecisionStages)
     ->ArgsProduct({{8, 64}, {0, 1}})
     ->ArgNames({"workers", "shape"})
-    ->Iterations(1000)
+    ->Iterations(Calls())
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
