@@ -147,9 +147,9 @@ std::string OverheadTable(const OverheadReport& report) {
     << "proxyCPU / allCPU = CPU microseconds per request of the proxy / of proxy + sims + "
     << "client (warm-up included)\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%5s  %-26s %7s %5s %9s %10s %8s %8s %8s %8s %8s %7s\n", "conc",
-                "target", "ok", "err", "req/s", "chunks/s", "p50", "p90", "p99", "+p50", "+p99",
-                "xnginx");
+  std::snprintf(line, sizeof line, "%5s  %-26s %7s %5s %9s %10s %8s %8s %8s %8s %8s %7s %8s %8s\n",
+                "conc", "target", "ok", "err", "req/s", "chunks/s", "p50", "p90", "p99", "+p50",
+                "+p99", "xnginx", "proxyCPU", "allCPU");
   o << line;
   for (const OverheadLevel& l : report.levels) {
     const auto added = AddedFor(report, l);

@@ -179,6 +179,11 @@ TEST(OverheadTable, HasARowPerLevelWithAddedLatencyAndRatio) {
   EXPECT_NE(t.find("TTFT"), std::string::npos) << t;
 }
 
+TEST(OverheadTable, HeaderNamesEveryColumn) {
+  const std::string t = OverheadTable(Report());
+  EXPECT_NE(t.find("xnginx proxyCPU   allCPU\n"), std::string::npos) << t;
+}
+
 TEST(OverheadTable, DirectRowHasNoAddedLatency) {
   const std::string t = OverheadTable(Report());
   std::istringstream in(t);
