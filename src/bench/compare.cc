@@ -219,8 +219,10 @@ std::vector<std::pair<std::string, std::string>> CompareChartFiles(
   const std::string plot =
       "plot 'compare_goodput.dat' using 2:xtic(1) title 'goodput/GPU', '' using 3 title "
       "'output tok/s'\n";
-  gp << "set terminal " << png_terminal << " size 1100,600\nset output 'compare.png'\n"
-     << plot << "set terminal svg size 1100,600\nset output 'compare.svg'\n"
+  // noenhanced: router names such as kvroute:llmd_sticky hold '_', which enhanced text
+  // would render as a subscript.
+  gp << "set terminal " << png_terminal << " size 1100,600 noenhanced\nset output 'compare.png'\n"
+     << plot << "set terminal svg size 1100,600 noenhanced\nset output 'compare.svg'\n"
      << plot;
   return {{"compare_goodput.dat", data.str()}, {"compare.gp", gp.str()}};
 }

@@ -146,5 +146,19 @@ TEST(CompareChartTest, OneDataLinePerRouterAndAScriptLast) {
   EXPECT_NE(files[1].second.find("compare.png"), std::string::npos);
 }
 
+TEST(CompareChartTest, RouterNamesAreNotEnhancedText) {
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("kvroute:llmd_sticky", 1, 1.0, 0.01))};
+  const std::string script = CompareChartFiles(rows, "png").back().second;
+  std::size_t terminals = 0, plain = 0;
+  for (std::size_t at = script.find("set terminal"); at != std::string::npos;
+       at = script.find("set terminal", at + 1)) {
+    ++terminals;
+    const std::string line = script.substr(at, script.find('\n', at) - at);
+    if (line.find("noenhanced") != std::string::npos) ++plain;
+  }
+  EXPECT_EQ(terminals, 2u);
+  EXPECT_EQ(plain, terminals);
+}
+
 }  // namespace
 }  // namespace kvroute::bench

@@ -74,6 +74,7 @@ def check_demo(kvroute, out):
     assert proc.returncode == 0, f"exit {proc.returncode}"
     assert "nginx-rr" in proc.stdout and "kvroute:predicted_latency" in proc.stdout
     assert "curl -N http://127.0.0.1:" in proc.stdout
+    assert "model time = wall x 10" in proc.stdout  # the demo reports in model time
     assert "/v1/chat/completions" in proc.stdout
     with open(os.path.join(out, "compare.json")) as f:
         assert len(json.load(f)["routers"]) == 2
