@@ -229,6 +229,11 @@ TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers500) {
   }
   EXPECT_GE(bad.requests.load(), 1);
   EXPECT_EQ(good.requests.load(), 2);
+  // The proxy books completion after the last byte went out, so the client can see its answer
+  // a moment before the count drops: wait for it, bounded.
+  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   EXPECT_EQ(registry_.load().inflight(), 0u);
 }
 
@@ -300,6 +305,9 @@ TEST_F(ProxyTest, RelaysAStreamToItsEnd) {
   EXPECT_EQ(r.status, 200);
   EXPECT_TRUE(r.complete);
   EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos);
+  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {  // see above
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   EXPECT_EQ(registry_.load().inflight(), 0u);
 }
 
