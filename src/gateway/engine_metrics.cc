@@ -3,8 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <string_view>
-
-#include "client/blocking_http_client.h"
+#include <utility>
 
 namespace kvroute::gateway {
 namespace {
@@ -108,69 +107,20 @@ EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& s, Nanos scraped
 
 EngineMetricsScraper::EngineMetricsScraper(ScraperOptions options, TargetsFn targets, SinkFn sink,
                                            const Clock* clock)
-    : options_(std::move(options)),
-      targets_(std::move(targets)),
-      sink_(std::move(sink)),
-      clock_(clock),
-      http_(std::make_unique<client::BlockingHttpClient>(
-          client::ClientOptions{.timeouts = {.connect = options_.timeout,
-                                             .first_byte = options_.timeout,
-                                             .idle = options_.timeout,
-                                             .total = options_.timeout},
-                                .max_idle_per_origin = 2,
-                                .max_body_bytes = 16u << 20})) {}
-
-EngineMetricsScraper::~EngineMetricsScraper() { Stop(); }
-
-void EngineMetricsScraper::Start() {
-  std::lock_guard lock(mu_);
-  if (thread_.joinable() || stop_) return;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void EngineMetricsScraper::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-}
-
-void EngineMetricsScraper::RunOnce() {
-  for (const ScrapeTarget& t : targets_()) {
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) return;
-    }
-    auto req = client::MakeRequest("GET", t.base_url + options_.path);
-    if (!req) {
-      sink_(t.worker, std::unexpected("bad URL: " + req.error()));
-      continue;
-    }
-    auto resp = http_->Send(std::move(*req));
-    if (!resp) {
-      sink_(t.worker, std::unexpected(std::string(client::ErrorKindName(resp.error().kind)) + ": " +
-                                      resp.error().text));
-      continue;
-    }
-    if (resp->status != 200) {
-      sink_(t.worker, std::unexpected("HTTP " + std::to_string(resp->status)));
-      continue;
-    }
-    sink_(t.worker, ExtractEngineMetrics(telemetry::ParsePromText(resp->body), clock_->Now()));
-  }
-  rounds_.fetch_add(1);
-}
-
-void EngineMetricsScraper::Loop() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    RunOnce();
-    lock.lock();
-    cv_.wait_for(lock, options_.interval, [this] { return stop_; });
-  }
-}
+    : poller_({.interval = options.interval,
+               .timeout = options.timeout,
+               .path = options.path,
+               .max_body_bytes = 16u << 20},
+              std::move(targets),
+              [sink = std::move(sink), clock](WorkerId worker, PollOutcome outcome) {
+                if (!outcome) {
+                  sink(worker, std::unexpected(std::move(outcome.error())));
+                } else if (outcome->status != 200) {
+                  sink(worker, std::unexpected("HTTP " + std::to_string(outcome->status)));
+                } else {
+                  sink(worker,
+                       ExtractEngineMetrics(telemetry::ParsePromText(outcome->body), clock->Now()));
+                }
+              }) {}
 
 }  // namespace kvroute::gateway

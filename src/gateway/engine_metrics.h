@@ -12,30 +12,23 @@
 // Several label sets of a gauge (data-parallel engines) are summed for counts and averaged
 // for usage fractions. A value that is absent, not finite or negative is left empty.
 //
-// Thread safety: ExtractEngineMetrics is pure; EngineMetricsScraper owns one thread.
+// Thread safety: ExtractEngineMetrics is pure; EngineMetricsScraper owns one thread (its
+// PeriodicPoller).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <expected>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/types.h"
+#include "gateway/periodic_poller.h"
 #include "sched/types.h"
 #include "telemetry/prom_text_parser.h"
-
-namespace kvroute::client {
-class BlockingHttpClient;
-}
 
 namespace kvroute::gateway {
 
@@ -61,10 +54,7 @@ struct EngineMetrics {
 
 EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& scrape, Nanos scraped_at);
 
-struct ScrapeTarget {
-  WorkerId worker = 0;
-  std::string base_url;  // http://host:port
-};
+using ScrapeTarget = PollTarget;
 
 struct ScraperOptions {
   std::chrono::milliseconds interval{1'000};
@@ -73,35 +63,21 @@ struct ScraperOptions {
 };
 
 // Every interval: scrapes each target in turn (a round never overlaps the next: a slow
-// worker delays the round, bounded by `timeout` per target) and hands the result — metrics,
-// or an error text — to `sink` on the scraper thread.
+// worker delays the round, bounded by `timeout` per target; the loop is a PeriodicPoller)
+// and hands the result — metrics, or an error text — to `sink` on the scraper thread.
 class EngineMetricsScraper {
  public:
   using TargetsFn = std::function<std::vector<ScrapeTarget>()>;
   using SinkFn = std::function<void(WorkerId, std::expected<EngineMetrics, std::string>)>;
   EngineMetricsScraper(ScraperOptions options, TargetsFn targets, SinkFn sink, const Clock* clock);
-  ~EngineMetricsScraper();  // Stop()
-  EngineMetricsScraper(const EngineMetricsScraper&) = delete;
-  EngineMetricsScraper& operator=(const EngineMetricsScraper&) = delete;
 
-  void Start();
-  void Stop();     // idempotent
-  void RunOnce();  // one round on the calling thread
-  std::uint64_t rounds() const { return rounds_.load(); }
+  void Start() { poller_.Start(); }
+  void Stop() { poller_.Stop(); }        // idempotent
+  void RunOnce() { poller_.RunOnce(); }  // one round on the calling thread
+  std::uint64_t rounds() const { return poller_.rounds(); }
 
  private:
-  void Loop();
-
-  const ScraperOptions options_;
-  const TargetsFn targets_;
-  const SinkFn sink_;
-  const Clock* const clock_;
-  std::unique_ptr<client::BlockingHttpClient> http_;
-  std::atomic<std::uint64_t> rounds_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;
+  PeriodicPoller poller_;
 };
 
 }  // namespace kvroute::gateway

@@ -1,8 +1,7 @@
 #include "gateway/worker_health.h"
 
 #include <algorithm>
-
-#include "client/blocking_http_client.h"
+#include <utility>
 
 namespace kvroute::gateway {
 
@@ -117,63 +116,14 @@ std::vector<WorkerId> WorkerHealth::ProbeTargets(Nanos now) const {
 
 HealthChecker::HealthChecker(HealthCheckerOptions options, TargetsFn targets, WorkerHealth* health,
                              const Clock* clock)
-    : options_(std::move(options)),
-      targets_(std::move(targets)),
-      health_(health),
-      clock_(clock),
-      http_(std::make_unique<client::BlockingHttpClient>(
-          client::ClientOptions{.timeouts = {.connect = options_.timeout,
-                                             .first_byte = options_.timeout,
-                                             .idle = options_.timeout,
-                                             .total = options_.timeout},
-                                .max_idle_per_origin = 2})) {}
-
-HealthChecker::~HealthChecker() { Stop(); }
-
-void HealthChecker::Start() {
-  std::lock_guard lock(mu_);
-  if (thread_.joinable() || stop_) return;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void HealthChecker::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-}
-
-void HealthChecker::RunOnce() {
-  for (const ProbeTarget& t : targets_()) {
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) return;
-    }
-    auto req = client::MakeRequest("GET", t.base_url + options_.path);
-    bool ok = false;
-    if (req) {
-      auto resp = http_->Send(std::move(*req));
-      ok = resp.has_value() && resp->status >= 200 && resp->status < 300;
-    }
-    if (ok) {
-      health_->OnSuccess(t.worker, clock_->Now());
-    } else {
-      health_->OnFailure(t.worker, clock_->Now());
-    }
-  }
-  rounds_.fetch_add(1);
-}
-
-void HealthChecker::Loop() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    RunOnce();
-    lock.lock();
-    cv_.wait_for(lock, options_.interval, [this] { return stop_; });
-  }
-}
+    : poller_({.interval = options.interval, .timeout = options.timeout, .path = options.path},
+              std::move(targets), [health, clock](WorkerId worker, PollOutcome outcome) {
+                // No answer, a bad URL and a non-2xx status all count against the worker.
+                if (outcome && outcome->status >= 200 && outcome->status < 300) {
+                  health->OnSuccess(worker, clock->Now());
+                } else {
+                  health->OnFailure(worker, clock->Now());
+                }
+              }) {}
 
 }  // namespace kvroute::gateway

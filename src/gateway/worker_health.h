@@ -8,27 +8,21 @@
 // the worker has stayed healthy for max_backoff. Draining (admin) is a flag on top: a
 // draining worker takes no new requests but its in-flight ones finish; Remove() is terminal.
 //
-// Thread safety: WorkerHealth methods take one internal mutex. HealthChecker owns one thread.
+// Thread safety: WorkerHealth methods take one internal mutex. HealthChecker owns one thread
+// (its PeriodicPoller).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/types.h"
-
-namespace kvroute::client {
-class BlockingHttpClient;
-}
+#include "gateway/periodic_poller.h"
 
 namespace kvroute::gateway {
 
@@ -85,10 +79,7 @@ class WorkerHealth {
   std::unordered_map<WorkerId, Entry> workers_;  // guarded by mu_
 };
 
-struct ProbeTarget {
-  WorkerId worker = 0;
-  std::string base_url;  // http://host:port
-};
+using ProbeTarget = PollTarget;
 
 struct HealthCheckerOptions {
   std::chrono::milliseconds interval{5'000};
@@ -97,36 +88,22 @@ struct HealthCheckerOptions {
 };
 
 // Every interval: asks `targets` whom to probe, GETs <base_url><path> of each in turn (one
-// round never overlaps the next), and reports 2xx as success, anything else as failure, to
-// `health` with the clock's time.
+// round never overlaps the next; the loop is a PeriodicPoller), and reports 2xx as success,
+// anything else as failure, to `health` with the clock's time.
 class HealthChecker {
  public:
   using TargetsFn = std::function<std::vector<ProbeTarget>()>;
   HealthChecker(HealthCheckerOptions options, TargetsFn targets, WorkerHealth* health,
                 const Clock* clock);
-  ~HealthChecker();  // Stop()
-  HealthChecker(const HealthChecker&) = delete;
-  HealthChecker& operator=(const HealthChecker&) = delete;
 
-  void Start();
-  void Stop();  // idempotent; returns within one probe timeout
-  std::uint64_t rounds() const { return rounds_.load(); }
+  void Start() { poller_.Start(); }
+  void Stop() { poller_.Stop(); }  // idempotent; returns within one probe timeout
+  std::uint64_t rounds() const { return poller_.rounds(); }
   // Probes once, synchronously, on the calling thread (tests, start-up).
-  void RunOnce();
+  void RunOnce() { poller_.RunOnce(); }
 
  private:
-  void Loop();
-
-  const HealthCheckerOptions options_;
-  const TargetsFn targets_;
-  WorkerHealth* const health_;
-  const Clock* const clock_;
-  std::unique_ptr<client::BlockingHttpClient> http_;
-  std::atomic<std::uint64_t> rounds_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;
+  PeriodicPoller poller_;
 };
 
 }  // namespace kvroute::gateway
