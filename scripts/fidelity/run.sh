@@ -67,8 +67,8 @@ live() {  # live WORKLOAD SPEEDUP DIR
   local wl="$1" sp="$2" dir="$3" routers=() p
   for p in $POLICIES; do routers+=("kvroute:$p"); done
   local flags=("${AGENTIC[@]}")
-  # Open-loop arrivals are scheduled in wall seconds: RATE model req/s = RATE x S wall req/s.
-  [[ "$wl" == shared-prefix ]] && flags=("${SHARED[@]}" --rates "$(fmul "$RATE" "$sp")")
+  # --rates are per model second on both sides (bench sends them at RATE x S per wall second).
+  [[ "$wl" == shared-prefix ]] && flags=("${SHARED[@]}" --rates "$RATE")
   echo "== live $wl at speedup $sp -> $dir" >&2
   timeout "$LIMIT_S" nice -n "$NICE" "$KVROUTE" bench compare --workers "$WORKERS" \
     --gpus-per-worker "$GPUS_PER_WORKER" --speedup "$sp" --routers "${routers[@]}" \

@@ -216,7 +216,9 @@ void AddWorkloadFlags(CLI::App* cmd, BenchFlags* flags) {
   cmd->add_option("--output-tokens", flags->output_tokens,
                   "max_tokens of every request (agentic default 900, shared-prefix 1000)");
   // Shared prefix.
-  cmd->add_option("--rates", r.rates, "Request rates (req/s) of the ladder: 1,2,4")
+  cmd->add_option("--rates", r.rates,
+                  "Request rates of the ladder, per model second (sent S times faster at --speedup "
+                  "S): 1,2,4")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--requests-per-rate", r.requests_per_rate,

@@ -396,6 +396,7 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
   if (options_.time_scale <= 0)
     return std::unexpected("the time scale (--speedup) must be positive");
   report.time_scale = options_.time_scale;
+  const double time_scale = options_.time_scale;
   model_ = options_.model.empty() ? RunSync(ioc_, DiscoverModel()) : options_.model;
 
   if (options_.workload == "agentic") {
@@ -422,10 +423,13 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
       auto prompts = std::make_shared<std::vector<SharedPrefixPrompt>>(
           MakeSharedPrefixPrompts(*options_.tokenizer, sp));
       if (prompts->empty()) return std::unexpected("the shared-prefix workload has no prompts");
+      // `rate` is per model second (the report's time base); --duration is wall seconds, so a
+      // duration-bounded level sends duration x time_scale x rate requests.
       int count = options_.requests_per_rate;
       if (count <= 0) {
-        count = options_.duration_s > 0 ? static_cast<int>(std::ceil(options_.duration_s * rate))
-                                        : static_cast<int>(prompts->size());
+        count = options_.duration_s > 0
+                    ? static_cast<int>(std::ceil(options_.duration_s * time_scale * rate))
+                    : static_cast<int>(prompts->size());
       }
       count = std::min(count, kHardMaxRequests);
       LevelResult shape;
@@ -435,7 +439,7 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
       shape.rate_per_s = rate;
       auto ok = RunLevel(report, std::move(shape), [&, prompts, rate, count](LevelState& level) {
         return OpenLoopLevel(
-            level, PoissonArrivals(count, rate, sp.seed),
+            level, ToWallTime(PoissonArrivals(count, rate, sp.seed), time_scale),
             [this, prompts](int i) {
               const SharedPrefixPrompt& p = (*prompts)[i % prompts->size()];
               std::vector<Message> msgs{{"system", p.system_prompt}, {"user", p.question}};
@@ -463,10 +467,13 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
     for (std::size_t i = 0; i < n; ++i) {
       arrivals.push_back(shared->requests[i].arrival_s / options_.trace_speedup);
     }
-    const std::uint32_t block = shared->hash_block_tokens > 0 ? shared->hash_block_tokens : 512;
+    // arrivals are model seconds here; the rate is reported per model second, and the sends
+    // are scheduled in wall seconds (sims at speedup S run S model seconds per wall second).
     LevelResult shape;
     shape.name = "trace";
     if (n > 1 && arrivals.back() > 0) shape.rate_per_s = static_cast<double>(n) / arrivals.back();
+    arrivals = ToWallTime(std::move(arrivals), time_scale);
+    const std::uint32_t block = shared->hash_block_tokens > 0 ? shared->hash_block_tokens : 512;
     return RunLevel(report, std::move(shape), [&, shared, palette, block](LevelState& level) {
       return OpenLoopLevel(
           level, arrivals,

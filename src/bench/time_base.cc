@@ -28,4 +28,9 @@ std::string TimeBaseNote(double speedup) {
   return buf;
 }
 
+std::vector<double> ToWallTime(std::vector<double> model_arrivals_s, double speedup) {
+  for (double& t : model_arrivals_s) t /= speedup;
+  return model_arrivals_s;
+}
+
 }  // namespace kvroute::bench

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bench/report.h"
 
@@ -25,6 +26,11 @@ namespace kvroute::bench {
 // Multiplies the level's duration and every request's start, TTFT, E2E and ITL gaps by
 // `speedup`. REQUIRES: speedup > 0. speedup == 1 leaves the level unchanged.
 void ScaleToModelTime(LevelResult& level, double speedup);
+
+// Open-loop send times: a workload's arrivals are in model seconds (a --rates R level offers R
+// requests per model second, a trace keeps its own clock); the client schedules sends in wall
+// seconds, so each is divided by `speedup`. REQUIRES: speedup > 0.
+std::vector<double> ToWallTime(std::vector<double> model_arrivals_s, double speedup);
 
 // One line for report headers: "times are model time = wall x 20 (sims at --speedup 20); ..."
 // or, for speedup 1, "times are wall clock (speedup 1)".

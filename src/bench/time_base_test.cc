@@ -70,6 +70,27 @@ TEST(TimeBaseTest, PerUserTargetIsJudgedInModelTime) {
   EXPECT_EQ(goodput[1].at_concurrency, 4);
 }
 
+// Model-time arrivals become wall-time sends (a send at model second 0.1 against sims at
+// speedup 5 goes out at wall second 0.02); after the level, ScaleToModelTime turns the recorded
+// starts back into the model-time schedule, so the reported offered rate is the requested one.
+TEST(TimeBaseTest, OpenLoopArrivalsAreSentInWallTimeAndReportedInModelTime) {
+  std::vector<double> model = {0.0, 0.1, 0.25, 1.0};
+  auto wall = ToWallTime(model, 5);
+  ASSERT_EQ(wall.size(), model.size());
+  EXPECT_DOUBLE_EQ(wall[1], 0.02);
+  EXPECT_DOUBLE_EQ(wall[3], 0.2);
+  LevelResult level;
+  for (std::size_t i = 0; i < wall.size(); ++i) {
+    RequestResult r;
+    r.start_s = wall[i];
+    level.requests.push_back(RequestRecord{r, -1, static_cast<int>(i)});
+  }
+  ScaleToModelTime(level, 5);
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    EXPECT_NEAR(level.requests[i].result.start_s, model[i], 1e-12);
+  }
+}
+
 TEST(TimeBaseTest, NoteNamesTheConvention) {
   EXPECT_NE(TimeBaseNote(20).find("model time = wall x 20"), std::string::npos);
   EXPECT_NE(TimeBaseNote(1).find("wall clock"), std::string::npos);
