@@ -213,11 +213,10 @@ std::expected<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(
     boost::json::object body) {
   KVROUTE_API_ASSIGN_OR_RETURN(params, ParseGenerationParams(body, Endpoint::kChatCompletions));
   KVROUTE_API_ASSIGN_OR_RETURN(chat, ParseChatFields(body));
-  ChatCompletionRequest request;
-  request.params = std::move(params);
-  request.chat = std::move(chat);
-  request.body = std::move(body);
-  return request;
+  // Move-constructed so the object keeps the storage it was parsed into (a move-assignment
+  // into a default-storage object would copy the whole body).
+  return ChatCompletionRequest{
+      .params = std::move(params), .chat = std::move(chat), .body = std::move(body)};
 }
 
 }  // namespace kvroute::api
