@@ -151,6 +151,34 @@ TEST(JinjaTest, StringMethodsFollowPython) {
             "[ abc ][abc \n][c \n][True][['a', 'b', 'c']]");
 }
 
+// Expected values below are what Python's str/dict methods (and jinja2 3.1's replace
+// filter) give for the same calls.
+TEST(JinjaTest, ReplaceWithACountReplacesOnlyTheFirstOccurrences) {
+  EXPECT_EQ(Render("{{ 'a-b-c-d' | replace('-', '+', 2) }}|{{ 'a-b' | replace('-', '+', 0) }}|"
+                   "{{ 'a-b-c'.replace('-', '', 1) }}|{{ 'a-b' | replace('-', '+', count=-1) }}"),
+            "a+b+c-d|a-b|ab-c|a+b");
+}
+
+TEST(JinjaTest, SplitWithMaxsplitKeepsTheRestWhole) {
+  EXPECT_EQ(Render("{{ 'a b c'.split(' ', 1) }}|{{ 'a,b,c'.split(',', maxsplit=1) }}|"
+                   "{{ 'a b'.split(' ', 0) }}|{{ 'a b c'.split(' ', -1) }}|"
+                   "{{ '  a  b c'.split(none, 1) }}"),
+            "['a', 'b c']|['a', 'b,c']|['a b']|['a', 'b', 'c']|['a', 'b c']");
+}
+
+TEST(JinjaTest, FindCountsCodePointsAndGivesMinusOneWhenAbsent) {
+  EXPECT_EQ(Render("{{ 'héllo'.find('l') }}|{{ 'abc'.find('z') }}|{{ 'abc'.find('') }}"), "2|-1|0");
+}
+
+TEST(JinjaTest, FindWithANonStringArgumentFails) {
+  EXPECT_TRUE(Render("{{ 'a'.find(1) }}").starts_with("ERROR"));  // Python: TypeError
+}
+
+TEST(JinjaTest, DictGetGivesTheValueTheDefaultOrNone) {
+  EXPECT_EQ(Render("{{ d.get('k', 'x') }}|{{ d.get('k') }}|{{ d.get('a') }}", R"({"d": {"a": 1}})"),
+            "x|None|1");
+}
+
 TEST(JinjaTest, Filters) {
   EXPECT_EQ(Render("{{ xs | length }} {{ ' a ' | trim }} {{ xs | join('-') }} {{ xs | first }} "
                    "{{ u | default('d') }} {{ 'ab' | upper }} {{ xs | reverse | list }}",
