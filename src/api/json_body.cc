@@ -5,6 +5,7 @@
 #include <boost/json/parse_options.hpp>
 #include <boost/json/string.hpp>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -49,21 +50,22 @@ const char* SkipPlain(const char* p, const char* end) {
   return p;
 }
 
-void AppendUtf8(std::string& out, std::uint32_t cp) {
+// Writes `cp` as UTF-8 at `w` and advances it.
+void AppendUtf8(char*& w, std::uint32_t cp) {
   if (cp < 0x80) {
-    out += static_cast<char>(cp);
+    *w++ = static_cast<char>(cp);
   } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
+    *w++ = static_cast<char>(0xC0 | (cp >> 6));
+    *w++ = static_cast<char>(0x80 | (cp & 0x3F));
   } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
+    *w++ = static_cast<char>(0xE0 | (cp >> 12));
+    *w++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *w++ = static_cast<char>(0x80 | (cp & 0x3F));
   } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
+    *w++ = static_cast<char>(0xF0 | (cp >> 18));
+    *w++ = static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    *w++ = static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *w++ = static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
 
@@ -78,7 +80,8 @@ int HexDigit(char c) {
 // lets Boost.JSON parse the whole body, so a false here never reaches a client.
 class FastParser {
  public:
-  explicit FastParser(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+  explicit FastParser(std::string_view text)
+      : p_(text.data()), end_(text.data() + text.size()), size_(text.size()) {}
 
   bool Document(json::value& out) {
     SkipWs();
@@ -207,18 +210,19 @@ class FastParser {
   }
 
   // After the opening quote: the unescaped string, a view into the body when it has no
-  // escapes, else into scratch_ (valid until the next call).
+  // escapes, else into scratch_ (valid until the next call). Unescaping never lengthens
+  // text, so scratch_ (as long as the body) always has room: no bounds checks per byte.
   bool ScanString(std::string_view& out) {
     const char* run = p_;  // literal bytes not yet copied
-    bool copied = false;
+    char* w = nullptr;     // write position in scratch_ once an escape was seen
     for (;;) {
       p_ = SkipPlain(p_, end_);
       if (p_ == end_) return false;
       const auto c = static_cast<unsigned char>(*p_);
       if (c == '"') {
-        if (copied) {
-          scratch_.append(run, p_);
-          out = scratch_;
+        if (w != nullptr) {
+          w = Copy(w, run, p_);
+          out = std::string_view(scratch_.get(), static_cast<std::size_t>(w - scratch_.get()));
         } else {
           out = std::string_view(run, static_cast<std::size_t>(p_ - run));
         }
@@ -230,46 +234,52 @@ class FastParser {
         continue;
       }
       if (c != '\\') return false;  // a raw control character
-      if (!copied) {
-        scratch_.clear();
-        copied = true;
+      if (w == nullptr) {
+        if (!scratch_) scratch_ = std::make_unique_for_overwrite<char[]>(size_);
+        w = scratch_.get();
       }
-      scratch_.append(run, p_);
+      w = Copy(w, run, p_);
       ++p_;
       if (p_ == end_) return false;
       switch (*p_++) {
         case '"':
-          scratch_ += '"';
+          *w++ = '"';
           break;
         case '\\':
-          scratch_ += '\\';
+          *w++ = '\\';
           break;
         case '/':
-          scratch_ += '/';
+          *w++ = '/';
           break;
         case 'b':
-          scratch_ += '\b';
+          *w++ = '\b';
           break;
         case 'f':
-          scratch_ += '\f';
+          *w++ = '\f';
           break;
         case 'n':
-          scratch_ += '\n';
+          *w++ = '\n';
           break;
         case 'r':
-          scratch_ += '\r';
+          *w++ = '\r';
           break;
         case 't':
-          scratch_ += '\t';
+          *w++ = '\t';
           break;
         case 'u':
-          if (!UnicodeEscape()) return false;
+          if (!UnicodeEscape(w)) return false;
           break;
         default:
           return false;
       }
       run = p_;
     }
+  }
+
+  static char* Copy(char* w, const char* from, const char* to) {
+    const auto n = static_cast<std::size_t>(to - from);
+    if (n != 0) std::memcpy(w, from, n);
+    return w + n;
   }
 
   bool Hex4(std::uint32_t& v) {
@@ -285,11 +295,11 @@ class FastParser {
   }
 
   // After "\u": one code point, or a surrogate pair; a lone surrogate is left to Boost.JSON.
-  bool UnicodeEscape() {
+  bool UnicodeEscape(char*& w) {
     std::uint32_t u1 = 0;
     if (!Hex4(u1)) return false;
     if (u1 < 0xD800 || u1 > 0xDFFF) {
-      AppendUtf8(scratch_, u1);
+      AppendUtf8(w, u1);
       return true;
     }
     if (u1 > 0xDBFF) return false;
@@ -297,7 +307,7 @@ class FastParser {
     p_ += 2;
     std::uint32_t u2 = 0;
     if (!Hex4(u2) || u2 < 0xDC00 || u2 > 0xDFFF) return false;
-    AppendUtf8(scratch_, 0x10000 + ((u1 - 0xD800) << 10) + (u2 - 0xDC00));
+    AppendUtf8(w, 0x10000 + ((u1 - 0xD800) << 10) + (u2 - 0xDC00));
     return true;
   }
 
@@ -332,7 +342,8 @@ class FastParser {
 
   const char* p_;
   const char* end_;
-  std::string scratch_;
+  std::size_t size_;                 // of the body
+  std::unique_ptr<char[]> scratch_;  // size_ bytes, made at the first escape
 };
 
 }  // namespace
