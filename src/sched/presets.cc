@@ -62,7 +62,19 @@ filters:
 scorers: [{name: token_load, token_limit: 4194304}]
 picker: {name: argmin}
 )"},
-    // kvroute's default: lowest predicted TTFT subject to an ITL guard.
+    // kvroute's default: lowest predicted TTFT subject to an ITL guard, with session
+    // hysteresis. predicted_ttft alone minimises this request's TTFT, so once a session's
+    // worker queues up it moves the session to a worker holding only the common prefix; the
+    // move strands the session's KV and evicts other sessions there, whose next turns miss
+    // and move too (a cascade, issues 5/6). prefix_affinity keeps the worker that holds the
+    // conversation: threshold 0.90 is above a shared system prompt's share (6,000 of 7,200 =
+    // 0.83 in the shared-prefix workload, 20k of >= 32k in Infera's agentic shape) and below a
+    // follow-up turn's (1 - new/prompt = 0.94 at 2,048 new of 32k, rising with the context),
+    // so it only marks "holds this conversation". The bound, 5 s of the holder's prefill
+    // rate (~80-100k tokens on the default profile), is about what a move costs at the
+    // issue's p50 context: re-prefill of the ~55k session tokens (~3 s) plus the share of
+    // another session it evicts; llm-d's 14 s favours hit rate over TTFT more than a
+    // latency-first default should. itl_guard runs first so stickiness never overrides the SLO.
     {"predicted_latency", R"(
 name: predicted_latency
 filters:
@@ -70,6 +82,7 @@ filters:
   - {name: not_draining}
   - {name: model}
   - {name: itl_guard, itl_slo_s: 0.1, if_all_dropped: keep_all}
+  - {name: prefix_affinity, threshold: 0.90, max_ttft_penalty_s: 5.0, if_all_dropped: keep_all}
 scorers: [{name: predicted_ttft}]
 picker: {name: softmax, temperature: 0.0}
 )"},

@@ -1,0 +1,119 @@
+// The default policy's session hysteresis (issues 5/6): a follow-up turn stays on the worker
+// that holds its conversation while that worker's backlog is within the prefix_affinity bound,
+// even when predicted_ttft alone would move it to a worker holding only the common prefix; it
+// still moves when the holder is unhealthy, would break the ITL SLO, or is saturated.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "sched/registry.h"
+#include "sched/test_util.h"
+
+namespace kvroute::sched {
+namespace {
+
+using testing::Request;
+using testing::View;
+using testing::Worker;
+
+// The predicted_latency preset before the hysteresis: the contrast that shows the cause.
+constexpr char kTtftOnlyYaml[] = R"(
+name: ttft_only
+filters:
+  - {name: healthy}
+  - {name: not_draining}
+  - {name: model}
+  - {name: itl_guard, itl_slo_s: 0.1, if_all_dropped: keep_all}
+scorers: [{name: predicted_ttft}]
+picker: {name: softmax, temperature: 0.0}
+)";
+
+// Infera's agentic shape in miniature: a 64,000-token turn whose first 61,952 tokens (3,872
+// blocks: everything but the 2,048 new ones, hit ratio 0.968) are on w1, the session's
+// worker; w2 and w3 hold only the 20,000-token common prefix (1,250 blocks, ratio 0.31).
+// Prefill 10,000 tok/s everywhere, so the bound is tau = 10,000 * 5 s = 50,000 tokens and a
+// move recomputes 44,000 tokens (4.4 s) on an idle w2 / w3.
+class SessionAffinityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    request_ = Request(64000);
+    request_.predicted_output_tokens = 100;
+    request_.cache_views = {View(1, 3872), View(2, 1250), View(3, 1250)};
+    for (WorkerId id : {1u, 2u, 3u}) {
+      WorkerSnapshot w = Worker(id);
+      w.prefill_tokens_per_s = 10000;
+      w.decode_step =
+          StepTimeModel{.base_s = 0.01, .per_sequence_s = 0.001, .per_kv_token_s = 1e-6};
+      ws_.push_back(w);
+    }
+    policy_ = BuiltinPolicy("predicted_latency").value();
+  }
+  Decision Run(const Policy& p) {
+    auto d = p.Decide(request_, ws_, state_);
+    EXPECT_TRUE(d.has_value()) << (d ? "" : d.error().message);
+    return d ? *d : Decision{};
+  }
+
+  RequestProfile request_;
+  std::vector<WorkerSnapshot> ws_;
+  std::shared_ptr<const Policy> policy_;
+  PolicyState state_{7};
+};
+
+TEST_F(SessionAffinityTest, TtftAloneMovesTheSessionOnceItsWorkerQueues) {
+  // w1: 47,000 pending + 2,048 new = 4.9 s > 4.4 s recompute on w2: the cascade's first move.
+  ws_[0].pending_prefill_tokens = 47000;
+  auto ttft_only = Registry::Builtin().ParsePolicy(kTtftOnlyYaml);
+  ASSERT_TRUE(ttft_only.has_value());
+  const Decision d = Run(**ttft_only);
+  EXPECT_NE(d.chosen, 1u);
+  EXPECT_NEAR(*d.Find(1)->predicted_ttft_s, 4.9048, 1e-9);
+  EXPECT_NEAR(*d.Find(2)->predicted_ttft_s, 4.4, 1e-9);
+}
+
+TEST_F(SessionAffinityTest, DefaultKeepsTheSessionWhileTheBacklogIsWithinTheBound) {
+  ws_[0].pending_prefill_tokens = 47000;  // look-ahead 49,048 <= tau 50,000
+  const Decision d = Run(*policy_);
+  EXPECT_EQ(d.chosen, 1u);
+  EXPECT_EQ(d.Find(2)->dropped_by, "prefix_affinity");
+  EXPECT_EQ(d.Find(3)->dropped_by, "prefix_affinity");
+}
+
+TEST_F(SessionAffinityTest, DefaultMovesWhenTheHolderIsSaturatedBeyondTheBound) {
+  ws_[0].pending_prefill_tokens = 60000;  // look-ahead 62,048 > tau 50,000
+  const Decision d = Run(*policy_);
+  EXPECT_NE(d.chosen, 1u);
+  // Nobody else reaches the threshold, so the filter yields and predicted_ttft decides.
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("prefix_affinity"), std::string::npos) << d.notes[0];
+}
+
+TEST_F(SessionAffinityTest, DefaultMovesWhenTheHolderIsUnhealthy) {
+  ws_[0].healthy = false;
+  const Decision d = Run(*policy_);
+  EXPECT_NE(d.chosen, 1u);
+  EXPECT_EQ(d.Find(1)->dropped_by, "healthy");
+}
+
+TEST_F(SessionAffinityTest, ItlGuardRunsBeforeAffinitySoStickinessNeverBreaksTheSlo) {
+  // itl(w1) = 0.01 + 0.001 * 1 + 1e-6 * (6000 * 16 + 2,048 + 100) = 0.1091 s > 0.1 s.
+  ws_[0].active_kv_blocks = 6000;
+  const Decision d = Run(*policy_);
+  EXPECT_EQ(d.Find(1)->dropped_by, "itl_guard");
+  EXPECT_NE(d.chosen, 1u);
+}
+
+TEST_F(SessionAffinityTest, ASharedSystemPromptAloneIsNotSticky) {
+  // Shared-prefix workload shape: 6,000 of 7,200 tokens held (375 of 450 blocks = 0.83 < 0.90),
+  // so a queued holder loses to an idle worker exactly as predicted_ttft alone decides.
+  request_ = Request(7200);
+  request_.cache_views = {View(1, 375)};
+  ws_[0].pending_prefill_tokens = 8000;  // 0.8 + 0.12 s > 0.72 s recompute on w2 / w3
+  const Decision d = Run(*policy_);
+  EXPECT_NE(d.chosen, 1u);
+  ASSERT_EQ(d.notes.size(), 1u);  // nobody reaches 0.90: the filter yields to everyone
+  EXPECT_NE(d.notes[0].find("prefix_affinity"), std::string::npos) << d.notes[0];
+}
+
+}  // namespace
+}  // namespace kvroute::sched
