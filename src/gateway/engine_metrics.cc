@@ -107,20 +107,20 @@ EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& s, Nanos scraped
 
 EngineMetricsScraper::EngineMetricsScraper(ScraperOptions options, TargetsFn targets, SinkFn sink,
                                            const Clock* clock)
-    : poller_({.interval = options.interval,
-               .timeout = options.timeout,
-               .path = options.path,
-               .max_body_bytes = 16u << 20},
-              std::move(targets),
-              [sink = std::move(sink), clock](WorkerId worker, PollOutcome outcome) {
-                if (!outcome) {
-                  sink(worker, std::unexpected(std::move(outcome.error())));
-                } else if (outcome->status != 200) {
-                  sink(worker, std::unexpected("HTTP " + std::to_string(outcome->status)));
-                } else {
-                  sink(worker,
-                       ExtractEngineMetrics(telemetry::ParsePromText(outcome->body), clock->Now()));
-                }
-              }) {}
+    : PeriodicPoller({.interval = options.interval,
+                      .timeout = options.timeout,
+                      .path = options.path,
+                      .max_body_bytes = 16u << 20},
+                     std::move(targets),
+                     [sink = std::move(sink), clock](WorkerId worker, PollOutcome outcome) {
+                       if (!outcome) {
+                         sink(worker, std::unexpected(std::move(outcome.error())));
+                       } else if (outcome->status != 200) {
+                         sink(worker, std::unexpected("HTTP " + std::to_string(outcome->status)));
+                       } else {
+                         sink(worker, ExtractEngineMetrics(telemetry::ParsePromText(outcome->body),
+                                                           clock->Now()));
+                       }
+                     }) {}
 
 }  // namespace kvroute::gateway

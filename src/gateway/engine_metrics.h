@@ -63,21 +63,13 @@ struct ScraperOptions {
 };
 
 // Every interval: scrapes each target in turn (a round never overlaps the next: a slow
-// worker delays the round, bounded by `timeout` per target; the loop is a PeriodicPoller)
-// and hands the result — metrics, or an error text — to `sink` on the scraper thread.
-class EngineMetricsScraper {
+// worker delays the round, bounded by `timeout` per target) and hands the result — metrics,
+// or an error text — to `sink` on the scraper thread. The loop, Start/Stop/RunOnce/rounds, is
+// the PeriodicPoller's; this class adds only how a response becomes EngineMetrics.
+class EngineMetricsScraper : public PeriodicPoller {
  public:
-  using TargetsFn = std::function<std::vector<ScrapeTarget>()>;
   using SinkFn = std::function<void(WorkerId, std::expected<EngineMetrics, std::string>)>;
   EngineMetricsScraper(ScraperOptions options, TargetsFn targets, SinkFn sink, const Clock* clock);
-
-  void Start() { poller_.Start(); }
-  void Stop() { poller_.Stop(); }        // idempotent
-  void RunOnce() { poller_.RunOnce(); }  // one round on the calling thread
-  std::uint64_t rounds() const { return poller_.rounds(); }
-
- private:
-  PeriodicPoller poller_;
 };
 
 }  // namespace kvroute::gateway

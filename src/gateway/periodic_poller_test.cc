@@ -76,37 +76,37 @@ TEST(PeriodicPollerTest, ReportsEachTargetInTurnWithItsResponseOrError) {
   EXPECT_EQ(got.by_worker.at(3).error().rfind("bad URL: ", 0), 0u) << got.by_worker.at(3).error();
 }
 
+// One round against one target at `url`; what the poller reported for it.
+PollOutcome PollOnce(const std::string& url, const std::string& path) {
+  Outcomes got;
+  PollerOptions options = Opts();
+  options.path = path;
+  PeriodicPoller poller(
+      options,
+      [&] {
+        return std::vector<PollTarget>{{1, url}};
+      },
+      got.Sink());
+  poller.RunOnce();
+  if (got.by_worker.size() != 1) return std::unexpected("no outcome reported");
+  return got.by_worker.at(1);
+}
+
 TEST(PeriodicPollerTest, AnErrorStatusIsAResponseNotAnError) {
   FakeTarget fake;
   ASSERT_TRUE(fake.started());
   fake.status = 503;
-  Outcomes got;
-  PeriodicPoller poller(
-      Opts(),
-      [&] {
-        return std::vector<PollTarget>{{7, fake.url()}};
-      },
-      got.Sink());
-  poller.RunOnce();
-  ASSERT_TRUE(got.by_worker.at(7).has_value()) << got.by_worker.at(7).error();
-  EXPECT_EQ(got.by_worker.at(7)->status, 503);
+  PollOutcome got = PollOnce(fake.url(), "/probe");
+  ASSERT_TRUE(got.has_value()) << got.error();
+  EXPECT_EQ(got->status, 503);
 }
 
 TEST(PeriodicPollerTest, RequestsThePathAppendedToTheBaseUrl) {
   FakeTarget fake;
   ASSERT_TRUE(fake.started());
-  Outcomes got;
-  PollerOptions other = Opts();
-  other.path = "/elsewhere";  // the fake answers only /probe
-  PeriodicPoller poller(
-      other,
-      [&] {
-        return std::vector<PollTarget>{{1, fake.url()}};
-      },
-      got.Sink());
-  poller.RunOnce();
-  ASSERT_TRUE(got.by_worker.at(1).has_value()) << got.by_worker.at(1).error();
-  EXPECT_EQ(got.by_worker.at(1)->status, 404);
+  PollOutcome got = PollOnce(fake.url(), "/elsewhere");  // the fake answers only /probe
+  ASSERT_TRUE(got.has_value()) << got.error();
+  EXPECT_EQ(got->status, 404);
 }
 
 TEST(PeriodicPollerTest, StopDuringARoundSkipsTheRemainingTargets) {

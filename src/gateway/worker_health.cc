@@ -116,14 +116,15 @@ std::vector<WorkerId> WorkerHealth::ProbeTargets(Nanos now) const {
 
 HealthChecker::HealthChecker(HealthCheckerOptions options, TargetsFn targets, WorkerHealth* health,
                              const Clock* clock)
-    : poller_({.interval = options.interval, .timeout = options.timeout, .path = options.path},
-              std::move(targets), [health, clock](WorkerId worker, PollOutcome outcome) {
-                // No answer, a bad URL and a non-2xx status all count against the worker.
-                if (outcome && outcome->status >= 200 && outcome->status < 300) {
-                  health->OnSuccess(worker, clock->Now());
-                } else {
-                  health->OnFailure(worker, clock->Now());
-                }
-              }) {}
+    : PeriodicPoller(
+          {.interval = options.interval, .timeout = options.timeout, .path = options.path},
+          std::move(targets), [health, clock](WorkerId worker, PollOutcome outcome) {
+            // No answer, a bad URL and a non-2xx status all count against the worker.
+            if (outcome && outcome->status >= 200 && outcome->status < 300) {
+              health->OnSuccess(worker, clock->Now());
+            } else {
+              health->OnFailure(worker, clock->Now());
+            }
+          }) {}
 
 }  // namespace kvroute::gateway

@@ -88,22 +88,13 @@ struct HealthCheckerOptions {
 };
 
 // Every interval: asks `targets` whom to probe, GETs <base_url><path> of each in turn (one
-// round never overlaps the next; the loop is a PeriodicPoller), and reports 2xx as success,
-// anything else as failure, to `health` with the clock's time.
-class HealthChecker {
+// round never overlaps the next), and reports 2xx as success, anything else as failure, to
+// `health` with the clock's time. The loop, Start/Stop/RunOnce/rounds, is the PeriodicPoller's;
+// this class adds only what a probe's outcome means. Stop returns within one probe timeout.
+class HealthChecker : public PeriodicPoller {
  public:
-  using TargetsFn = std::function<std::vector<ProbeTarget>()>;
   HealthChecker(HealthCheckerOptions options, TargetsFn targets, WorkerHealth* health,
                 const Clock* clock);
-
-  void Start() { poller_.Start(); }
-  void Stop() { poller_.Stop(); }  // idempotent; returns within one probe timeout
-  std::uint64_t rounds() const { return poller_.rounds(); }
-  // Probes once, synchronously, on the calling thread (tests, start-up).
-  void RunOnce() { poller_.RunOnce(); }
-
- private:
-  PeriodicPoller poller_;
 };
 
 }  // namespace kvroute::gateway
