@@ -80,9 +80,12 @@ Result CallMethod(const Value& obj, std::string_view name, CallArgs& args) {
       return Value::MakeList(std::move(out));
     }
     if (name == "get") {
+      // Template dicts only have string keys, so any other key is simply absent (Python:
+      // {'a': 1}.get(1) is None), never an error.
       const Value* key = StringArg(args, 0, "key");
-      if (!key) return Error("get() needs a string key");
-      if (const Value* x = obj.dict->Find(key->s)) return *x;
+      if (key != nullptr) {
+        if (const Value* x = obj.dict->Find(key->s)) return *x;
+      }
       const Value* fallback = Arg(args, 1, "default");
       return fallback ? *fallback : Value::None();
     }

@@ -93,9 +93,9 @@ std::vector<std::string> Split(std::string_view s, const Value* sep, std::int64_
       while (i < u.size() && IsPySpace(u[i])) ++i;
       if (i >= u.size()) break;
       if (maxsplit >= 0 && static_cast<std::int64_t>(parts.size()) >= maxsplit) {
-        std::size_t e = u.size();
-        while (e > i && IsPySpace(u[e - 1])) --e;
-        parts.push_back(ToU8(std::u32string_view(u).substr(i, e - i)));
+        // Python keeps the rest as it is, trailing whitespace included: '  a  b c '.split(None, 1)
+        // is ['a', 'b c '].
+        parts.push_back(ToU8(std::u32string_view(u).substr(i)));
         break;
       }
       std::size_t j = i;

@@ -162,8 +162,9 @@ TEST(JinjaTest, ReplaceWithACountReplacesOnlyTheFirstOccurrences) {
 TEST(JinjaTest, SplitWithMaxsplitKeepsTheRestWhole) {
   EXPECT_EQ(Render("{{ 'a b c'.split(' ', 1) }}|{{ 'a,b,c'.split(',', maxsplit=1) }}|"
                    "{{ 'a b'.split(' ', 0) }}|{{ 'a b c'.split(' ', -1) }}|"
-                   "{{ '  a  b c'.split(none, 1) }}"),
-            "['a', 'b c']|['a', 'b,c']|['a b']|['a', 'b', 'c']|['a', 'b c']");
+                   "{{ '  a  b c'.split(none, 1) }}|{{ '  a  b c '.split(none, 1) }}|"
+                   "{{ 'a   '.split(none, 1) }}"),
+            "['a', 'b c']|['a', 'b,c']|['a b']|['a', 'b', 'c']|['a', 'b c']|['a', 'b c ']|['a']");
 }
 
 TEST(JinjaTest, FindCountsCodePointsAndGivesMinusOneWhenAbsent) {
@@ -177,6 +178,10 @@ TEST(JinjaTest, FindWithANonStringArgumentFails) {
 TEST(JinjaTest, DictGetGivesTheValueTheDefaultOrNone) {
   EXPECT_EQ(Render("{{ d.get('k', 'x') }}|{{ d.get('k') }}|{{ d.get('a') }}", R"({"d": {"a": 1}})"),
             "x|None|1");
+}
+
+TEST(JinjaTest, DictGetWithANonStringKeyGivesTheDefault) {  // Python: {'a': 1}.get(1) is None
+  EXPECT_EQ(Render("{{ d.get(1) }}|{{ d.get(1, 'x') }}", R"({"d": {"a": 1}})"), "None|x");
 }
 
 TEST(JinjaTest, Filters) {
