@@ -104,9 +104,30 @@ struct Rls {
     for (std::size_t i = 0; i < N; ++i) denom += x[i] * px[i];
     Vec<N> k{};
     for (std::size_t i = 0; i < N; ++i) k[i] = px[i] / denom;
+    Vec<N> next{};
     for (std::size_t i = 0; i < N; ++i) {
-      theta[i] = std::clamp(theta[i] + k[i] * residual, lo[i], hi[i]);
+      next[i] = std::clamp(theta[i] + k[i] * residual, lo[i], hi[i]);
     }
+    // Clamping breaks RLS: the gain spreads one correction over correlated coefficients
+    // with opposite signs, and if the one that should fall is pinned at its bound (a seed
+    // coefficient of 0 is), only the rising one moves, so the prediction at x moves AWAY
+    // from the sample. Repeated, that diverges geometrically (seen in `kvroute simulate`:
+    // decode predictions of 50 s fed by 25 ms samples). When the clamped step moves the
+    // prediction the wrong way or past the sample, step along x instead: all features are
+    // >= 0, so every coefficient moves with the residual's sign and clamping can only shorten
+    // the step. It corrects the fraction of the residual RLS would have corrected at x.
+    double moved = 0;
+    for (std::size_t i = 0; i < N; ++i) moved += (next[i] - theta[i]) * x[i];
+    if (moved * residual < 0 || std::abs(moved) > std::abs(residual)) {
+      double xx = 0;
+      for (std::size_t i = 0; i < N; ++i) xx += x[i] * x[i];
+      const double fraction = (denom - o.forgetting) / denom;  // x'Px / (lambda + x'Px)
+      for (std::size_t i = 0; i < N; ++i) {
+        const double step = xx > 0 ? fraction * residual * x[i] / xx : 0;
+        next[i] = std::clamp(theta[i] + step, lo[i], hi[i]);
+      }
+    }
+    theta = next;
     double trace = 0;
     for (std::size_t i = 0; i < N; ++i) {
       for (std::size_t j = 0; j < N; ++j) p[i][j] = (p[i][j] - k[i] * px[j]) / o.forgetting;

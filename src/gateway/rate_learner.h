@@ -16,7 +16,9 @@
 // `max_sample_s` is rejected and counted; a residual larger than `outlier_clip` times the
 // current prediction is clipped to that bound (Huber-style), so one outlier moves the estimate
 // by a bounded amount while a persistent shift still converges. Coefficients are kept >= 0 and
-// c1 within [seed/max_drift, seed·max_drift].
+// c1 within [seed/max_drift, seed·max_drift]; a step whose clamping would move the prediction
+// at the sample away from it (or past it) is replaced by a step along the sample's features,
+// so a coefficient pinned at 0 cannot make the estimate diverge.
 //
 // Ownership: plain state per worker. Thread safety: every method takes one internal mutex.
 // No clock is read: observations carry their own timings (pure, reused by kvroute simulate).

@@ -79,6 +79,57 @@ TEST(RateLearnerTest, DecodeConvergesToTheModelThatGeneratedTheSamples) {
   EXPECT_NEAR(e->decode.per_kv_token_s, truth.per_kv_token_s, truth.per_kv_token_s * 0.03);
 }
 
+// A decode sample stream recorded in `kvroute simulate` (agentic, 4 workers, qwen3-32b-tp2-h100
+// with max_model_len 131072, 16 sessions, 0-3 s turn jitter): one worker's last 10,009
+// samples, as runs of equal batch. Within a run the KV total and the step time move linearly;
+// the first sample of a run carries the previous batch's step time (the tracker attributes a
+// gap to the batch as it is after the step). Every sample is within 25 percent of the seed's
+// roofline. Before the fix, the clamped RLS step pushed the estimate AWAY from these samples
+// until it predicted 47 s per step, and itl_guard dropped every worker holding a session.
+TEST(RateLearnerTest, DecodeEstimateStaysNearSamplesWhenACoefficientIsPinnedAtZero) {
+  struct Run {
+    int batch;
+    int samples;
+    double kv_first, kv_last;
+    double first_s, last_s;
+  };
+  const Run runs[] = {
+      {4, 512, 299853, 300364, 0.02890, 0.02890},  {5, 491, 332426, 332916, 0.03050, 0.03050},
+      {4, 400, 214477, 214876, 0.03050, 0.02470},  {5, 1855, 246938, 248792, 0.02630, 0.02640},
+      {6, 474, 280857, 281330, 0.02800, 0.02800},  {7, 294, 313398, 313691, 0.02960, 0.02960},
+      {8, 497, 345762, 346258, 0.03110, 0.03120},  {7, 15, 227819, 227833, 0.03120, 0.02540},
+      {6, 7, 194886, 194892, 0.02540, 0.02380},    {5, 55, 161945, 161999, 0.02380, 0.02220},
+      {6, 168, 197007, 197174, 0.02390, 0.02390},  {8, 697, 264239, 264935, 0.02720, 0.02720},
+      {7, 1408, 231988, 233395, 0.02720, 0.02570}, {6, 2245, 200448, 202692, 0.02570, 0.02420},
+      {5, 411, 169745, 170155, 0.02420, 0.02260},  {4, 181, 137208, 137388, 0.02260, 0.02100},
+      {3, 235, 104441, 104675, 0.02100, 0.01940},  {2, 63, 68780, 68842, 0.01940, 0.01760},
+      {1, 1, 35895, 35895, 0.01760, 0.01760},
+  };
+  RateLearner learner;
+  RateSeed seed = TestSeed();
+  // SeedFromProfile(qwen3-32b-tp2-h100): per_sequence_s is 0, at its lower bound.
+  seed.decode = {.base_s = 0.014239, .per_sequence_s = 0, .per_kv_token_s = 4.891e-8};
+  learner.Seed(kW, seed);
+  double max_sample = 0;
+  for (const Run& r : runs) {
+    for (int s = 0; s < r.samples; ++s) {
+      const double f = r.samples > 1 ? static_cast<double>(s) / (r.samples - 1) : 0;
+      const double kv = r.kv_first + f * (r.kv_last - r.kv_first);
+      const double y = r.first_s + f * (r.last_s - r.first_s);
+      max_sample = std::max(max_sample, y);
+      learner.ObserveDecode(kW, r.batch, kv, Secs(y));
+    }
+  }
+  auto e = learner.Estimate(kW);
+  ASSERT_TRUE(e.has_value());
+  // At the busiest point of the stream (8 sequences, 346k KV tokens) the samples say 31 ms.
+  const double busiest = e->decode.Seconds(8, 346000);
+  EXPECT_GT(busiest, 0.025);
+  EXPECT_LT(busiest, 0.040);
+  // And an idle worker (one 80k-token sequence) stays near its roofline of ~18 ms.
+  EXPECT_LT(e->decode.Seconds(1, 80000), 1.5 * max_sample);
+}
+
 TEST(RateLearnerTest, ConvergesUnderNoise) {
   RateLearner learner;
   learner.Seed(kW, TestSeed());
