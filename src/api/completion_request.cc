@@ -101,12 +101,12 @@ std::expected<CompletionRequest, ApiError> ParseCompletionRequest(boost::json::o
   KVROUTE_API_ASSIGN_OR_RETURN(prompt, ParsePrompt(*prompt_value, "prompt"));
   KVROUTE_API_ASSIGN_OR_RETURN(echo, detail::OptBool(body, "echo", "echo"));
 
-  CompletionRequest request;
-  request.params = std::move(params);
-  request.prompt = std::move(prompt);
-  request.echo = echo.value_or(false);
-  request.body = std::move(body);
-  return request;
+  // Move-constructed so the object keeps the storage it was parsed into (a move-assignment
+  // into a default-storage object would copy the whole body).
+  return CompletionRequest{.params = std::move(params),
+                           .prompt = std::move(prompt),
+                           .echo = echo.value_or(false),
+                           .body = std::move(body)};
 }
 
 }  // namespace kvroute::api

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/chat_request.h"
+#include "api/completion_request.h"
 
 namespace kvroute::api {
 namespace {
@@ -172,6 +173,13 @@ TEST(ParseJsonObjectBody, AChatRequestKeepsTheParsedBodyWithoutCopyingIt) {
   // A copy would have landed in the default storage.
   EXPECT_NE(request->body.storage().get(), json::storage_ptr().get());
   EXPECT_EQ(request->chat.messages[0].content, "hi");
+}
+
+TEST(ParseJsonObjectBody, ACompletionRequestKeepsTheParsedBodyWithoutCopyingIt) {
+  auto request = ParseCompletionRequest(R"({"model":"m","prompt":"hi"})");
+  ASSERT_TRUE(request.has_value());
+  EXPECT_NE(request->body.storage().get(), json::storage_ptr().get());
+  EXPECT_EQ(request->body.at("prompt").as_string(), "hi");
 }
 
 }  // namespace
