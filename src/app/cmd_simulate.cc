@@ -35,6 +35,7 @@ struct SimulateFlags {
   bench::AgenticOptions agentic;
   std::vector<int> concurrency = {8};
   std::string think_time = "0";
+  std::string turn_jitter = "0";
   bench::SharedPrefixOptions shared_prefix;
   std::vector<double> rates = {1};
   int requests_per_rate = 0;
@@ -133,6 +134,8 @@ int RunSimulate(SimulateFlags f) {
   if (base.scrape_interval.count() <= 0) return fail("--scrape-interval must be positive");
   auto think = simulate::ParseDuration(f.think_time);
   if (!think) return fail("--think-time: " + think.error());
+  auto jitter = simulate::ParseDuration(f.turn_jitter);
+  if (!jitter) return fail("--turn-jitter: " + jitter.error());
   if (f.output_tokens > 0) {
     f.agentic.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
     f.shared_prefix.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
@@ -150,7 +153,7 @@ int RunSimulate(SimulateFlags f) {
   if (f.workload == "agentic") {
     for (int c : f.concurrency) {
       if (c <= 0) return fail("--concurrency values must be positive");
-      simulate::AgenticSimOptions a{f.agentic, c, *think};
+      simulate::AgenticSimOptions a{f.agentic, c, *think, *jitter};
       plans.push_back({"c=" + std::to_string(c), c, 0, simulate::NewAgenticWorkload(a)});
     }
   } else if (f.workload == "shared-prefix") {
@@ -206,7 +209,8 @@ int RunSimulate(SimulateFlags f) {
                           {"turns", static_cast<double>(a.turns)},
                           {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
                           {"output_tokens", static_cast<double>(a.output_tokens)},
-                          {"think_time_s", ToSeconds(*think)}});
+                          {"think_time_s", ToSeconds(*think)},
+                          {"turn_jitter_s", ToSeconds(*jitter)}});
   } else if (f.workload == "shared-prefix") {
     const auto& sp = f.shared_prefix;
     report.config.insert(report.config.end(),
@@ -336,6 +340,10 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "Agentic: new user tokens per turn")
       ->capture_default_str();
   cmd->add_option("--think-time", f.think_time, "Agentic: pause between turns")
+      ->capture_default_str();
+  cmd->add_option("--turn-jitter", f.turn_jitter,
+                  "Agentic: each follow-up turn also waits a seeded uniform draw in [0, J) "
+                  "(client and network delays a live run has; 0 keeps sessions in lockstep)")
       ->capture_default_str();
   cmd->add_option("--output-tokens", f.output_tokens,
                   "Output tokens per request (agentic default 900, shared-prefix 1000)");

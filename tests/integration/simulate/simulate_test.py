@@ -86,6 +86,28 @@ def main():
     check(all(l["concurrency"] in (2, 4) for l in doc["levels"]), "closed-loop levels")
     check(any(w["restarts"] == "1" for w in workers), "the restart is reported")
 
+    # --turn-jitter breaks the lockstep of sessions that start together: without it the
+    # sessions batched on one worker start their next turn at the same instant; with it every
+    # follow-up turn starts at its own time.
+    lockstep = [a.kvroute, "simulate", "--out", out, "--no-progress", "--no-plots",
+                "--num-gpu-blocks", "4096", "--workload", "agentic", "--workers", "2",
+                "--concurrency", "4", "--turns", "3", "--common-prefix-tokens", "512",
+                "--session-prefix-tokens", "256", "--turn-input-tokens", "128",
+                "--output-tokens", "16"]
+    run(lockstep + ["--label", "lockstep"], timeout=60)
+    run(lockstep + ["--label", "jitter", "--turn-jitter", "200ms"], timeout=60)
+    jitter_doc = json.load(open(os.path.join(out, "jitter.json")))
+    check(jitter_doc["config"].get("turn_jitter_s") == 0.2, "turn_jitter_s in the config")
+
+    def follow_up_starts(label):
+        rows = read_csv(os.path.join(out, label + "_requests.csv"))
+        starts = [r["start_s"] for r in rows if r["turn"] == "1"]
+        return len(starts), len(set(starts))
+    turns, distinct = follow_up_starts("lockstep")
+    check(turns > 0 and distinct < turns, "without jitter some turn-1 requests start together")
+    turns, distinct = follow_up_starts("jitter")
+    check(turns > 0 and distinct == turns, "with jitter every turn-1 request starts apart")
+
     if os.path.exists(a.trace):
         run(common + ["--label", "trace", "--workload", "trace", "--trace", a.trace,
                       "--workers", "4", "--max-requests", "200", "--trace-speedup", "4",
