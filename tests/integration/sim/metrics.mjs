@@ -45,10 +45,19 @@ await runCases([
       check(r.status === 200, `completion ${r.status}`);
       await r.text();
     }
-    const res = await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(10000) });
+    // Counters are booked after the last chunk went out (as in vLLM, where the API server and
+    // the engine's stats run apart), so a scrape right after the third answer may not count it
+    // yet: scrape until the third success shows, bounded, then check everything on that scrape.
+    let res, text;
+    for (let attempt = 0; attempt < 100; attempt++) {
+      res = await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(10000) });
+      text = await res.text();
+      if (/^vllm:request_success_total\{[^}]*finished_reason="length"[^}]*\} 3$/m.test(text)) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     check(res.status === 200, `metrics ${res.status}`);
     check((res.headers.get('content-type') || '').startsWith('text/plain'), 'content-type');
-    const { types, samples } = parse(await res.text());
+    const { types, samples } = parse(text);
     const want = {
       'vllm:num_requests_running': 'gauge', 'vllm:num_requests_waiting': 'gauge',
       'vllm:kv_cache_usage_perc': 'gauge', 'vllm:prefix_cache_queries_total': 'counter',
