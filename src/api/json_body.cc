@@ -173,16 +173,8 @@ class FastParser {
       auto [it, inserted] = obj.emplace(key, nullptr);
       if (!inserted) return false;
       if (!Value(it->value(), depth)) return false;
-      SkipWs();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        SkipWs();
-        continue;
-      }
-      if (*p_ != '}') return false;
-      ++p_;
-      return true;
+      const Next next = AfterElement('}');
+      if (next != Next::kMore) return next == Next::kClosed;
     }
   }
 
@@ -196,17 +188,25 @@ class FastParser {
     }
     for (;;) {
       if (!Value(arr.emplace_back(nullptr), depth)) return false;
-      SkipWs();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        SkipWs();
-        continue;
-      }
-      if (*p_ != ']') return false;
-      ++p_;
-      return true;
+      const Next next = AfterElement(']');
+      if (next != Next::kMore) return next == Next::kClosed;
     }
+  }
+
+  // After a member or element: a comma (another follows), the container's closing byte, or
+  // anything else (not JSON this parser accepts).
+  enum class Next { kMore, kClosed, kInvalid };
+  Next AfterElement(char close) {
+    SkipWs();
+    if (p_ == end_) return Next::kInvalid;
+    if (*p_ == ',') {
+      ++p_;
+      SkipWs();
+      return Next::kMore;
+    }
+    if (*p_ != close) return Next::kInvalid;
+    ++p_;
+    return Next::kClosed;
   }
 
   // After the opening quote: the unescaped string, a view into the body when it has no
