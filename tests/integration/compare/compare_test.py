@@ -14,24 +14,8 @@ import subprocess
 import sys
 import tempfile
 
-
-def processes_holding(folder):
-    holders = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            for fd in os.listdir(fd_dir):
-                try:
-                    if os.readlink(f"{fd_dir}/{fd}").startswith(folder):
-                        holders.append(int(pid))
-                        break
-                except OSError:
-                    pass
-        except OSError:
-            pass
-    return holders
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from procs import processes_holding  # noqa: E402
 
 
 def run(cmd, timeout):

@@ -13,26 +13,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from procs import processes_holding  # noqa: E402
+
 TARGETS = {"direct", "nginx-rr", "kvroute:predicted_latency", "kvroute:round_robin"}
-
-
-def processes_holding(folder):
-    holders = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            for fd in os.listdir(fd_dir):
-                try:
-                    if os.readlink(f"{fd_dir}/{fd}").startswith(folder):
-                        holders.append(int(pid))
-                        break
-                except OSError:
-                    pass
-        except OSError:
-            pass
-    return holders
 
 
 def run_overhead(kvroute, out, extra):
