@@ -2,32 +2,14 @@
 // sims: completions and chat, streaming and not, models.list.
 // Usage: node openai_client.mjs <kvroute binary> <repo root>
 import { createRequire } from 'node:module';
-import { spawn } from 'node:child_process';
+import { startCluster } from './cluster_harness.mjs';
 
 const [binary, root] = process.argv.slice(2);
 const require = createRequire(`${root}/package.json`);
 const OpenAI = require('openai');
 
-// Reuse the Python harness to start the cluster: it prints the gateway port and waits for
-// stdin to close before stopping everything (by pid).
-const harness = spawn('/usr/bin/python3', ['-c', `
-import sys
-sys.path.insert(0, ${JSON.stringify(new URL('.', import.meta.url).pathname)})
-from cluster import Cluster
-with Cluster(sys.argv[1], n=2, speedup=50) as c:
-    print("PORT", c.port, flush=True)
-    sys.stdin.read()
-`, binary], { stdio: ['pipe', 'pipe', 'inherit'] });
-const port = await new Promise((resolve, reject) => {
-  const timer = setTimeout(() => reject(new Error('cluster not ready')), 60000);
-  let out = '';
-  harness.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/PORT (\d+)/);
-    if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-  });
-  harness.on('exit', (code) => reject(new Error(`harness exited ${code}`)));
-});
+// cluster_harness.mjs: 2 sims behind kvroute serve, stopped (by pid) by stop().
+const { port, stop } = await startCluster(binary);
 
 function check(cond, message) { if (!cond) throw new Error(`check failed: ${message}`); }
 
@@ -83,6 +65,5 @@ const cases = [
 for (const [name, fn] of cases) {
   try { await fn(); console.log(`ok   ${name}`); } catch (e) { failed++; console.log(`FAIL ${name}: ${e.stack || e}`); }
 }
-harness.stdin.end();
-await new Promise((resolve) => { const t = setTimeout(() => { harness.kill('SIGKILL'); resolve(); }, 20000); harness.on('exit', () => { clearTimeout(t); resolve(); }); });
+await stop();
 process.exit(failed ? 1 : 0);
