@@ -21,11 +21,13 @@ ApiError Required(const std::string& param) {
   return ApiError::InvalidRequest("'" + param + "' is required.", param);
 }
 
-// Text of a string or of an array of {type: "text", text} blocks (joined with "\n").
-std::expected<std::string, ApiError> TextOf(const boost::json::value& v, std::string_view param) {
-  if (v.is_string()) return std::string(v.get_string());
+// The texts of `v`: a string as one text, or an array of text blocks (anything else is an
+// error naming `param`).
+std::expected<std::vector<std::string>, ApiError> TextBlocks(const boost::json::value& v,
+                                                             std::string_view param) {
+  if (v.is_string()) return std::vector<std::string>{std::string(v.get_string())};
   if (!v.is_array()) return std::unexpected(WrongType(param, "a string or an array of blocks", v));
-  std::string text;
+  std::vector<std::string> texts;
   const auto& blocks = v.get_array();
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const std::string bp = IndexParam(param, i);
@@ -38,8 +40,18 @@ std::expected<std::string, ApiError> TextOf(const boost::json::value& v, std::st
     }
     KVROUTE_API_ASSIGN_OR_RETURN(t, detail::OptString(b, "text", FieldParam(bp, "text")));
     if (!t) return std::unexpected(Required(FieldParam(bp, "text")));
+    texts.push_back(std::move(*t));
+  }
+  return texts;
+}
+
+// Text of a string or of an array of {type: "text", text} blocks (joined with "\n").
+std::expected<std::string, ApiError> TextOf(const boost::json::value& v, std::string_view param) {
+  KVROUTE_API_ASSIGN_OR_RETURN(texts, TextBlocks(v, param));
+  std::string text;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
     if (i > 0) text += '\n';
-    text += *t;
+    text += texts[i];
   }
   return text;
 }
@@ -48,24 +60,11 @@ std::expected<std::string, ApiError> TextOf(const boost::json::value& v, std::st
 // concatenated without separator, skipping Claude Code's "x-anthropic-billing-header" block
 // (it carries a per-request hash that would defeat prefix caching).
 std::expected<std::string, ApiError> SystemText(const boost::json::value& v) {
-  if (v.is_string()) return std::string(v.get_string());
-  if (!v.is_array())
-    return std::unexpected(WrongType("system", "a string or an array of blocks", v));
+  KVROUTE_API_ASSIGN_OR_RETURN(texts, TextBlocks(v, "system"));
+  if (v.is_string()) return std::move(texts[0]);
   std::string text;
-  const auto& blocks = v.get_array();
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const std::string bp = IndexParam("system", i);
-    if (!blocks[i].is_object()) return std::unexpected(WrongType(bp, "an object", blocks[i]));
-    const auto& b = blocks[i].get_object();
-    KVROUTE_API_ASSIGN_OR_RETURN(type, detail::OptString(b, "type", FieldParam(bp, "type")));
-    if (type != "text") {
-      return std::unexpected(
-          ApiError::InvalidRequest("Only text blocks are supported here.", FieldParam(bp, "type")));
-    }
-    KVROUTE_API_ASSIGN_OR_RETURN(t, detail::OptString(b, "text", FieldParam(bp, "text")));
-    if (!t) return std::unexpected(Required(FieldParam(bp, "text")));
-    if (t->starts_with("x-anthropic-billing-header")) continue;
-    text += *t;
+  for (const std::string& t : texts) {
+    if (!t.starts_with("x-anthropic-billing-header")) text += t;
   }
   return text;
 }
