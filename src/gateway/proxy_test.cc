@@ -131,6 +131,16 @@ struct FakeWorker {
 
 class ProxyTest : public ::testing::Test {
  protected:
+  // The router's in-flight count once it stops falling (bounded: 4 s). The proxy books a
+  // request's end after its last byte went out, so a client can hold its answer a moment
+  // before the count drops.
+  auto InflightAfterItDrains() {
+    for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return registry_.load().inflight();
+  }
+
   void Start(std::vector<FakeWorker*> workers) {
     for (std::size_t i = 0; i < workers.size(); ++i) {
       WorkerSpec spec;
@@ -229,12 +239,7 @@ TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers500) {
   }
   EXPECT_GE(bad.requests.load(), 1);
   EXPECT_EQ(good.requests.load(), 2);
-  // The proxy books completion after the last byte went out, so the client can see its answer
-  // a moment before the count drops: wait for it, bounded.
-  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  EXPECT_EQ(registry_.load().inflight(), 0u);
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
 TEST_F(ProxyTest, EveryWorkerAnswering500GivesA502AfterMaxAttempts) {
@@ -305,10 +310,7 @@ TEST_F(ProxyTest, RelaysAStreamToItsEnd) {
   EXPECT_EQ(r.status, 200);
   EXPECT_TRUE(r.complete);
   EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos);
-  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {  // see above
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  EXPECT_EQ(registry_.load().inflight(), 0u);
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
 TEST_F(ProxyTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorEvent) {
@@ -341,10 +343,7 @@ TEST_F(ProxyTest, ClientDisconnectCancelsTheUpstreamStream) {
   for (int i = 0; i < 200 && w.cancelled.load() == 0; ++i)
     std::this_thread::sleep_for(milliseconds(20));
   EXPECT_EQ(w.cancelled.load(), 1);
-  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  EXPECT_EQ(registry_.load().inflight(), 0u);
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
 TEST_F(ProxyTest, ClientDisconnectCancelsAPendingNonStreamingRequest) {
@@ -365,10 +364,7 @@ TEST_F(ProxyTest, ClientDisconnectCancelsAPendingNonStreamingRequest) {
     std::this_thread::sleep_for(milliseconds(20));
   }
   EXPECT_EQ(w.cancelled.load(), 1);
-  for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  EXPECT_EQ(registry_.load().inflight(), 0u);
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
 }  // namespace
