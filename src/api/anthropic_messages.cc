@@ -256,8 +256,11 @@ std::string OpenAiChatBody(const AnthropicRequest& request) {
 }
 
 std::expected<AnthropicRequest, ApiError> ParseAnthropicRequest(std::string_view body) {
-  KVROUTE_API_ASSIGN_OR_RETURN(obj, ParseJsonObjectBody(body));
-  AnthropicRequest r;
+  KVROUTE_API_ASSIGN_OR_RETURN(parsed, ParseJsonObjectBody(body));
+  // Move-constructed so `body` keeps the storage it was parsed into (a move-assignment into a
+  // default-storage object would deep-copy the whole request).
+  AnthropicRequest r{.body = std::move(parsed)};
+  const boost::json::object& obj = r.body;
   GenerationParams& p = r.params;
 
   KVROUTE_API_ASSIGN_OR_RETURN(model, detail::OptString(obj, "model", "model"));
@@ -339,7 +342,6 @@ std::expected<AnthropicRequest, ApiError> ParseAnthropicRequest(std::string_view
         user, detail::OptString(metadata->get_object(), "user_id", "metadata.user_id"));
     p.user = std::move(user);
   }
-  r.body = std::move(obj);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/anthropic_messages.h"
 #include "api/chat_request.h"
 #include "api/completion_request.h"
 
@@ -180,6 +181,15 @@ TEST(ParseJsonObjectBody, ACompletionRequestKeepsTheParsedBodyWithoutCopyingIt) 
   ASSERT_TRUE(request.has_value());
   EXPECT_NE(request->body.storage().get(), json::storage_ptr().get());
   EXPECT_EQ(request->body.at("prompt").as_string(), "hi");
+}
+
+TEST(ParseJsonObjectBody, AnAnthropicRequestKeepsTheParsedBodyWithoutCopyingIt) {
+  auto request = ParseAnthropicRequest(
+      R"({"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_TRUE(request.has_value());
+  EXPECT_NE(request->body.storage().get(), json::storage_ptr().get());
+  EXPECT_EQ(request->body.at("max_tokens").as_int64(), 8);
+  EXPECT_EQ(request->chat.messages[0].content, "hi");
 }
 
 }  // namespace
