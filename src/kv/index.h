@@ -121,12 +121,15 @@ class KvIndex {
   // A (node, worker) pair. ref[t] counts stores minus removals of this block in tier t;
   // kids[t] counts this node's children that the worker holds in tier t. An entry with all
   // refs 0 but some kids > 0 marks a hole: a block the worker lacks under blocks it holds.
+  // kids[t] == kBigKids means the count is >= 255 and kept exactly in big_kids_ (a block
+  // with hundreds of continuations in one worker, e.g. a shared system prompt, is rare; one
+  // byte per counter keeps the entry at 12 bytes).
   struct Entry {
-    std::uint32_t slot;
+    std::uint32_t slot;  // < 2^31: the top bit tags a HolderList's heap form
     std::array<std::uint8_t, kNumTiers> ref;
-    std::array<std::uint16_t, kNumTiers> kids;
+    std::array<std::uint8_t, kNumTiers> kids;
   };
-  static_assert(sizeof(Entry) == 16);
+  static_assert(sizeof(Entry) == 12);
   // Lanes an entry contributes to its node's lane count: one per tier held, plus the
   // any-tier lane if some tier is held.
   static std::uint32_t LanesOf(const Entry& e) {
@@ -137,8 +140,9 @@ class KvIndex {
   // The entries of one node, sorted by slot, and the node's lane count (sum of LanesOf).
   // Most blocks are held by one worker, so one entry lives inline (no allocation) and its
   // lane count is computed from it; two or more go to a heap block whose header holds the
-  // capacity and the lane count. 20 bytes, 4-byte aligned (the heap pointer is kept in the
-  // inline entry's bytes), so a Node is 40 bytes.
+  // capacity and the lane count. 12 bytes, the size of one entry: the first word is the
+  // inline entry's slot (< 2^31), kEmptyWord, or kHeapBit | size with the heap pointer in
+  // the next 8 bytes. So a Node is 32 bytes.
   class HolderList {
    public:
     HolderList() = default;
@@ -154,84 +158,98 @@ class KvIndex {
     }
     ~HolderList() { clear(); }
 
-    Entry* begin() { return size_ <= 1 ? &one_ : heap()->entries(); }
-    Entry* end() { return begin() + size_; }
+    Entry* begin() { return is_heap() ? heap()->entries() : &one_; }
+    Entry* end() { return begin() + size(); }
     const Entry* begin() const { return const_cast<HolderList*>(this)->begin(); }
-    const Entry* end() const { return begin() + size_; }
-    std::size_t size() const { return size_; }
-    bool empty() const { return size_ == 0; }
+    const Entry* end() const { return begin() + size(); }
+    std::size_t size() const {
+      if (one_.slot < kHeapBit) return 1;
+      return one_.slot == kEmptyWord ? 0 : one_.slot & kSizeMask;
+    }
+    bool empty() const { return one_.slot == kEmptyWord; }
     std::uint32_t lane_count() const {
-      if (size_ <= 1) return size_ == 0 ? 0 : LanesOf(one_);
-      return heap()->lane_count;
+      if (one_.slot < kHeapBit) return LanesOf(one_);
+      return one_.slot == kEmptyWord ? 0 : heap()->lane_count;
     }
     // Hints the CPU to load the heap block (its header holds the lane count a lookup reads).
     void PrefetchHeap() const {
-      if (size_ > 1) __builtin_prefetch(heap());
+      if (is_heap()) __builtin_prefetch(heap());
     }
     // Called after an entry's refs changed by `delta` lanes (inline: derived, nothing kept).
     void AddLanes(int delta) {
-      if (size_ > 1) heap()->lane_count += static_cast<std::uint32_t>(delta);
+      if (is_heap()) heap()->lane_count += static_cast<std::uint32_t>(delta);
     }
     // Most blocks have one holder, so the inline cases are handled here without a call or a
     // search; the heap cases are in index_holders.cc.
     // First entry whose slot is >= `slot` (end() if none).
     Entry* LowerBound(std::uint32_t slot) {
-      if (size_ <= 1) return (size_ != 0 && one_.slot < slot) ? &one_ + 1 : &one_;
+      if (one_.slot < kHeapBit) return one_.slot < slot ? &one_ + 1 : &one_;
+      if (one_.slot == kEmptyWord) return &one_;
       return LowerBoundHeap(slot);
     }
     const Entry* LowerBound(std::uint32_t slot) const {
       return const_cast<HolderList*>(this)->LowerBound(slot);
     }
     Entry* insert(Entry* pos, const Entry& e) {
-      if (size_ == 0) {
+      if (one_.slot == kEmptyWord) {
         one_ = e;
-        size_ = 1;
         return &one_;
       }
       return InsertSlow(pos, e);
     }
     void erase(Entry* pos) {
-      if (size_ == 1) {  // inline: pos is the one entry
-        size_ = 0;
+      if (one_.slot < kHeapBit) {  // inline: pos is the one entry
+        one_.slot = kEmptyWord;
         return;
       }
       EraseHeap(pos);
     }
     void clear();
 
+    // Worker slots must stay below this (the top bit of the first word tags the heap form).
+    static constexpr std::uint32_t kMaxSlot = 0x7FFFFFFEu;
+
    private:
+    static constexpr std::uint32_t kHeapBit = 0x80000000u;
+    static constexpr std::uint32_t kSizeMask = 0x7FFFFFFFu;
+    static constexpr std::uint32_t kEmptyWord = 0xFFFFFFFFu;
     struct Heap {
       std::uint32_t cap;
       std::uint32_t lane_count;
-      std::uint64_t reserved;  // keeps entries 16-byte aligned
       Entry* entries() { return reinterpret_cast<Entry*>(this + 1); }
     };
-    static_assert(sizeof(Heap) == 16);
+    static_assert(sizeof(Heap) == 8);
+    bool is_heap() const { return one_.slot >= kHeapBit && one_.slot != kEmptyWord; }
     Heap* heap() const {
       Heap* h;
-      std::memcpy(&h, &one_, sizeof(h));
+      std::memcpy(&h, &one_.ref, sizeof(h));  // ref and kids: the 8 bytes after the tag
       return h;
     }
-    void set_heap(Heap* h) { std::memcpy(&one_, &h, sizeof(h)); }
+    void set_heap(Heap* h, std::uint32_t size) {
+      one_.slot = kHeapBit | size;
+      std::memcpy(&one_.ref, &h, sizeof(h));
+    }
+    void set_size(std::uint32_t size) { one_.slot = kHeapBit | size; }
     static Heap* NewHeap(std::uint32_t cap);
     Entry* LowerBoundHeap(std::uint32_t slot);
     Entry* InsertSlow(Entry* pos, const Entry& e);
     void EraseHeap(Entry* pos);
     void Take(HolderList& o);
-    Entry one_{};  // size_ <= 1: the entry; size_ >= 2: holds the Heap pointer
-    std::uint32_t size_ = 0;
+    Entry one_{kEmptyWord, {}, {}};  // the entry, kEmptyWord, or heap tag + pointer
   };
-  static_assert(sizeof(HolderList) == 20);
+  static_assert(sizeof(Entry::ref) + sizeof(Entry::kids) == sizeof(void*));
+  static_assert(sizeof(HolderList) == 12);
   // One canonical block. Exists while some worker has an entry or it has child nodes, so the
-  // node set is closed under parents (lookups rely on it).
-  struct Node {
+  // node set is closed under parents (lookups rely on it). 32 bytes, 32-aligned: a lookup's
+  // probe of a node is one cache line.
+  struct alignas(32) Node {
     BlockKey key = 0;
     std::uint32_t parent = kNoNode;
     std::uint32_t num_children = 0;
     std::uint32_t depth = 0;  // position in its chain: block 0 has depth 0
     HolderList holders;       // sorted by slot; also keeps the node's lane count
   };
-  static_assert(sizeof(Node) == 40);
+  static_assert(sizeof(Node) == 32);
   // Nodes in fixed chunks: no 2x capacity slack at 10M nodes, and references stay valid as
   // the arena grows.
   class NodeArena {
@@ -265,12 +283,9 @@ class KvIndex {
     // Per tier, the worker's hole nodes: not held in that tier but with a child held in it.
     // Empty for every tier <=> the worker's held set is closed under parents in every tier.
     std::array<IndexFlatMap<std::uint8_t>, kNumTiers> holes;
-    // Set when a kids counter saturated: hole tracking for that tier is no longer exact, so
-    // lookups scan it block by block until the worker is cleared.
-    std::array<bool, kNumTiers> untracked{};
   };
   static constexpr std::uint8_t kMaxRef = 0xFF;
-  static constexpr std::uint16_t kMaxKids = 0xFFFF;
+  static constexpr std::uint8_t kBigKids = 0xFF;  // the count is in big_kids_
 
   // --- everything below is guarded by mu_ ---
   std::uint32_t SlotFor(WorkerId worker);  // creates
@@ -298,6 +313,13 @@ class KvIndex {
   const Entry* FindEntry(std::uint32_t node, std::uint32_t slot) const;
   static const Entry* FindEntryIn(const Node& node, std::uint32_t slot);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
+  // kids[tier] of (node, slot)'s entry + 1; returns true when it was 0.
+  bool IncKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
+  // kids[tier] - 1 (it must be > 0); returns true when it becomes 0.
+  bool DecKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
+  static std::uint64_t BigKidsKey(std::uint32_t node, std::uint32_t slot) {
+    return (std::uint64_t{node} << 32) | slot;
+  }
   void RefreshDirty(std::uint32_t slot);
   void ResetLocked();
   // The node table's key accessor: a slot stores only a fingerprint and the node id.
@@ -313,9 +335,13 @@ class KvIndex {
   IndexFlatMap<std::uint32_t> slot_of_worker_;
   std::vector<WorkerState> workers_;  // by slot; slots are reused after RemoveWorker
   std::vector<std::uint32_t> free_slots_;
-  // By slot: non-zero when the worker has holes or untracked tiers. Contiguous so a lookup
+  // By slot: non-zero when the worker has holes. Contiguous so a lookup
   // finds the few dirty workers with one short scan.
   std::vector<std::uint8_t> dirty_by_slot_;
+  // Exact kids counts of the entries whose kids[t] == kBigKids, by BigKidsKey(node, slot);
+  // only the tiers whose byte is kBigKids are meaningful. Counts cannot overflow 32 bits
+  // (a node has fewer children than there are nodes, < 2^31).
+  IndexFlatMap<std::array<std::uint32_t, kNumTiers>> big_kids_;
   std::size_t num_entries_ = 0;
   IndexCounters counters_;
   std::vector<BlockKey> scratch_keys_;

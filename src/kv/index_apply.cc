@@ -191,12 +191,7 @@ void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry,
   const std::uint32_t parent = nodes_[node].parent;
   if (parent == kNoNode) return;
   Entry& pe = parent_entry != nullptr ? *parent_entry : GetOrCreateEntry(parent, slot);
-  if (pe.kids[tier] == kMaxKids) {
-    workers_[slot].untracked[tier] = true;
-    RefreshDirty(slot);
-    return;
-  }
-  if (pe.kids[tier]++ == 0 && pe.ref[tier] == 0) SetHole(slot, parent, tier, true);
+  if (IncKids(parent, slot, pe, tier) && pe.ref[tier] == 0) SetHole(slot, parent, tier, true);
 }
 
 // (slot, tier) no longer holds `node`: the reverse of OnHeld.
@@ -204,16 +199,15 @@ void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, i
   if (entry.kids[tier] > 0) SetHole(slot, node, tier, true);
   const std::uint32_t parent = nodes_[node].parent;
   if (parent != kNoNode) {
+    // OnHeld counted `node` in the parent's entry, and the counts are exact.
     Entry* pe = FindEntry(parent, slot);
-    if (pe != nullptr && pe->kids[tier] > 0) {
-      if (--pe->kids[tier] == 0 && pe->ref[tier] == 0) SetHole(slot, parent, tier, false);
-      // An emptied placeholder goes; the parent node stays (`node` is its child). `entry`
-      // is in another node's list, so it stays valid.
-      if (!AnyRef(pe->ref) && !AnyRef(pe->kids)) nodes_[parent].holders.erase(pe);
-    } else {
-      workers_[slot].untracked[tier] = true;  // only after a saturated counter
-      RefreshDirty(slot);
+    assert(pe != nullptr && pe->kids[tier] > 0);
+    if (DecKids(parent, slot, *pe, tier) && pe->ref[tier] == 0) {
+      SetHole(slot, parent, tier, false);
     }
+    // An emptied placeholder goes; the parent node stays (`node` is its child). `entry` is
+    // in another node's list, so it stays valid.
+    if (!AnyRef(pe->ref) && !AnyRef(pe->kids)) nodes_[parent].holders.erase(pe);
   }
   if (AnyRef(entry.ref) || AnyRef(entry.kids)) return;
   nodes_[node].holders.erase(&entry);
@@ -233,8 +227,39 @@ void KvIndex::SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hol
 void KvIndex::RefreshDirty(std::uint32_t slot) {
   const WorkerState& w = workers_[slot];
   std::uint8_t dirty = 0;
-  for (int t = 0; t < kNumTiers; ++t) dirty |= (!w.holes[t].empty() || w.untracked[t]) ? 1 : 0;
+  for (int t = 0; t < kNumTiers; ++t) dirty |= w.holes[t].empty() ? 0 : 1;
   dirty_by_slot_[slot] = dirty;
+}
+
+// The byte counts up to 254; from 255 on it reads kBigKids and the count is in big_kids_
+// (the side entry exists exactly while some tier's byte is kBigKids).
+bool KvIndex::IncKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
+  std::uint8_t& k = e.kids[tier];
+  if (k < kBigKids - 1) return k++ == 0;
+  auto* big = big_kids_.Insert(BigKidsKey(node, slot), {}).first;
+  if (k == kBigKids - 1) {
+    k = kBigKids;
+    (*big)[tier] = kBigKids;
+  } else {
+    ++(*big)[tier];
+  }
+  return false;
+}
+
+bool KvIndex::DecKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
+  std::uint8_t& k = e.kids[tier];
+  assert(k > 0);
+  if (k != kBigKids) return --k == 0;
+  const std::uint64_t key = BigKidsKey(node, slot);
+  auto* big = big_kids_.Find(key);
+  assert(big != nullptr && (*big)[tier] >= kBigKids);
+  if (--(*big)[tier] >= kBigKids) return false;
+  k = kBigKids - 1;  // back in the byte's range
+  (*big)[tier] = 0;
+  bool any_big = false;
+  for (int t = 0; t < kNumTiers; ++t) any_big |= e.kids[t] == kBigKids;
+  if (!any_big) big_kids_.Erase(key);
+  return false;
 }
 
 const KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) const {
@@ -306,6 +331,7 @@ std::uint32_t KvIndex::SlotFor(WorkerId worker) {
     free_slots_.pop_back();
   } else {
     *slot = static_cast<std::uint32_t>(workers_.size());
+    assert(*slot <= HolderList::kMaxSlot);
     workers_.emplace_back();
     dirty_by_slot_.push_back(0);
   }
@@ -341,10 +367,9 @@ void KvIndex::PurgeWorker(std::uint32_t slot) {
       }
     }
   }
-  // Every hole had a held child, so dropping everything emptied the hole sets, unless a kids
-  // counter saturated; clear them either way.
+  // Every hole had a held child, so dropping everything emptied the hole sets (kids counts
+  // are exact); clearing them also gives back their arrays.
   for (int t = 0; t < kNumTiers; ++t) w.holes[t].Clear();
-  w.untracked = {};
   RefreshDirty(slot);
 }
 
@@ -393,6 +418,7 @@ void KvIndex::ResetLocked() {
   workers_.clear();
   free_slots_.clear();
   dirty_by_slot_.clear();
+  big_kids_.Clear();
   num_entries_ = 0;
 }
 

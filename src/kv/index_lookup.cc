@@ -20,8 +20,8 @@
 //  * Counting alive lanes at keys[j] is O(1) for clean workers: a clean lane that holds
 //    keys[j] holds all of keys[0..j], hence is alive, so the node's lane_count counts exactly
 //    the alive clean lanes. Workers with holes (few) are corrected one by one.
-//  * Lanes whose hole tracking saturated (or with too many holes to list) are examined
-//    position by position, which is exact by definition.
+//  * Lanes with too many holes to list are examined position by position, which is exact
+//    by definition.
 #include <algorithm>
 #include <bit>
 
@@ -130,7 +130,7 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     const WorkerState& w = workers_[slot];
     bool relevant = false;
     for (int t = 0; t < kNumTiers; ++t) {
-      if (w.untracked[t] || w.holes[t].size() > kMaxHolesForBarriers) {
+      if (w.holes[t].size() > kMaxHolesForBarriers) {
         s.exact[slot] |= static_cast<std::uint8_t>((1u << t) | kAnyLane);
         relevant = true;
         continue;
@@ -179,10 +179,7 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     for (int k = 0; k < m; ++k) {
       const std::uint32_t id = node_of_key_.Candidate(keys[pos[k]]);
       resolved[k] = id == NodeTable::kEmpty ? nullptr : &nodes_[id];
-      if (resolved[k] != nullptr) {
-        __builtin_prefetch(resolved[k]);
-        __builtin_prefetch(reinterpret_cast<const char*>(resolved[k]) + sizeof(Node) - 1);
-      }
+      if (resolved[k] != nullptr) __builtin_prefetch(resolved[k]);  // one line: 32-aligned
     }
     // Candidates were chosen by fingerprint; confirm the keys now that the nodes are on
     // their way (a mismatch is a fingerprint collision: search properly). Shared blocks keep

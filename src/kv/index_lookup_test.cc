@@ -134,27 +134,32 @@ TEST_F(IndexLookupTest, HoleOffThePromptDoesNotShortenIt) {
   EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 30))))[1].depth[0], 30u);
 }
 
-TEST_F(IndexLookupTest, SaturatedChildCounterFallsBackToExactScanning) {
-  // 65,536 children of block 20 overflow its 16-bit kids counter: hole tracking for that
-  // worker and tier is abandoned, and lookups must still be exact.
+TEST_F(IndexLookupTest, ChildCountsBeyondOneByteStayExact) {
+  // 1,000 children of block 20 take its one-byte kids counter past 254 into the side table
+  // and back: hole tracking must stay exact on the way up and down.
   index_.ApplyBatch(1, Batch({Store(Hashes(1, 41), std::nullopt, Range(1, 41))}));
   index_.ApplyBatch(2, Batch({Store(Hashes(1, 41), std::nullopt, Range(1, 41))}));
   KvEventBatch children;
-  for (std::uint32_t k = 0; k < 65536; ++k) {
+  for (std::uint32_t k = 0; k < 1000; ++k) {
     children.events.push_back(Store({1000 + k}, 21, {100000 + k}));
   }
   index_.ApplyBatch(1, children);
-  // Removing 65,535 of them brings the saturated counter to 0 although two children (block 21
-  // and one of the new ones) are still held, so evicting block 20 records no hole.
-  KvEventBatch evictions;
-  for (std::uint32_t k = 0; k < 65535; ++k) evictions.events.push_back(Remove({1000 + k}));
-  index_.ApplyBatch(1, evictions);
+  // Block 20 (hash 21) evicted while 1,001 children are held: a hole at depth 20.
   index_.ApplyBatch(1, Batch({Remove({21})}));
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(1, 41))));
   EXPECT_EQ(m[1], Match(1, 20, 0, 0, 0, 20));
   EXPECT_EQ(m[2], Match(2, 40, 0, 0, 0, 40));
+  // Down through 255 to two children (block 21 and one new one): still a hole.
+  KvEventBatch evictions;
+  for (std::uint32_t k = 0; k < 999; ++k) evictions.events.push_back(Remove({1000 + k}));
+  index_.ApplyBatch(1, evictions);
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(1, 41))))[1].depth[0], 20u);
   index_.ApplyBatch(1, Batch({Store({21}, 20, {21})}));
   EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(1, 41))))[1].depth[0], 40u);
+  // Every child gone and the block back: the worker is clean, its entries exactly its blocks.
+  index_.ApplyBatch(1, Batch({Remove({1999})}));
+  EXPECT_EQ(index_.stats().entries, 80u);
+  EXPECT_EQ(index_.stats().nodes, 40u);
 }
 
 TEST_F(IndexLookupTest, ReferenceCountSaturationIsCountedAndIgnored) {
