@@ -5,9 +5,10 @@
 // reads that node next anyway). IndexFlatMap<u32> spent 12 bytes per slot on the same job;
 // at ~0.6 load that is ~7 bytes per (block, worker) entry saved for unshared blocks.
 //
-// The fingerprint is the top half of the same multiplicative hash whose top bits pick the
-// home slot, so the home of a stored element is known from its fingerprint alone: growing
-// and deleting never read a node.
+// The fingerprint is the top half of a multiplicative hash and the home slot is the
+// fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.25x at load 0.8
+// as IndexFlatMap), so the home of a stored element is known from its fingerprint alone:
+// growing and deleting never read a node.
 //
 // Every key-comparing call takes `key_of(id) -> BlockKey` (the owner's node array).
 //
@@ -36,7 +37,7 @@ class NodeTable {
   const std::uint32_t* Find(std::uint64_t key, const KeyOf& key_of) const {
     if (capacity_ == 0) return nullptr;
     const std::uint32_t fp = Fingerprint(key);
-    for (std::size_t i = fp >> fp_shift_;; i = (i + 1) & mask_) {
+    for (std::size_t i = TableHome(fp, capacity_);; i = Next(i)) {
       const Slot& s = slots_[i];
       if (s.id == kEmpty) return nullptr;
       if (s.fp == fp && key_of(s.id) == key) return &s.id;
@@ -50,7 +51,7 @@ class NodeTable {
   std::uint32_t Candidate(std::uint64_t key) const {
     if (capacity_ == 0) return kEmpty;
     const std::uint32_t fp = Fingerprint(key);
-    for (std::size_t i = fp >> fp_shift_;; i = (i + 1) & mask_) {
+    for (std::size_t i = TableHome(fp, capacity_);; i = Next(i)) {
       const Slot& s = slots_[i];
       if (s.id == kEmpty || s.fp == fp) return s.id;
     }
@@ -58,16 +59,16 @@ class NodeTable {
 
   // Hints the CPU to load `key`'s home slot.
   void Prefetch(std::uint64_t key) const {
-    if (capacity_ != 0) __builtin_prefetch(&slots_[Fingerprint(key) >> fp_shift_]);
+    if (capacity_ != 0) __builtin_prefetch(&slots_[TableHome(Fingerprint(key), capacity_)]);
   }
 
   // Finds `key` or claims a slot for it (second = true). A claimed slot's id must be set
   // through the returned pointer before any other call.
   template <typename KeyOf>
   std::pair<std::uint32_t*, bool> Insert(std::uint64_t key, const KeyOf& key_of) {
-    if ((size_ + 1) * 4 > capacity_ * 3) Rehash(capacity_ == 0 ? 16 : capacity_ * 2);
+    if (TableMustGrow(size_ + 1, capacity_)) Rehash(TableGrownCapacity(capacity_));
     const std::uint32_t fp = Fingerprint(key);
-    for (std::size_t i = fp >> fp_shift_;; i = (i + 1) & mask_) {
+    for (std::size_t i = TableHome(fp, capacity_);; i = Next(i)) {
       Slot& s = slots_[i];
       if (s.id == kEmpty) {
         s.fp = fp;
@@ -84,16 +85,16 @@ class NodeTable {
   bool Erase(std::uint64_t key, const KeyOf& key_of) {
     if (capacity_ == 0) return false;
     const std::uint32_t fp = Fingerprint(key);
-    std::size_t i = fp >> fp_shift_;
-    for (;; i = (i + 1) & mask_) {
+    std::size_t i = TableHome(fp, capacity_);
+    for (;; i = Next(i)) {
       const Slot& s = slots_[i];
       if (s.id == kEmpty) return false;
       if (s.fp == fp && key_of(s.id) == key) break;
     }
     // Backward-shift deletion (see IndexFlatMap::Erase).
     std::size_t hole = i;
-    for (std::size_t j = (i + 1) & mask_; slots_[j].id != kEmpty; j = (j + 1) & mask_) {
-      const std::size_t home = slots_[j].fp >> fp_shift_;
+    for (std::size_t j = Next(i); slots_[j].id != kEmpty; j = Next(j)) {
+      const std::size_t home = TableHome(slots_[j].fp, capacity_);
       const bool home_in_range =
           hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
       if (!home_in_range) {
@@ -103,13 +104,13 @@ class NodeTable {
     }
     slots_[hole].id = kEmpty;
     --size_;
-    if (capacity_ > 16 && size_ * 8 < capacity_) Rehash(capacity_ / 2);
+    if (TableMayShrink(size_, capacity_)) Rehash(TableShrunkCapacity(size_));
     return true;
   }
 
   void Clear() {
     slots_.reset();
-    capacity_ = mask_ = size_ = 0;
+    capacity_ = size_ = 0;
   }
 
   // Calls fn(id) for every element, in unspecified order.
@@ -128,7 +129,7 @@ class NodeTable {
   static_assert(sizeof(Slot) == 8);
 
   // Fibonacci hashing of the folded key, as IndexFlatMap::Home; the top 32 bits of the
-  // product are both the fingerprint and (shifted) the home slot.
+  // product are both the fingerprint and (scaled) the home slot.
   static std::uint32_t Fingerprint(std::uint64_t key) {
     return static_cast<std::uint32_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> 32);
   }
@@ -139,20 +140,18 @@ class NodeTable {
     slots_ = AllocateTableArray<Slot>(new_capacity, /*zero=*/false);
     for (std::size_t i = 0; i < new_capacity; ++i) slots_[i].id = kEmpty;
     capacity_ = new_capacity;
-    mask_ = new_capacity - 1;
-    fp_shift_ = 32 - std::countr_zero(new_capacity);
     for (std::size_t i = 0; i < old_capacity; ++i) {
       if (old[i].id == kEmpty) continue;
-      std::size_t j = old[i].fp >> fp_shift_;
-      while (slots_[j].id != kEmpty) j = (j + 1) & mask_;
+      std::size_t j = TableHome(old[i].fp, capacity_);
+      while (slots_[j].id != kEmpty) j = Next(j);
       slots_[j] = old[i];
     }
   }
 
+  std::size_t Next(std::size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
+
   TableArray<Slot> slots_;
-  std::size_t capacity_ = 0;  // 0 or a power of two, at most 2^32
-  std::size_t mask_ = 0;
-  int fp_shift_ = 32;  // 32 - log2(capacity_)
+  std::size_t capacity_ = 0;  // 0 or >= 16, at most 2^32
   std::size_t size_ = 0;
 };
 
