@@ -11,12 +11,10 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -28,9 +26,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "net/lane_pool.h"
 
 namespace kvroute::net {
 namespace {
@@ -39,30 +38,34 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using Strand = asio::strand<asio::io_context::executor_type>;
+// A connection runs on one lane: a single-threaded io_context, so it needs no strand.
+using Executor = asio::io_context::executor_type;
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 
 // Awaitable adapters from the callback interfaces of http_types.h. The callback may run on
-// any thread; the completion is posted back to the connection's strand.
+// any thread, or inline inside Pull/Wait; the completion is posted to the connection's lane
+// (Asio forbids completing inside the initiating call). Posted from the lane's own thread —
+// a producer sharing the lane, like the gateway's proxy — it is a push onto the lane's
+// private queue: no lock, no wake-up.
 template <typename Token>
-auto AsyncPull(std::shared_ptr<BodySource> source, Strand strand, Token&& token) {
+auto AsyncPull(std::shared_ptr<BodySource> source, Executor exec, Token&& token) {
   return asio::async_initiate<Token, void(std::optional<std::string>)>(
-      [source, strand](auto handler) {
+      [source, exec](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        source->Pull([h, strand](std::optional<std::string> piece) {
-          asio::post(strand, [h, piece = std::move(piece)]() mutable { (*h)(std::move(piece)); });
+        source->Pull([h, exec](std::optional<std::string> piece) {
+          asio::post(exec, [h, piece = std::move(piece)]() mutable { (*h)(std::move(piece)); });
         });
       },
       token);
 }
 
 template <typename Token>
-auto AsyncWait(std::shared_ptr<DeferredResponse> deferred, Strand strand, Token&& token) {
+auto AsyncWait(std::shared_ptr<DeferredResponse> deferred, Executor exec, Token&& token) {
   return asio::async_initiate<Token, void(HttpResponse)>(
-      [deferred, strand](auto handler) {
+      [deferred, exec](auto handler) {
         auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        deferred->Wait([h, strand](HttpResponse response) {
-          asio::post(strand,
+        deferred->Wait([h, exec](HttpResponse response) {
+          asio::post(exec,
                      [h, response = std::move(response)]() mutable { (*h)(std::move(response)); });
         });
       },
@@ -83,24 +86,26 @@ class HttpServer::Impl {
 
   explicit Impl(ServerOptions options)
       : options_(std::move(options)),
-        accept_strand_(asio::make_strand(ioc_)),
-        acceptor_(ioc_),
-        work_(asio::make_work_guard(ioc_)) {}
+        owns_lanes_(options_.lanes == nullptr),
+        lanes_(owns_lanes_ ? std::make_shared<LanePool>(options_.threads) : options_.lanes),
+        accept_exec_(lanes_->context(0).get_executor()),
+        acceptor_(lanes_->context(0)) {}
 
   // Constant after Start().
   ServerOptions options_;
   std::map<std::string, std::map<std::string, Handler>> routes_;  // path → method → handler
   std::uint16_t port_ = 0;
 
-  asio::io_context ioc_;
-  // An Asio acceptor is not thread-safe: after Start it is touched only on this strand
-  // (AcceptLoop runs here, StopAccepting's close is posted here). With the loop on the bare
-  // io_context, a close on one pool thread raced the loop's async_accept on another and
-  // crashed in the reactor (null descriptor state) when Shutdown came right after Start.
-  Strand accept_strand_;
+  // The lanes connections run on: the server's own (options_.threads of them, stopped by
+  // Shutdown) or the caller's (options_.lanes, shared with the proxy; left running).
+  const bool owns_lanes_;
+  std::shared_ptr<LanePool> lanes_;
+  // An Asio acceptor is not thread-safe: after Start it is touched only on lane 0 (AcceptLoop
+  // runs there, StopAccepting's close is posted there). With the loop on a multi-threaded
+  // io_context, a close on one thread raced the loop's async_accept on another and crashed
+  // in the reactor (null descriptor state) when Shutdown came right after Start.
+  Executor accept_exec_;
   tcp::acceptor acceptor_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::vector<std::thread> threads_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
@@ -130,20 +135,21 @@ class HttpServer::Impl {
     --in_flight_;
     cv_.notify_all();
   }
-  // Runs fn(session) on each live session's strand.
+  // Runs fn(session) on each live session's lane.
   template <typename Fn>
   void ForEachSession(Fn fn);
 };
 
-// One connection. Its coroutines (Run and, while an answer is pending, Watch) run on its strand;
+// One connection. Its coroutines (Run and, while an answer is pending, Watch) run on its lane;
 // every member below is touched only there.
 class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Impl* server, tcp::socket socket, Strand strand, std::uint64_t id)
+  Session(Impl* server, tcp::socket socket, int lane, Executor exec, std::uint64_t id)
       : server_(server),
-        strand_(std::move(strand)),
+        lane_(lane),
+        exec_(exec),
         stream_(std::move(socket)),
-        watch_done_(strand_),
+        watch_done_(exec_),
         id_(id) {}
 
   asio::awaitable<void> Run();
@@ -158,7 +164,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     CancelAnswer();
     Close();
   }
-  const Strand& strand() const { return strand_; }
+  const Executor& executor() const { return exec_; }
   std::uint64_t id() const { return id_; }
 
  private:
@@ -166,6 +172,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<bool> WriteFull(const HttpResponse& response, unsigned version, bool keep_alive);
   asio::awaitable<bool> WriteStream(const HttpResponse& response, unsigned version,
                                     bool keep_alive);
+  template <typename Buffers>
+  asio::awaitable<bool> WriteNow(Buffers buffers);
   asio::awaitable<void> Watch();
   asio::awaitable<void> StopWatching();
   void StartWatching();
@@ -180,7 +188,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   Impl* server_;  // outlives every session (Shutdown waits for them)
-  Strand strand_;
+  const int lane_;
+  Executor exec_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   asio::steady_timer watch_done_;  // signalled when Watch ends
@@ -196,6 +205,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
 asio::awaitable<void> HttpServer::Impl::Session::Run() {
   const ServerOptions& opt = server_->options_;
+  beast::error_code nbec;
+  stream_.socket().non_blocking(true, nbec);  // for WriteNow; async operations are unaffected
   for (;;) {
     if (server_->draining_) break;
     http::request_parser<http::string_body> parser;
@@ -266,6 +277,7 @@ asio::awaitable<bool> HttpServer::Impl::Session::Serve(
     request.headers.emplace_back(Lower(field.name_string()), std::string(field.value()));
   }
   request.body = std::move(parser.get().body());
+  request.lane = lane_;
   beast::error_code rec;
   auto remote = stream_.socket().remote_endpoint(rec);
   if (!rec) request.remote = remote.address().to_string() + ":" + std::to_string(remote.port());
@@ -274,7 +286,7 @@ asio::awaitable<bool> HttpServer::Impl::Session::Serve(
   if (auto* deferred = std::get_if<std::shared_ptr<DeferredResponse>>(&result)) {
     active_deferred_ = *deferred;
     StartWatching();
-    HttpResponse response = co_await AsyncWait(active_deferred_, strand_, asio::use_awaitable);
+    HttpResponse response = co_await AsyncWait(active_deferred_, exec_, asio::use_awaitable);
     active_deferred_.reset();
     if (cut_) {
       co_await StopWatching();
@@ -310,6 +322,28 @@ asio::awaitable<bool> HttpServer::Impl::Session::WriteFull(const HttpResponse& r
   co_return !ec;
 }
 
+// One piece of a stream. The socket is non-blocking: what the send buffer takes at once
+// (usually everything) is written inline, without arming the write timer or a trip through
+// the scheduler; only a rest the client has not made room for is awaited, under
+// write_timeout.
+template <typename Buffers>
+asio::awaitable<bool> HttpServer::Impl::Session::WriteNow(Buffers buffers) {
+  beast::error_code ec;
+  std::size_t n = stream_.socket().write_some(buffers, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    ec = {};
+    n = 0;
+  }
+  if (ec) co_return false;
+  if (n == beast::buffer_bytes(buffers)) co_return true;
+  beast::buffers_suffix<Buffers> rest(buffers);
+  rest.consume(n);
+  stream_.expires_after(server_->options_.write_timeout);
+  auto [wec, wn] = co_await asio::async_write(stream_, rest, kNoThrow);
+  stream_.expires_never();
+  co_return !wec;
+}
+
 asio::awaitable<bool> HttpServer::Impl::Session::WriteStream(const HttpResponse& response,
                                                              unsigned version, bool keep_alive) {
   const ServerOptions& opt = server_->options_;
@@ -329,14 +363,10 @@ asio::awaitable<bool> HttpServer::Impl::Session::WriteStream(const HttpResponse&
   }
   for (;;) {
     std::optional<std::string> piece =
-        co_await AsyncPull(active_stream_, strand_, asio::use_awaitable);
+        co_await AsyncPull(active_stream_, exec_, asio::use_awaitable);
     if (!piece) break;
     if (piece->empty()) continue;  // an empty chunk would end the body
-    stream_.expires_after(opt.write_timeout);
-    auto [ec, n] =
-        co_await asio::async_write(stream_, http::make_chunk(asio::buffer(*piece)), kNoThrow);
-    stream_.expires_never();
-    if (ec) {
+    if (!co_await WriteNow(http::make_chunk(asio::buffer(*piece)))) {
       active_stream_->Cancel();
       co_return false;
     }
@@ -355,7 +385,7 @@ void HttpServer::Impl::Session::StartWatching() {
   watching_ = true;
   watch_done_.expires_at(asio::steady_timer::time_point::max());
   asio::co_spawn(
-      strand_, [self = shared_from_this()]() { return self->Watch(); }, asio::detached);
+      exec_, [self = shared_from_this()]() { return self->Watch(); }, asio::detached);
 }
 
 asio::awaitable<void> HttpServer::Impl::Session::Watch() {
@@ -383,8 +413,10 @@ asio::awaitable<void> HttpServer::Impl::Session::StopWatching() {
 asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
   Impl* self = this;
   for (;;) {
-    Strand strand = asio::make_strand(ioc_);
-    auto [ec, socket] = co_await acceptor_.async_accept(strand, kNoThrow);
+    // Connections are spread over the lanes round robin; each stays on its lane for life.
+    const int lane = lanes_->NextLane();
+    Executor exec = lanes_->context(lane).get_executor();
+    auto [ec, socket] = co_await acceptor_.async_accept(exec, kNoThrow);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
       spdlog::warn("http: accept failed: {}", ec.message());
@@ -396,10 +428,10 @@ asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
     {
       std::lock_guard lock(mu_);
       std::uint64_t id = next_session_id_++;
-      session = std::make_shared<Session>(self, std::move(socket), strand, id);
+      session = std::make_shared<Session>(self, std::move(socket), lane, exec, id);
       sessions_[id] = session;
     }
-    asio::co_spawn(session->strand(), session->Run(), [self, session](std::exception_ptr e) {
+    asio::co_spawn(session->executor(), session->Run(), [self, session](std::exception_ptr e) {
       if (e) {
         try {
           std::rethrow_exception(e);
@@ -450,7 +482,7 @@ void HttpServer::Impl::ForEachSession(Fn fn) {
       if (auto s = weak.lock()) live.push_back(std::move(s));
     }
   }
-  for (auto& s : live) asio::post(s->strand(), [s, fn] { fn(*s); });
+  for (auto& s : live) asio::post(s->executor(), [s, fn] { fn(*s); });
 }
 
 HttpServer::HttpServer(ServerOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}
@@ -490,16 +522,12 @@ std::expected<void, std::string> HttpServer::Start() {
   }
   // Shutdown waits for the loop to end, so that no frame of it is left queued when the
   // threads stop.
-  asio::co_spawn(s.accept_strand_, s.AcceptLoop(), [impl = impl_.get()](std::exception_ptr e) {
+  asio::co_spawn(s.accept_exec_, s.AcceptLoop(), [impl = impl_.get()](std::exception_ptr e) {
     if (e) spdlog::error("http: accept loop ended by an exception; no new connections");
     std::lock_guard lock(impl->mu_);
     impl->accept_loop_running_ = false;
     impl->cv_.notify_all();
   });
-  int n = std::max(1, s.options_.threads);
-  for (int i = 0; i < n; ++i) {
-    s.threads_.emplace_back([impl = impl_.get()] { impl->ioc_.run(); });
-  }
   return {};
 }
 
@@ -516,13 +544,13 @@ void HttpServer::Impl::StopAcceptingLocked() {
   // Shared with the posted close: should the wait below give up, a late close still finds
   // its promise. The wait is bounded in case every pool thread is stuck in a handler.
   auto closed = std::make_shared<std::promise<void>>();
-  asio::post(accept_strand_, [this, closed] {
+  asio::post(accept_exec_, [this, closed] {
     beast::error_code ec;
     acceptor_.close(ec);
     closed->set_value();
   });
   closed->get_future().wait_for(std::chrono::seconds(5));
-  // Every session AcceptLoop created is in sessions_ by now: it runs on accept_strand_, so
+  // Every session AcceptLoop created is in sessions_ by now: it runs on lane 0, so
   // each of its steps finished before the close ran, and steps after it accept nothing.
   ForEachSession([](Session& session) { session.CloseIfIdle(); });
 }
@@ -547,11 +575,8 @@ std::size_t HttpServer::Shutdown(std::chrono::milliseconds grace) {
                    [&s] { return s.sessions_.empty() && !s.accept_loop_running_; });
   }
   s.stopped_ = true;
-  s.work_.reset();
-  s.ioc_.stop();
-  for (auto& t : s.threads_) {
-    if (t.joinable()) t.join();
-  }
+  // Shared lanes keep running for their other users (the proxy); their owner stops them.
+  if (s.owns_lanes_) s.lanes_->Stop();
   return cut;
 }
 

@@ -1,8 +1,9 @@
 // HttpServer: the HTTP/1.1 server of `kvroute sim` and `kvroute serve`.
 //
-// Asio + Beast with C++20 coroutines on a small fixed pool of threads; one coroutine per
-// connection on its own strand; keep-alive; per-connection body limit (413); read timeout
-// for a request in progress, idle timeout between keep-alive requests, write timeout per
+// Asio + Beast with C++20 coroutines on "lanes" (net/lane_pool.h: single-threaded
+// io_contexts, one thread each); one coroutine per connection, on the lane it was assigned
+// at accept (round robin) for its whole life; keep-alive; per-connection body limit (413); read
+// timeout for a request in progress, idle timeout between keep-alive requests, write timeout per
 // write. Handlers are looked up by (method, exact path); an unknown path is 404, a known
 // path with another method 405. Handlers answer at once, later (DeferredResponse) or as a
 // stream (HttpResponse::stream, chunked transfer encoding, one write awaited at a time).
@@ -24,7 +25,8 @@
 // InFlight may be called from any thread, but not from a handler (Shutdown joins the
 // handler threads). Start, StopAccepting and Shutdown are serialised: one called while a
 // Shutdown runs returns when that Shutdown has finished (a second Shutdown then returns 0).
-// Handlers run concurrently on the pool threads.
+// Handlers run concurrently on the lane threads; a handler runs on the lane its request
+// names (HttpRequest::lane), the same thread as that connection's socket.
 #pragma once
 
 #include <chrono>
@@ -38,10 +40,16 @@
 
 namespace kvroute::net {
 
+class LanePool;
+
 struct ServerOptions {
-  std::string host = "127.0.0.1";      // address to bind; "0.0.0.0" or "::" for all
-  std::uint16_t port = 0;              // 0: the OS picks one (read it back with port())
-  int threads = 2;                     // I/O threads running handlers and sockets
+  std::string host = "127.0.0.1";  // address to bind; "0.0.0.0" or "::" for all
+  std::uint16_t port = 0;          // 0: the OS picks one (read it back with port())
+  int threads = 2;                 // lanes (I/O threads) when `lanes` is not given
+  // Lanes shared with other users (the gateway's proxy runs a request's upstream exchange on
+  // the lane of its client connection). The server does not stop shared lanes; their owner
+  // stops them after the server's Shutdown. Null: the server makes `threads` lanes of its own.
+  std::shared_ptr<LanePool> lanes;
   std::size_t body_limit = 16u << 20;  // bytes of request body; larger → 413
   // A request's body must arrive within this once its header was read.
   std::chrono::milliseconds read_timeout{30'000};

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -10,6 +12,7 @@
 #include <thread>
 
 #include "net/body_queue.h"
+#include "net/lane_pool.h"
 #include "net/test_client.h"
 
 namespace kvroute::net {
@@ -259,6 +262,75 @@ TEST_F(HttpServerTest, HandlerExceptionBecomes500) {
   auto r = c.ReadResponse();
   EXPECT_EQ(r.status, 500);
   EXPECT_EQ(r.body.find("boom"), std::string::npos);
+}
+
+// Shared lanes (what `kvroute serve` does with its proxy): the handler runs on the lane its
+// request names, connections are spread over every lane, and the lanes outlive the server.
+TEST(HttpServerSharedLanes, HandlerRunsOnTheLaneItsRequestNames) {
+  auto lanes = std::make_shared<LanePool>(2);
+  HttpServer server(ServerOptions{.lanes = lanes});
+  std::atomic<int> on_lane{0};
+  std::atomic<int> off_lane{0};
+  std::atomic<int> lane_mask{0};
+  server.Handle("GET", "/where", [&](const HttpRequest& r) -> HandlerResult {
+    (lanes->InLane(r.lane) ? on_lane : off_lane).fetch_add(1);
+    if (r.lane >= 0) lane_mask.fetch_or(1 << r.lane);
+    return TextResponse(200, std::to_string(r.lane));
+  });
+  ASSERT_TRUE(server.Start().has_value());
+  for (int i = 0; i < 4; ++i) {  // a new connection each time: round robin over the lanes
+    TestClient c;
+    ASSERT_TRUE(c.Connect(server.port()));
+    ASSERT_TRUE(c.Send(TestClient::Get("/where", false)));
+    EXPECT_EQ(c.ReadResponse().status, 200);
+  }
+  EXPECT_EQ(on_lane.load(), 4);
+  EXPECT_EQ(off_lane.load(), 0);
+  EXPECT_EQ(lane_mask.load(), 0b11);
+  server.Shutdown(0ms);
+}
+
+TEST(HttpServerSharedLanes, ShutdownLeavesSharedLanesRunning) {
+  auto lanes = std::make_shared<LanePool>(1);
+  {
+    HttpServer server(ServerOptions{.lanes = lanes});
+    server.Handle("GET", "/hello",
+                  [](const HttpRequest&) -> HandlerResult { return TextResponse(200, "hello"); });
+    ASSERT_TRUE(server.Start().has_value());
+    TestClient c;
+    ASSERT_TRUE(c.Connect(server.port()));
+    ASSERT_TRUE(c.Send(TestClient::Get("/hello")));
+    EXPECT_EQ(c.ReadResponse().body, "hello");
+    server.Shutdown(0ms);
+  }
+  std::promise<bool> ran;
+  auto result = ran.get_future();
+  boost::asio::post(lanes->context(0), [&ran, &lanes] { ran.set_value(lanes->InLane(0)); });
+  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(result.get());
+}
+
+TEST(HttpServerSharedLanes, AStreamProducedOnTheConnectionsOwnLaneIsRelayed) {
+  // The producer completes each Pull inline on the lane's thread (as the proxy does when it
+  // shares the lanes): the server must not complete the Pull inside the call, nor block.
+  auto lanes = std::make_shared<LanePool>(1);
+  HttpServer server(ServerOptions{.lanes = lanes});
+  auto source = std::make_shared<CountingSource>(50, 10);
+  server.Handle("GET", "/stream", [source](const HttpRequest&) -> HandlerResult {
+    HttpResponse r;
+    r.content_type = "text/event-stream";
+    r.stream = source;
+    return r;
+  });
+  ASSERT_TRUE(server.Start().has_value());
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server.port()));
+  ASSERT_TRUE(c.Send(TestClient::Get("/stream")));
+  auto r = c.ReadResponse();
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.body.size(), 500u);
+  EXPECT_EQ(source->pulls(), 51);
+  server.Shutdown(0ms);
 }
 
 }  // namespace

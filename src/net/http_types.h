@@ -32,6 +32,9 @@ struct HttpRequest {
   HeaderList headers;  // names lower-cased
   std::string body;
   std::string remote;  // peer address "ip:port", for logs
+  // The lane (net::LanePool index) the request's connection runs on, which is also the
+  // thread the handler runs on; -1 when unknown (a request built by hand).
+  int lane = -1;
 
   // First header with this (lower-case) name, or empty.
   std::string_view Header(std::string_view lower_name) const;
