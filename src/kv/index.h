@@ -279,7 +279,14 @@ class KvIndex {
     WorkerId id = 0;
     bool live = false;
     bool stale = false;
-    EngineMap engine;  // engine hash -> node, with a reference count per hash
+    // True while every block this worker stored had an engine hash equal to its canonical
+    // key (an engine hashing blocks as kvroute's keyer does): `engine` then stays empty and
+    // a hash resolves through node_of_key_ and this worker's entry, its count being the
+    // entry's refs. Exact either way; it saves the map's ~17 bytes per entry. The first
+    // differing hash builds the map (MaterializeEngineMap); a clear starts over.
+    bool hashes_are_keys = true;
+    std::size_t held = 0;  // entries with some tier held (= hashes while hashes_are_keys)
+    EngineMap engine;      // engine hash -> node, with a reference count per hash
     // Per tier, the worker's hole nodes: not held in that tier but with a child held in it.
     // Empty for every tier <=> the worker's held set is closed under parents in every tier.
     std::array<IndexFlatMap<std::uint8_t>, kNumTiers> holes;
@@ -294,6 +301,14 @@ class KvIndex {
   void ApplyStored(std::uint32_t slot, const BlockStored& e);
   void ApplyRemoved(std::uint32_t slot, const BlockRemoved& e);
   void PurgeWorker(std::uint32_t slot);  // drops every entry of the worker, keeps the slot
+  // The node `hash` names for this worker (a mapping exists while its count is positive),
+  // or kNoNode.
+  std::uint32_t ResolveHash(std::uint32_t slot, EngineHash hash) const;
+  // Nodes where the worker holds some tier, found by scanning every node: what a worker
+  // whose hashes are keys has instead of an engine map (O(nodes), so only on a clear, a
+  // fallback to the map, or a snapshot).
+  std::vector<std::uint32_t> NodesHeldBy(std::uint32_t slot) const;
+  void MaterializeEngineMap(std::uint32_t slot);
   std::uint32_t GetOrCreateNode(BlockKey key, std::uint32_t parent);
   void MaybeDeleteNode(std::uint32_t node);
   Entry* FindEntry(std::uint32_t node, std::uint32_t slot);

@@ -76,14 +76,13 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
   std::uint32_t parent_node = kNoNode;
   BlockKey parent_key;
   if (e.parent_block_hash.has_value()) {
-    const std::uint32_t* parent = workers_[slot].engine.Find(*e.parent_block_hash);
-    if (parent == nullptr) {
+    parent_node = ResolveHash(slot, *e.parent_block_hash);
+    if (parent_node == kNoNode) {
       // Without the parent's key the run cannot be keyed; guessing would index wrong keys.
       ++counters_.unknown_parent_runs;
       counters_.unknown_parent_blocks += n;
       return;
     }
-    parent_node = EngineMap::Node(*parent);
     parent_key = nodes_[parent_node].key;
   } else {
     parent_key = keyer_.Root(e.lora_name.value_or(""), "");
@@ -91,7 +90,8 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
   scratch_keys_.clear();
   keyer_.AppendKeys(e.token_ids, parent_key, &scratch_keys_);
   const int t = static_cast<int>(*tier);
-  EngineMap& engine = workers_[slot].engine;
+  WorkerState& w = workers_[slot];
+  EngineMap& engine = w.engine;
   // The previous block's entry: it is the parent entry OnHeld needs next, and saving its
   // search is a measurable share of a store. Valid across iterations: a block's work changes
   // only its own node's and its parent's holder lists.
@@ -100,6 +100,25 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
   for (std::size_t i = 0; i < n; ++i) {
     const BlockKey key = scratch_keys_[i];
     const EngineHash hash = e.block_hashes[i];
+    if (w.hashes_are_keys && hash != key) MaterializeEngineMap(slot);
+    if (w.hashes_are_keys) {
+      // The hash names this node and no other (it is its key), and its count is the entry's
+      // refs: nothing to map, no conflict possible.
+      const std::uint32_t node = GetOrCreateNode(key, parent_node);
+      Entry& entry = GetOrCreateEntry(node, slot);
+      if (entry.ref[t] == kMaxRef) {
+        ++counters_.ref_overflow;
+      } else {
+        const bool hint =
+            prev_entry != nullptr && node != prev_node && nodes_[node].parent == prev_node;
+        AddRef(slot, node, entry, t, hint ? prev_entry : nullptr);
+        ++counters_.blocks_stored;
+      }
+      parent_node = node;
+      prev_entry = &entry;
+      prev_node = node;
+      continue;
+    }
     auto [mapped, inserted] = engine.Insert(hash);
     std::uint32_t node;
     if (inserted) {
@@ -149,6 +168,17 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
   const int t = static_cast<int>(*tier);
   WorkerState& w = workers_[slot];
   for (EngineHash hash : e.block_hashes) {
+    if (w.hashes_are_keys) {
+      const std::uint32_t node = ResolveHash(slot, hash);
+      Entry* entry = node == kNoNode ? nullptr : FindEntry(node, slot);
+      if (entry == nullptr || entry->ref[t] == 0) {
+        ++counters_.unknown_removals;
+        continue;
+      }
+      DropRef(slot, node, *entry, t);
+      ++counters_.blocks_removed;
+      continue;
+    }
     std::uint32_t* mapped = w.engine.Find(hash);
     const std::uint32_t node = mapped == nullptr ? kNoNode : EngineMap::Node(*mapped);
     Entry* entry = mapped == nullptr ? nullptr : FindEntry(node, slot);
@@ -167,7 +197,10 @@ void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int t
                      Entry* parent_entry) {
   const bool was_held = AnyRef(entry.ref);
   if (entry.ref[tier]++ == 0) {
-    if (!was_held) ++num_entries_;
+    if (!was_held) {
+      ++num_entries_;
+      ++workers_[slot].held;
+    }
     nodes_[node].holders.AddLanes(was_held ? 1 : 2);  // + the any-tier lane if new
     OnHeld(slot, node, entry, tier, parent_entry);
   }
@@ -177,7 +210,10 @@ void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int 
   assert(entry.ref[tier] > 0);
   if (--entry.ref[tier] == 0) {
     const bool still_held = AnyRef(entry.ref);
-    if (!still_held) --num_entries_;
+    if (!still_held) {
+      --num_entries_;
+      --workers_[slot].held;
+    }
     nodes_[node].holders.AddLanes(still_held ? -1 : -2);
     OnReleased(slot, node, entry, tier);  // may erase the entry and the node
   }
@@ -346,12 +382,55 @@ const std::uint32_t* KvIndex::FindSlot(WorkerId worker) const {
   return slot_of_worker_.Find(worker);
 }
 
+std::uint32_t KvIndex::ResolveHash(std::uint32_t slot, EngineHash hash) const {
+  const WorkerState& w = workers_[slot];
+  if (!w.hashes_are_keys) {
+    const std::uint32_t* mapped = w.engine.Find(hash);
+    return mapped == nullptr ? kNoNode : EngineMap::Node(*mapped);
+  }
+  const std::uint32_t* id = node_of_key_.Find(hash, KeyOf());
+  if (id == nullptr) return kNoNode;
+  const Entry* entry = FindEntry(*id, slot);
+  return entry != nullptr && AnyRef(entry->ref) ? *id : kNoNode;
+}
+
+std::vector<std::uint32_t> KvIndex::NodesHeldBy(std::uint32_t slot) const {
+  std::vector<std::uint32_t> out;
+  if (workers_[slot].held == 0) return out;
+  out.reserve(workers_[slot].held);
+  // Freed nodes have no holders, so they are skipped without a check.
+  for (std::uint32_t id = 0; id < nodes_.size(); ++id) {
+    const Entry* entry = FindEntry(id, slot);
+    if (entry != nullptr && AnyRef(entry->ref)) out.push_back(id);
+  }
+  return out;
+}
+
+// The map a worker would have had: each held node under its key, counted by its refs.
+void KvIndex::MaterializeEngineMap(std::uint32_t slot) {
+  WorkerState& w = workers_[slot];
+  for (std::uint32_t node : NodesHeldBy(slot)) {
+    const Entry& entry = *FindEntry(node, slot);
+    const std::uint32_t refs = entry.ref[0] + entry.ref[1] + entry.ref[2] + entry.ref[3];
+    std::uint32_t* mapped = w.engine.Insert(nodes_[node].key).first;
+    EngineMap::SetNode(mapped, node);
+    w.engine.SetRefs(nodes_[node].key, mapped, refs);
+  }
+  w.hashes_are_keys = false;
+}
+
 void KvIndex::PurgeWorker(std::uint32_t slot) {
   WorkerState& w = workers_[slot];
   std::vector<std::uint32_t> held;
-  held.reserve(w.engine.size());
-  w.engine.ForEach([&](std::uint64_t, std::uint32_t node, std::uint32_t) { held.push_back(node); });
+  if (w.hashes_are_keys) {
+    held = NodesHeldBy(slot);
+  } else {
+    held.reserve(w.engine.size());
+    w.engine.ForEach(
+        [&](std::uint64_t, std::uint32_t node, std::uint32_t) { held.push_back(node); });
+  }
   w.engine.Clear();
+  w.hashes_are_keys = true;  // nothing mapped: the next stores decide again
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
   // Dropping every ref through the normal path also clears kids counters and placeholder
@@ -406,7 +485,9 @@ IndexStats KvIndex::stats() const {
   s.workers = slot_of_worker_.size();
   s.nodes = node_of_key_.size();
   s.entries = num_entries_;
-  for (const WorkerState& w : workers_) s.engine_hashes += w.engine.size();
+  for (const WorkerState& w : workers_) {
+    s.engine_hashes += w.hashes_are_keys ? w.held : w.engine.size();
+  }
   return s;
 }
 

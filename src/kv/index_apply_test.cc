@@ -200,5 +200,79 @@ TEST_F(IndexApplyTest, AllBlocksClearedEndsStaleness) {
   EXPECT_FALSE(Look({1})[1].stale);
 }
 
+// An engine that hashes blocks as kvroute does (engine hash == canonical key): the index
+// keeps no engine map for it, and parents, removals and counts resolve through the keys.
+class IndexKeyedHashesTest : public IndexApplyTest {
+ protected:
+  std::vector<EngineHash> Keys(const std::vector<std::uint32_t>& contents) {
+    return PromptKeys(keyer_, contents);
+  }
+};
+
+TEST_F(IndexKeyedHashesTest, ParentsRemovalsAndCountsResolveThroughTheKeys) {
+  const auto k = Keys({1, 2, 3, 4});
+  index_.ApplyBatch(1, Batch({Store({k[0], k[1]}, std::nullopt, {1, 2}),
+                              Store({k[2], k[3]}, k[1], {3, 4}), Store({k[3]}, k[2], {4})}));
+  EXPECT_EQ(Look({1, 2, 3, 4})[1], Match(1, 4, 0, 0, 0, 4));
+  EXPECT_EQ(index_.stats().engine_hashes, 4u);
+  // k[3] was stored twice: one removal keeps it, the second drops it.
+  index_.ApplyBatch(1, Batch({Remove({k[3]})}));
+  EXPECT_EQ(Look({1, 2, 3, 4})[1].depth[0], 4u);
+  index_.ApplyBatch(1, Batch({Remove({k[3]}), Remove({k[3]})}));
+  EXPECT_EQ(Look({1, 2, 3, 4})[1].depth[0], 3u);
+  EXPECT_EQ(index_.counters().unknown_removals, 1u);
+  EXPECT_EQ(index_.counters().blocks_removed, 2u);
+}
+
+TEST_F(IndexKeyedHashesTest, AnEvictedParentIsUnknownWhileItsChildIsHeld) {
+  const auto k = Keys({1, 2, 3});
+  index_.ApplyBatch(1, Batch({Store({k[0], k[1]}, std::nullopt, {1, 2}), Remove({k[0]})}));
+  // k[0] is now only a hole under k[1]: not a mapped hash, so not a parent.
+  index_.ApplyBatch(1, Batch({Store({k[1]}, k[0], {2}, "CPU")}));
+  EXPECT_EQ(index_.counters().unknown_parent_runs, 1u);
+  index_.ApplyBatch(1, Batch({Store({k[2]}, k[1], {3})}));
+  EXPECT_EQ(index_.stats().engine_hashes, 2u);
+}
+
+TEST_F(IndexKeyedHashesTest, AnotherWorkersKeyIsNotThisWorkersHash) {
+  const auto k = Keys({1, 2});
+  index_.ApplyBatch(1, Batch({Store({k[0], k[1]}, std::nullopt, {1, 2})}));
+  // Worker 2 never stored k[0]: as a parent it is unknown, as a removal too.
+  index_.ApplyBatch(2, Batch({Store({k[1]}, k[0], {2}), Remove({k[0]})}));
+  EXPECT_EQ(index_.counters().unknown_parent_runs, 1u);
+  EXPECT_EQ(index_.counters().unknown_removals, 1u);
+  EXPECT_EQ(Look({1, 2}).count(2), 0u);
+  EXPECT_EQ(Look({1, 2})[1].depth[0], 2u);
+}
+
+TEST_F(IndexKeyedHashesTest, FirstHashDifferingFromItsKeySwitchesToAMapKeepingEverything) {
+  const auto k = Keys({1, 2, 3});
+  index_.ApplyBatch(
+      1, Batch({Store({k[0], k[1]}, std::nullopt, {1, 2}), Store({k[1]}, k[0], {2}, "CPU")}));
+  // An engine-specific hash (e.g. a salted one) continues the keyed chain.
+  index_.ApplyBatch(1, Batch({Store({777}, k[1], {3})}));
+  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 3, 0, 0, 0, 3));  // CPU lacks block 0
+  EXPECT_EQ(index_.stats().engine_hashes, 3u);
+  // The keyed mappings kept their counts across the switch: k[1] has two references.
+  index_.ApplyBatch(1, Batch({Remove({k[1]}, "CPU"), Remove({777})}));
+  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 2, 0, 0, 0, 2));
+  index_.ApplyBatch(1, Batch({Remove({k[1]}), Remove({k[0]})}));
+  EXPECT_TRUE(Look({1, 2, 3}).empty());
+  EXPECT_EQ(index_.stats().engine_hashes, 0u);
+  EXPECT_EQ(index_.stats().nodes, 0u);
+  EXPECT_EQ(index_.counters().unknown_removals, 0u);
+}
+
+TEST_F(IndexKeyedHashesTest, AClearEndsTheMapAndLetsKeyedHashesBeKeptWithoutOne) {
+  const auto k = Keys({1, 2});
+  index_.ApplyBatch(1, Batch({Store({5, 6}, std::nullopt, {1, 2})}));
+  index_.ApplyBatch(1, Batch({AllBlocksCleared{}, Store({k[0], k[1]}, std::nullopt, {1, 2})}));
+  EXPECT_EQ(Look({1, 2})[1].depth[0], 2u);
+  index_.ApplyBatch(1, Batch({AllBlocksCleared{}}));
+  EXPECT_TRUE(Look({1, 2}).empty());
+  EXPECT_EQ(index_.stats().nodes, 0u);
+  EXPECT_EQ(index_.stats().engine_hashes, 0u);
+}
+
 }  // namespace
 }  // namespace kvroute::kv

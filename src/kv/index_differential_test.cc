@@ -2,8 +2,10 @@
 // worker and tier) on seeded random event streams: stores with shared prefixes and branches,
 // continuation runs, removals (including unknown hashes and wrong tiers), duplicate stores,
 // salted duplicates, clears, worker removal, staleness, LoRA names, unknown media and other
-// KV cache groups. Every lookup of random prompts (many diverging midway) must agree, and so
-// must a copy restored from a snapshot. On failure the seed and step are printed.
+// KV cache groups. Worker 6 publishes kvroute's own keys as engine hashes (the index keeps
+// no engine map for it), worker 5 too except for salted prompts, which switch it to a map. Every
+// lookup of random prompts (many diverging midway) must agree, and so must a copy restored from a
+// snapshot. On failure the seed and step are printed.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -70,6 +72,11 @@ class ReferenceIndex {
     }
   }
   void RemoveWorker(WorkerId w) { workers_.erase(w); }
+  std::size_t EngineHashes() const {
+    std::size_t n = 0;
+    for (const auto& [w, wk] : workers_) n += wk.engine.size();
+    return n;
+  }
   void SetStale(WorkerId w, bool stale) {
     if (stale) {
       workers_[w].stale = true;
@@ -125,7 +132,7 @@ struct Prompt {
 
 class StreamGenerator {
  public:
-  explicit StreamGenerator(std::uint64_t seed) : rng_(seed) {}
+  StreamGenerator(std::uint64_t seed, const BlockKeyer& keyer) : rng_(seed), keyer_(keyer) {}
 
   Prompt RandomPrompt() {
     Prompt p;
@@ -138,8 +145,14 @@ class StreamGenerator {
 
   // The engine's own hash of block i of the prompt on worker w: depends on the whole prefix,
   // the LoRA, the salt and (for some workers) a per-worker seed, like vLLM without a fixed
-  // PYTHONHASHSEED. Never equal to kvroute's keys.
+  // PYTHONHASHSEED, never equal to kvroute's keys; or kvroute's key itself (an engine
+  // hashing blocks as kvroute does) on worker 6 always and on worker 5 for unsalted prompts
+  // (a salted one switches it to an engine map until its next clear).
   EngineHash EngineHashOf(WorkerId w, const Prompt& p, std::size_t i) const {
+    if (w == 6 || (w == 5 && p.salt == 0)) {
+      std::vector<std::uint32_t> prefix(p.contents.begin(), p.contents.begin() + i + 1);
+      return keyer_.Keys(TokensOf(prefix), p.lora)[i];
+    }
     std::uint64_t h = 0x1234567 + (w % 2 == 0 ? w * 0x9E3779B97F4A7C15ULL : 0);
     h ^= std::hash<std::string>{}(p.lora) + static_cast<std::uint64_t>(p.salt) * 0x51ED27;
     for (std::size_t k = 0; k <= i; ++k) h = (h ^ p.contents[k]) * 0x100000001B3ULL + k;
@@ -168,6 +181,7 @@ class StreamGenerator {
 
  private:
   std::mt19937_64 rng_;
+  const BlockKeyer& keyer_;
 };
 
 void RunSeed(std::uint64_t seed, int steps) {
@@ -175,7 +189,7 @@ void RunSeed(std::uint64_t seed, int steps) {
   BlockKeyer keyer;
   KvIndex index(keyer);
   ReferenceIndex ref(keyer);
-  StreamGenerator gen(seed);
+  StreamGenerator gen(seed, keyer);
   constexpr int kWorkers = 6;
   // Hashes each worker has stored, with the medium, to aim removals at real blocks.
   std::map<WorkerId, std::vector<std::pair<EngineHash, std::string>>> stored;
@@ -256,8 +270,12 @@ void RunSeed(std::uint64_t seed, int steps) {
     }
     if (step % 500 == 499) {
       KvIndex copy(keyer);
-      auto restored = copy.Restore(index.Dump());
+      const std::string image = index.Dump();
+      auto restored = copy.Restore(image);
       ASSERT_TRUE(restored.has_value()) << restored.error();
+      ASSERT_EQ(index.stats().engine_hashes, ref.EngineHashes()) << "step=" << step;
+      ASSERT_EQ(copy.stats().engine_hashes, ref.EngineHashes()) << "step=" << step;
+      ASSERT_EQ(copy.Dump(), image) << "step=" << step;
       for (const Prompt& p : recent) {
         compare(keyer.Keys(TokensOf(p.contents), p.lora), step, copy);
         if (::testing::Test::HasFatalFailure()) return;

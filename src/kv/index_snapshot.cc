@@ -108,18 +108,30 @@ std::string KvIndex::Dump() const {
     if (workers_[slot].live) workers.emplace_back(workers_[slot].id, slot);
   }
   std::sort(workers.begin(), workers.end());
+  // Workers whose hashes are their keys have no engine map: their mappings (key, node,
+  // refs) come from one scan of every node's holders for all of them.
+  struct Mapping {
+    EngineHash hash;
+    std::uint32_t node;
+    std::uint32_t refs;
+  };
+  std::vector<std::vector<Mapping>> keyed(workers_.size());
+  bool any_keyed = false;
+  for (const auto& [id, slot] : workers) any_keyed |= workers_[slot].hashes_are_keys;
+  for (std::uint32_t id = 0; any_keyed && id < nodes_.size(); ++id) {
+    for (const Entry& e : nodes_[id].holders) {
+      const std::uint32_t refs = e.ref[0] + e.ref[1] + e.ref[2] + e.ref[3];
+      if (refs != 0 && workers_[e.slot].hashes_are_keys) {
+        keyed[e.slot].push_back(Mapping{nodes_[id].key, id, refs});
+      }
+    }
+  }
   w.Put<std::uint64_t>(workers.size());
   for (const auto& [id, slot] : workers) {
     const WorkerState& ws = workers_[slot];
     w.Put<std::uint32_t>(id);
     w.Put<std::uint8_t>(ws.stale);
-    struct Mapping {
-      EngineHash hash;
-      std::uint32_t node;
-      std::uint32_t refs;
-    };
-    std::vector<Mapping> hashes;
-    hashes.reserve(ws.engine.size());
+    std::vector<Mapping> hashes = std::move(keyed[slot]);
     ws.engine.ForEach([&](std::uint64_t hash, std::uint32_t node, std::uint32_t refs) {
       hashes.push_back(Mapping{hash, node, refs});
     });
@@ -265,7 +277,12 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
   for (const WorkerRec& w : workers) {
     const std::uint32_t slot = SlotFor(w.id);
     workers_[slot].stale = w.stale;
+    // A worker whose every hash is its block's key is restored without a map, as live
+    // operation would have kept it (Dump writes both forms alike).
+    workers_[slot].hashes_are_keys = std::all_of(w.hashes.begin(), w.hashes.end(),
+                                                 [](const HashRec& h) { return h.hash == h.node; });
     for (const HashRec& h : w.hashes) {
+      if (workers_[slot].hashes_are_keys) break;
       EngineMap& engine = workers_[slot].engine;
       std::uint32_t* mapped = engine.Insert(h.hash).first;
       EngineMap::SetNode(mapped, index_of.at(h.node));
