@@ -5,6 +5,8 @@
 //   BM_Lookup128k        one lookup of a 128k-token prompt (8,192 blocks of 16) against 1,024
 //                        workers and ~10M (block, worker) entries; reports p50/p99 per lookup
 //                        and the allocator's bytes per entry.
+//   BM_Lookup128kKeyedHashes  the same world built by engines whose block hashes are
+//                        kvroute's keys (the index keeps no engine maps): bytes per entry.
 //   BM_Lookup128kStaircase  the adversarial case: every worker holds the prompt to a
 //                        different depth (1,024 distinct depths, ~4M entries on the path).
 //
@@ -162,14 +164,17 @@ struct LookupWorld {
   std::size_t entries = 0;
 };
 
-// Stores blocks [from, to) of `tokens` for `worker` with engine hashes base + i.
+// Stores blocks [from, to) of `tokens` for `worker` with engine hashes base + i, or, when
+// `keys` is given, the blocks' canonical keys (an engine hashing as kvroute does).
 void StoreRange(KvIndex& index, WorkerId worker, const std::vector<TokenId>& tokens,
-                std::size_t from, std::size_t to, EngineHash base) {
+                std::size_t from, std::size_t to, EngineHash base,
+                const std::vector<BlockKey>* keys = nullptr) {
+  auto hash = [&](std::size_t i) { return keys != nullptr ? (*keys)[i] : base + i; };
   for (std::size_t first = from; first < to; first += 256) {
     const std::size_t last = std::min(to, first + 256);
     BlockStored st;
-    for (std::size_t i = first; i < last; ++i) st.block_hashes.push_back(base + i);
-    if (first > 0) st.parent_block_hash = base + first - 1;
+    for (std::size_t i = first; i < last; ++i) st.block_hashes.push_back(hash(i));
+    if (first > 0) st.parent_block_hash = hash(first - 1);
     st.token_ids.assign(tokens.begin() + first * kBs, tokens.begin() + last * kBs);
     st.medium = "GPU";
     index.ApplyBatch(worker, KvEventBatch{0, {st}, std::nullopt});
@@ -180,30 +185,37 @@ void StoreRange(KvIndex& index, WorkerId worker, const std::vector<TokenId>& tok
 // 2,048-block document to random depths; for each of 8 prompt variants 8 workers hold the
 // conversation to depths in [4096, 8192] (one of them with an evicted block: a hole); every
 // worker fills up to ~9,765 entries with conversations of its own.
-std::unique_ptr<LookupWorld> BuildRealistic() {
+std::unique_ptr<LookupWorld> BuildRealistic(bool keyed_hashes) {
   auto world = std::make_unique<LookupWorld>();
   KvIndex& index = *world->index;
   std::mt19937_64 rng(7);
   const std::size_t before = HeapBytes();
   const std::size_t rss_before = RssBytes();
   std::vector<std::vector<TokenId>> prompt_tokens;
+  std::vector<std::vector<BlockKey>> prompt_keys;
   for (int v = 0; v < 8; ++v) {
     std::vector<TokenId> t = SyntheticTokens(1, 0, 2176);  // system + document
     std::vector<TokenId> tail = SyntheticTokens(50 + v, 2176, kPromptBlocks - 2176);
     t.insert(t.end(), tail.begin(), tail.end());
     prompt_tokens.push_back(std::move(t));
   }
+  // The prompts' keys are the lookups' input, not index memory (the tokens above stay
+  // counted, as they always were: 0.4 B per entry).
+  const std::size_t before_keys = HeapBytes();
+  for (const auto& t : prompt_tokens) prompt_keys.push_back(world->keyer.Keys(t));
+  const std::size_t keys_bytes = HeapBytes() - before_keys;
   std::vector<std::size_t> held(kLookupWorkers, 0);
   for (WorkerId w = 0; w < kLookupWorkers; ++w) {
     const EngineHash base = static_cast<EngineHash>(w) << 32;
     std::size_t depth = 128;
     if (w < 64) depth = 128 + rng() % 2048;
     if (w >= 64 && w < 128) depth = 4096 + rng() % 4097;
-    const auto& tokens = prompt_tokens[(w >= 64 && w < 128) ? (w - 64) / 8 : 0];
-    StoreRange(index, w, tokens, 0, depth, base);
+    const std::size_t variant = (w >= 64 && w < 128) ? (w - 64) / 8 : 0;
+    const auto* keys = keyed_hashes ? &prompt_keys[variant] : nullptr;
+    StoreRange(index, w, prompt_tokens[variant], 0, depth, base, keys);
     if (w >= 64 && w < 128 && w % 8 == 0) {
       BlockRemoved r;
-      r.block_hashes.push_back(base + 3000);
+      r.block_hashes.push_back(keyed_hashes ? (*keys)[3000] : base + 3000);
       index.ApplyBatch(w, KvEventBatch{0, {r}, std::nullopt});
     }
     held[w] = depth;
@@ -214,15 +226,18 @@ std::unique_ptr<LookupWorld> BuildRealistic() {
     for (int conv = 0; held[w] < quota; ++conv) {
       const std::size_t n = std::min<std::size_t>(256, quota - held[w]);
       std::vector<TokenId> t = SyntheticTokens(1'000'000 + w * 1000 + conv, 0, n);
-      StoreRange(index, w, t, 0, n, (static_cast<EngineHash>(w) << 32) | ((conv + 1ULL) << 16));
+      std::vector<BlockKey> keys;
+      if (keyed_hashes) keys = world->keyer.Keys(t);
+      StoreRange(index, w, t, 0, n, (static_cast<EngineHash>(w) << 32) | ((conv + 1ULL) << 16),
+                 keyed_hashes ? &keys : nullptr);
       held[w] += n;
     }
   }
   const IndexStats stats = index.stats();
   world->entries = stats.entries;
-  world->bytes_per_entry = static_cast<double>(HeapBytes() - before) / world->entries;
+  world->bytes_per_entry = static_cast<double>(HeapBytes() - before - keys_bytes) / world->entries;
   world->rss_bytes_per_entry = static_cast<double>(RssBytes() - rss_before) / world->entries;
-  for (const auto& t : prompt_tokens) world->prompts.push_back(world->keyer.Keys(t));
+  world->prompts = std::move(prompt_keys);
   return world;
 }
 
@@ -300,10 +315,16 @@ void RunLookups(benchmark::State& state, const LookupWorld& world) {
 }
 
 void BM_Lookup128k(benchmark::State& state) {
-  static std::unique_ptr<LookupWorld> world = BuildRealistic();
+  static std::unique_ptr<LookupWorld> world = BuildRealistic(/*keyed_hashes=*/false);
   RunLookups(state, *world);
 }
 BENCHMARK(BM_Lookup128k)->Unit(benchmark::kMicrosecond);
+
+void BM_Lookup128kKeyedHashes(benchmark::State& state) {
+  static std::unique_ptr<LookupWorld> world = BuildRealistic(/*keyed_hashes=*/true);
+  RunLookups(state, *world);
+}
+BENCHMARK(BM_Lookup128kKeyedHashes)->Unit(benchmark::kMicrosecond);
 
 void BM_Lookup128kStaircase(benchmark::State& state) {
   static std::unique_ptr<LookupWorld> world = BuildStaircase();
