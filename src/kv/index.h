@@ -328,10 +328,21 @@ class KvIndex {
   const Entry* FindEntry(std::uint32_t node, std::uint32_t slot) const;
   static const Entry* FindEntryIn(const Node& node, std::uint32_t slot);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
-  // kids[tier] of (node, slot)'s entry + 1; returns true when it was 0.
-  bool IncKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
+  // kids[tier] of (node, slot)'s entry + 1; returns true when it was 0. The byte's range is
+  // handled inline (every store and removal of a chained block comes here).
+  bool IncKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
+    if (e.kids[tier] < kBigKids - 1) return e.kids[tier]++ == 0;
+    IncBigKids(node, slot, e, tier);
+    return false;
+  }
   // kids[tier] - 1 (it must be > 0); returns true when it becomes 0.
-  bool DecKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
+  bool DecKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
+    if (e.kids[tier] != kBigKids) return --e.kids[tier] == 0;
+    DecBigKids(node, slot, e, tier);
+    return false;
+  }
+  void IncBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
+  void DecBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
   static std::uint64_t BigKidsKey(std::uint32_t node, std::uint32_t slot) {
     return (std::uint64_t{node} << 32) | slot;
   }

@@ -268,34 +268,28 @@ void KvIndex::RefreshDirty(std::uint32_t slot) {
 }
 
 // The byte counts up to 254; from 255 on it reads kBigKids and the count is in big_kids_
-// (the side entry exists exactly while some tier's byte is kBigKids).
-bool KvIndex::IncKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
-  std::uint8_t& k = e.kids[tier];
-  if (k < kBigKids - 1) return k++ == 0;
+// (the side entry exists exactly while some tier's byte is kBigKids). IncKids and DecKids
+// (index.h) handle the byte's range and call these at its top.
+void KvIndex::IncBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
   auto* big = big_kids_.Insert(BigKidsKey(node, slot), {}).first;
-  if (k == kBigKids - 1) {
-    k = kBigKids;
+  if (e.kids[tier] == kBigKids - 1) {
+    e.kids[tier] = kBigKids;
     (*big)[tier] = kBigKids;
   } else {
     ++(*big)[tier];
   }
-  return false;
 }
 
-bool KvIndex::DecKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
-  std::uint8_t& k = e.kids[tier];
-  assert(k > 0);
-  if (k != kBigKids) return --k == 0;
+void KvIndex::DecBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
   const std::uint64_t key = BigKidsKey(node, slot);
   auto* big = big_kids_.Find(key);
   assert(big != nullptr && (*big)[tier] >= kBigKids);
-  if (--(*big)[tier] >= kBigKids) return false;
-  k = kBigKids - 1;  // back in the byte's range
+  if (--(*big)[tier] >= kBigKids) return;
+  e.kids[tier] = kBigKids - 1;  // back in the byte's range
   (*big)[tier] = 0;
   bool any_big = false;
   for (int t = 0; t < kNumTiers; ++t) any_big |= e.kids[t] == kBigKids;
   if (!any_big) big_kids_.Erase(key);
-  return false;
 }
 
 const KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) const {
