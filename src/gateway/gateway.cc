@@ -23,6 +23,7 @@
 #include "kv/approx_predicted.h"
 #include "kv/index.h"
 #include "net/http_server.h"
+#include "net/lane_pool.h"
 #include "sched/registry.h"
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/simple_tokenizer.h"
@@ -60,6 +61,10 @@ struct Gateway::Parts {
   std::unique_ptr<EngineMetricsScraper> scraper;
   std::unique_ptr<HealthChecker> health;
   std::unique_ptr<RequestPipeline> pipeline;
+  // The server's and the proxy's lanes (threads): a request's client connection and its
+  // upstream exchange share one, so relayed chunks stay on one thread. Declared before both:
+  // destroyed after them (their sockets live on its io_contexts).
+  std::shared_ptr<net::LanePool> lanes;
   std::unique_ptr<Proxy> proxy;
   std::unique_ptr<net::HttpServer> server;
   std::map<WorkerId, std::string> names;
@@ -329,8 +334,11 @@ std::expected<void, std::string> Gateway::Start() {
   pipe_opts.inject_schedule_error = c.debug_fault == "schedule_error";
   p.pipeline = std::make_unique<RequestPipeline>(std::move(deps), pipe_opts);
 
+  // One pool of lanes for the server and the proxy (see Parts::lanes). proxy_threads used to
+  // size separate upstream threads; the shared lanes take the larger of the two settings.
+  p.lanes = std::make_shared<net::LanePool>(std::max(c.http_threads, c.proxy_threads));
   ProxyOptions xopts;
-  xopts.lanes = c.proxy_threads;
+  xopts.lanes_pool = p.lanes;
   xopts.max_attempts = c.limits.max_attempts;
   xopts.seed = c.scheduler_seed;
   xopts.timeouts.connect = std::chrono::milliseconds(c.timeouts.connect_ms);
@@ -342,7 +350,7 @@ std::expected<void, std::string> Gateway::Start() {
   net::ServerOptions server_opts;
   server_opts.host = c.host;
   server_opts.port = static_cast<std::uint16_t>(c.port);
-  server_opts.threads = c.http_threads;
+  server_opts.lanes = p.lanes;
   // The handler answers 413 with an OpenAI error object; the server only refuses (plain 413,
   // without reading them) bodies far beyond the limit.
   server_opts.body_limit = static_cast<std::size_t>(
@@ -403,6 +411,7 @@ void Gateway::Stop() {
   p.cv.notify_all();
   if (p.maintenance.joinable()) p.maintenance.join();
   if (p.proxy) p.proxy->Stop();
+  if (p.lanes) p.lanes->Stop();
   if (p.health) p.health->Stop();
   if (p.scraper) p.scraper->Stop();
   p.feed.reset();

@@ -11,12 +11,13 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <future>
 #include <optional>
 #include <random>
 #include <thread>
@@ -32,6 +33,7 @@
 #include "gateway/router_metrics.h"
 #include "gateway/worker_registry.h"
 #include "net/body_queue.h"
+#include "net/lane_pool.h"
 #include "sched/plugin.h"
 
 namespace kvroute::gateway {
@@ -118,18 +120,19 @@ std::optional<AttemptFailure> FailureOfStatus(int status) {
   return std::nullopt;
 }
 
-// One single-threaded io_context: everything of a request assigned to it runs on its thread,
-// so a request's state needs no lock and ResponseStream::Cancel is safe to post here.
+// One lane of the LanePool (a single-threaded io_context) with the proxy's per-lane state:
+// everything of a request assigned to it runs on its thread, so a request's state needs no
+// lock and ResponseStream::Cancel is safe to post here. With lanes shared with the HTTP
+// server, a request's lane is its client connection's: a relayed chunk stays on one thread.
 struct Lane {
-  explicit Lane(std::uint64_t seed, const client::ClientOptions& options)
-      : guard(asio::make_work_guard(ctx)),
+  Lane(asio::io_context& context, std::uint64_t seed, const client::ClientOptions& options)
+      : ctx(context),
         client(std::make_unique<client::AsyncHttpClient>(ctx.get_executor(), options)),
         state(seed) {}
-  asio::io_context ctx{1};
-  asio::executor_work_guard<asio::io_context::executor_type> guard;
+  bool OnThisThread() const { return ctx.get_executor().running_in_this_thread(); }
+  asio::io_context& ctx;  // owned by the LanePool
   std::unique_ptr<client::AsyncHttpClient> client;
   sched::PolicyState state;  // touched only on this lane's thread
-  std::thread thread;
 };
 
 class Proxy::Impl {
@@ -141,17 +144,15 @@ class Proxy::Impl {
         registry_(registry),
         metrics_(metrics),
         parity_(parity),
-        clock_(clock) {
+        clock_(clock),
+        owns_lanes_(options.lanes_pool == nullptr),
+        pool_(owns_lanes_ ? std::make_shared<net::LanePool>(options.lanes) : options.lanes_pool) {
     client::ClientOptions copts;
     copts.timeouts = options.timeouts;
     copts.max_body_bytes = options.max_response_bytes;
     copts.user_agent = "kvroute/0.1";
-    for (int i = 0; i < std::max(1, options.lanes); ++i) {
-      lanes_.push_back(std::make_unique<Lane>(options.seed + i, copts));
-    }
-    for (auto& lane : lanes_) {
-      Lane* l = lane.get();
-      l->thread = std::thread([l] { l->ctx.run(); });
+    for (int i = 0; i < pool_->size(); ++i) {
+      lanes_.push_back(std::make_unique<Lane>(pool_->context(i), options.seed + i, copts));
     }
   }
 
@@ -159,19 +160,36 @@ class Proxy::Impl {
 
   void Stop() {
     if (stopped_.exchange(true)) return;
+    if (!owns_lanes_) {
+      // Shared lanes outlive this call: let the exchanges the server's Shutdown cancelled
+      // finish there (bounded), so that none is left queued holding this proxy.
+      for (int i = 0; i < 500 && active_.load() != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    std::vector<std::future<void>> closed;
     for (auto& lane : lanes_) {
+      auto done = std::make_shared<std::promise<void>>();
+      closed.push_back(done->get_future());
       Lane* l = lane.get();
-      asio::post(l->ctx, [l] { l->client->CloseIdle(); });
-      l->guard.reset();
+      asio::post(l->ctx, [l, done] {
+        l->client->CloseIdle();
+        done->set_value();
+      });
     }
-    for (auto& lane : lanes_) {
-      // Streams still open (should be none after the server stopped) are abandoned.
-      lane->ctx.stop();
-      if (lane->thread.joinable()) lane->thread.join();
-    }
+    for (auto& f : closed) f.wait_for(std::chrono::seconds(2));
+    // Streams still open (should be none after the server stopped) are abandoned.
+    if (owns_lanes_) pool_->Stop();
   }
 
-  Lane& NextLane() { return *lanes_[next_lane_.fetch_add(1) % lanes_.size()]; }
+  // The lane of the request's client connection when the lanes are shared with the server,
+  // else round robin.
+  Lane& LaneFor(const net::HttpRequest& request) {
+    if (!owns_lanes_ && request.lane >= 0 && request.lane < static_cast<int>(lanes_.size())) {
+      return *lanes_[static_cast<std::size_t>(request.lane)];
+    }
+    return *lanes_[static_cast<std::size_t>(pool_->NextLane())];
+  }
 
   const ProxyOptions options_;
   const RequestPipeline* const pipeline_;
@@ -179,8 +197,9 @@ class Proxy::Impl {
   RouterMetrics* const metrics_;
   ParityChecker* const parity_;
   const Clock* const clock_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
-  std::atomic<std::size_t> next_lane_{0};
+  const bool owns_lanes_;
+  std::shared_ptr<net::LanePool> pool_;       // declared before lanes_: outlives their clients
+  std::vector<std::unique_ptr<Lane>> lanes_;  // one per pool lane
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::int64_t> active_{0};
   std::atomic<bool> stopped_{false};
@@ -237,8 +256,10 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     });
   }
 
-  // net::BodySource (the relayed stream). Called from server threads: hop onto the lane.
+  // net::BodySource (the relayed stream). Called by the client connection: on this lane
+  // when the server shares the proxy's lanes (no hop), else from a server thread.
   void Pull(Deliver deliver) override {
+    if (lane_->OnThisThread()) return PullOnLane(std::move(deliver));
     auto self = shared_from_this();
     asio::post(lane_->ctx, [self, deliver = std::move(deliver)]() mutable {
       self->PullOnLane(std::move(deliver));
@@ -655,7 +676,7 @@ net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_,
     impl_->metrics_->OnRequestDone("", "", prepared.error().status);
     return ErrorResponse(surface, prepared.error(), request_id);
   }
-  Lane& lane = impl_->NextLane();
+  Lane& lane = impl_->LaneFor(request);
   auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, std::move(*prepared), request_id,
                                              now, impl_->clock_->Now() - now);
   auto slot = exchange->MakeSlot();

@@ -16,10 +16,19 @@
 //      error event, then [DONE]) — never a hang. A client that disconnects cancels the upstream
 //      request (its connection is closed, which vLLM treats as an abort).
 //
-// Ownership: owns its lanes (threads); borrows the pipeline, registry, metrics, parity checker
-// and clock (all must outlive it). Thread safety: Handle() from any server thread; each
-// request's state lives on its lane's thread. Stop() joins the lanes (after the HTTP server
-// has stopped, so no request is still running).
+// Lanes: with ProxyOptions::lanes_pool shared with the HTTP server (what `kvroute serve`
+// does), a request runs on the lane of its client connection, so the client socket, the
+// upstream socket and the exchange's state all live on one thread and a relayed chunk costs
+// no cross-thread hand-off. Without it the proxy makes lanes of its own (tests) and a Pull
+// from a server thread is posted over to the request's lane.
+//
+// Ownership: owns its lanes only when it made them; shares ProxyOptions::lanes_pool with its
+// owner, who stops that pool after Stop() and destroys it after the proxy. Borrows the
+// pipeline, registry, metrics, parity checker and clock (all must outlive it).
+// Thread safety: Handle() from any server thread; each request's state lives on its lane's
+// thread. Stop() from a non-lane thread, after the HTTP server has stopped: it waits
+// (bounded) for the cancelled exchanges to end, closes idle upstream connections on each lane
+// and joins the lanes it owns.
 #pragma once
 
 #include <chrono>
@@ -33,6 +42,10 @@
 #include "client/client_types.h"
 #include "common/clock.h"
 #include "net/http_types.h"
+
+namespace kvroute::net {
+class LanePool;
+}
 
 namespace kvroute::gateway {
 
@@ -69,7 +82,11 @@ std::optional<AttemptFailure> FailureOfStatus(int status);
 AttemptFailure FailureOf(client::ErrorKind kind);
 
 struct ProxyOptions {
-  int lanes = 2;  // single-threaded io_contexts
+  int lanes = 2;  // single-threaded io_contexts of its own, when lanes_pool is null
+  // Lanes shared with the HTTP server (net::ServerOptions::lanes): a request's exchange then
+  // runs on its client connection's lane (HttpRequest::lane), so relayed chunks never cross
+  // threads. The proxy does not stop shared lanes; their owner stops them after Stop().
+  std::shared_ptr<net::LanePool> lanes_pool;
   int max_attempts = 3;
   client::Timeouts timeouts;  // per attempt
   std::uint64_t seed = 1;     // PolicyState seeds (lane i uses seed + i)

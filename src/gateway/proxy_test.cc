@@ -1,6 +1,10 @@
 // The proxy's retry rule (pure), and the proxy on loopback against fake workers
 // (net::HttpServer on port 0): relay, retry before the first byte, mid-stream failure as an
-// error event, client disconnect cancelling the upstream request.
+// error event, client disconnect cancelling the upstream request. Every proxy test runs twice:
+// with the proxy on lanes of its own (chunks hop between the server's and the proxy's
+// threads) and on ONE lane shared with the front server (as `kvroute serve` shares them:
+// client socket, upstream socket and exchange on a single thread, so any blocking wait
+// between them would hang the test).
 #include "gateway/proxy.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +19,7 @@
 #include "gateway/worker_registry.h"
 #include "net/body_queue.h"
 #include "net/http_server.h"
+#include "net/lane_pool.h"
 #include "net/test_client.h"
 #include "sched/registry.h"
 #include "tokenize/simple_tokenizer.h"
@@ -129,7 +134,8 @@ struct FakeWorker {
   std::string last_body;
 };
 
-class ProxyTest : public ::testing::Test {
+// Param: whether the proxy shares the front server's lanes.
+class ProxyTest : public ::testing::TestWithParam<bool> {
  protected:
   // The router's in-flight count once it stops falling (bounded: 4 s). The proxy books a
   // request's end after its last byte went out, so a client can hold its answer a moment
@@ -158,12 +164,18 @@ class ProxyTest : public ::testing::Test {
     pipeline_ = std::make_unique<RequestPipeline>(std::move(deps), PipelineOptions{});
     ProxyOptions opts;
     opts.lanes = 1;
+    net::ServerOptions front_opts;
+    if (GetParam()) {
+      lanes_ = std::make_shared<net::LanePool>(1);
+      opts.lanes_pool = lanes_;
+      front_opts.lanes = lanes_;
+    }
     opts.timeouts.connect = milliseconds(500);
     opts.timeouts.first_byte = seconds(5);
     opts.timeouts.idle = seconds(5);
     proxy_ =
         std::make_unique<Proxy>(opts, pipeline_.get(), &registry_, &metrics_, nullptr, &clock_);
-    front_ = std::make_unique<net::HttpServer>(net::ServerOptions{});
+    front_ = std::make_unique<net::HttpServer>(front_opts);
     front_->Handle("POST", "/v1/completions", [this](const net::HttpRequest& r) {
       return proxy_->Handle(api::Endpoint::kCompletions, r);
     });
@@ -175,6 +187,7 @@ class ProxyTest : public ::testing::Test {
   void TearDown() override {
     if (front_) front_->Shutdown(milliseconds(0));
     if (proxy_) proxy_->Stop();
+    if (lanes_) lanes_->Stop();
   }
 
   net::testing::ParsedResponse Post(const std::string& body,
@@ -191,11 +204,12 @@ class ProxyTest : public ::testing::Test {
   kv::PredictedBlocks predicted_;
   RouterMetrics metrics_;
   std::unique_ptr<RequestPipeline> pipeline_;
+  std::shared_ptr<net::LanePool> lanes_;  // shared by front_ and proxy_ (param true)
   std::unique_ptr<Proxy> proxy_;
   std::unique_ptr<net::HttpServer> front_;
 };
 
-TEST_F(ProxyTest, RelaysANonStreamingAnswerWithTheRequestId) {
+TEST_P(ProxyTest, RelaysANonStreamingAnswerWithTheRequestId) {
   FakeWorker w(FakeWorker::Mode::kJson);
   Start({&w});
   auto r = Post(R"({"model":"m","prompt":"hello"})");
@@ -206,7 +220,7 @@ TEST_F(ProxyTest, RelaysANonStreamingAnswerWithTheRequestId) {
   EXPECT_EQ(w.last_request_id.size(), 32u);
 }
 
-TEST_F(ProxyTest, BadRequestNeverReachesAWorker) {
+TEST_P(ProxyTest, BadRequestNeverReachesAWorker) {
   FakeWorker w(FakeWorker::Mode::kJson);
   Start({&w});
   auto r = Post(R"({"model":"m","prompt":"hello","temperature":-1})");
@@ -215,7 +229,7 @@ TEST_F(ProxyTest, BadRequestNeverReachesAWorker) {
   EXPECT_EQ(w.requests.load(), 0);
 }
 
-TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers503) {
+TEST_P(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers503) {
   FakeWorker bad(FakeWorker::Mode::kUnavailable);
   FakeWorker good(FakeWorker::Mode::kJson);
   Start({&bad, &good});
@@ -228,7 +242,7 @@ TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers503) {
   EXPECT_EQ(good.requests.load(), 2);
 }
 
-TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers500) {
+TEST_P(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers500) {
   FakeWorker bad(FakeWorker::Mode::kServerError);
   FakeWorker good(FakeWorker::Mode::kJson);
   Start({&bad, &good});
@@ -242,7 +256,7 @@ TEST_F(ProxyTest, RetriesOnAnotherWorkerWhenTheFirstAnswers500) {
   EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
-TEST_F(ProxyTest, EveryWorkerAnswering500GivesA502AfterMaxAttempts) {
+TEST_P(ProxyTest, EveryWorkerAnswering500GivesA502AfterMaxAttempts) {
   FakeWorker a(FakeWorker::Mode::kServerError);
   FakeWorker b(FakeWorker::Mode::kServerError);
   Start({&a, &b});
@@ -252,7 +266,7 @@ TEST_F(ProxyTest, EveryWorkerAnswering500GivesA502AfterMaxAttempts) {
   EXPECT_EQ(a.requests.load() + b.requests.load(), 2);
 }
 
-TEST_F(ProxyTest, MessagesRequestIsForwardedAsChatAndAnsweredAsAnAnthropicMessage) {
+TEST_P(ProxyTest, MessagesRequestIsForwardedAsChatAndAnsweredAsAnAnthropicMessage) {
   FakeWorker w(FakeWorker::Mode::kJson);
   Start({&w});
   auto r = Post(R"({"model":"m","max_tokens":4,"system":"be brief",
@@ -270,7 +284,7 @@ TEST_F(ProxyTest, MessagesRequestIsForwardedAsChatAndAnsweredAsAnAnthropicMessag
   EXPECT_EQ(got.at("stop_reason"), "end_turn");
 }
 
-TEST_F(ProxyTest, MessagesErrorsUseTheAnthropicShape) {
+TEST_P(ProxyTest, MessagesErrorsUseTheAnthropicShape) {
   FakeWorker w(FakeWorker::Mode::kJson);
   Start({&w});
   auto r = Post(R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "/v1/messages");
@@ -281,7 +295,7 @@ TEST_F(ProxyTest, MessagesErrorsUseTheAnthropicShape) {
   EXPECT_EQ(w.requests.load(), 0);
 }
 
-TEST_F(ProxyTest, RetriesWhenAWorkerRefusesConnections) {
+TEST_P(ProxyTest, RetriesWhenAWorkerRefusesConnections) {
   FakeWorker good(FakeWorker::Mode::kJson);
   FakeWorker dead(FakeWorker::Mode::kJson);
   dead.server.Shutdown(milliseconds(0));  // its port now refuses connections
@@ -293,7 +307,7 @@ TEST_F(ProxyTest, RetriesWhenAWorkerRefusesConnections) {
   EXPECT_EQ(good.requests.load(), 2);
 }
 
-TEST_F(ProxyTest, GivesUpWith502WhenEveryWorkerFails) {
+TEST_P(ProxyTest, GivesUpWith502WhenEveryWorkerFails) {
   FakeWorker a(FakeWorker::Mode::kUnavailable);
   FakeWorker b(FakeWorker::Mode::kUnavailable);
   Start({&a, &b});
@@ -303,7 +317,7 @@ TEST_F(ProxyTest, GivesUpWith502WhenEveryWorkerFails) {
   EXPECT_EQ(a.requests.load() + b.requests.load(), 2);
 }
 
-TEST_F(ProxyTest, RelaysAStreamToItsEnd) {
+TEST_P(ProxyTest, RelaysAStreamToItsEnd) {
   FakeWorker w(FakeWorker::Mode::kStream);
   Start({&w});
   auto r = Post(R"({"model":"m","prompt":"hello","stream":true})");
@@ -313,7 +327,7 @@ TEST_F(ProxyTest, RelaysAStreamToItsEnd) {
   EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
-TEST_F(ProxyTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorEvent) {
+TEST_P(ProxyTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorEvent) {
   FakeWorker w(FakeWorker::Mode::kStreamThenDie);
   Start({&w});
   net::testing::TestClient c;
@@ -329,7 +343,7 @@ TEST_F(ProxyTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorEvent) {
   EXPECT_NE(all.find("data: [DONE]"), std::string::npos);
 }
 
-TEST_F(ProxyTest, ClientDisconnectCancelsTheUpstreamStream) {
+TEST_P(ProxyTest, ClientDisconnectCancelsTheUpstreamStream) {
   FakeWorker w(FakeWorker::Mode::kStreamForever);
   Start({&w});
   {
@@ -346,7 +360,7 @@ TEST_F(ProxyTest, ClientDisconnectCancelsTheUpstreamStream) {
   EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
-TEST_F(ProxyTest, ClientDisconnectCancelsAPendingNonStreamingRequest) {
+TEST_P(ProxyTest, ClientDisconnectCancelsAPendingNonStreamingRequest) {
   FakeWorker w(FakeWorker::Mode::kJsonNever);
   Start({&w});
   {
@@ -366,6 +380,11 @@ TEST_F(ProxyTest, ClientDisconnectCancelsAPendingNonStreamingRequest) {
   EXPECT_EQ(w.cancelled.load(), 1);
   EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Lanes, ProxyTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "SharedWithServer" : "OwnLanes";
+                         });
 
 }  // namespace
 }  // namespace kvroute::gateway
