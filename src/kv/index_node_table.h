@@ -6,7 +6,7 @@
 // at ~0.6 load that is ~7 bytes per (block, worker) entry saved for unshared blocks.
 //
 // The fingerprint is the top half of a multiplicative hash and the home slot is the
-// fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.25x at load 0.8
+// fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.25x at load 0.75
 // as IndexFlatMap), so the home of a stored element is known from its fingerprint alone:
 // growing and deleting never read a node.
 //
