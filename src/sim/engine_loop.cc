@@ -225,7 +225,18 @@ void EngineLoop::UpdateMetrics(const engine::StepResult& result) {
   m->kv_cache_usage_perc.Set(s.kv_cache_usage);
   telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_queries,
                                     static_cast<double>(s.prefix_cache_queries));
-  telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_hits, static_cast<double>(s.prefix_cache_hits));
+  if (options_.external_queries != nullptr && options_.external_hits != nullptr) {
+    // CPU-tier hits are the connector's, not the local (GPU) prefix cache's.
+    telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_hits,
+                                      static_cast<double>(s.prefix_cache_hits - s.cpu_cache_hits));
+    telemetry::VllmMetrics::AdvanceTo(*options_.external_queries,
+                                      static_cast<double>(s.prefix_cache_queries));
+    telemetry::VllmMetrics::AdvanceTo(*options_.external_hits,
+                                      static_cast<double>(s.cpu_cache_hits));
+  } else {
+    telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_hits,
+                                      static_cast<double>(s.prefix_cache_hits));
+  }
   telemetry::VllmMetrics::AdvanceTo(m->prompt_tokens, static_cast<double>(s.prompt_tokens));
   telemetry::VllmMetrics::AdvanceTo(m->generation_tokens, static_cast<double>(s.generation_tokens));
   telemetry::VllmMetrics::AdvanceTo(m->num_preemptions, static_cast<double>(s.num_preemptions));

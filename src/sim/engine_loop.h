@@ -63,6 +63,12 @@ struct EngineLoopOptions {
   std::function<void(kv::KvEventBatch)> publish;
   // Scheduler gauges and token counters are updated after every step when set.
   telemetry::VllmMetrics* metrics = nullptr;
+  // With a CPU tier: vLLM's KV-connector counters (vllm:external_prefix_cache_{queries,hits}),
+  // both in prompt tokens. When set, `metrics->prefix_cache_hits` counts GPU hits only and
+  // these count every prompt token queried and the tokens loaded from the CPU tier, as vLLM
+  // counts its local prefix cache apart from an offloading connector.
+  prometheus::Counter* external_queries = nullptr;
+  prometheus::Counter* external_hits = nullptr;
 };
 
 class EngineLoop {

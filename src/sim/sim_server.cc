@@ -1,10 +1,12 @@
 #include "sim/sim_server.h"
 
+#include <prometheus/counter.h>
 #include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
 
 #include "engine/engine.h"
 #include "engine/profile.h"
@@ -89,6 +91,27 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
 
   EngineLoopOptions loop_options;
   loop_options.metrics = s->metrics.get();
+  if (engine_config.num_cpu_blocks > 0) {
+    // vLLM's KV-connector prefix-cache counters, for the host-memory tier (see EngineLoopOptions).
+    const std::map<std::string, std::string> labels = {{"model_name", s->served_model_name},
+                                                       {"engine", "0"}};
+    loop_options.external_queries =
+        &prometheus::BuildCounter()
+             .Name("vllm:external_prefix_cache_queries_total")
+             .Help(
+                 "External prefix cache queries from KV connector cross-instance cache "
+                 "sharing, in terms of number of queried tokens.")
+             .Register(s->registry)
+             .Add(labels);
+    loop_options.external_hits =
+        &prometheus::BuildCounter()
+             .Name("vllm:external_prefix_cache_hits_total")
+             .Help(
+                 "External prefix cache hits from KV connector cross-instance cache sharing, "
+                 "in terms of number of cached tokens.")
+             .Register(s->registry)
+             .Add(labels);
+  }
   if (s->publisher) {
     kv::ZmqEventPublisher* publisher = s->publisher.get();
     loop_options.publish = [publisher](kv::KvEventBatch batch) {

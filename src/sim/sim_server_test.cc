@@ -185,5 +185,67 @@ TEST_F(SimServerTest, ResetPrefixCacheDropsCachedTokens) {
   EXPECT_EQ(again.at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64(), 0);
 }
 
+TEST_F(SimServerTest, WithoutACpuTierNoConnectorCountersAreExported) {
+  Post("/v1/completions", R"({"model":"test-model","prompt":"x y","max_tokens":3})");
+  EXPECT_EQ(Get("/metrics").body.find("vllm:external_prefix_cache"), std::string::npos);
+}
+
+// The value of the first sample of `name` (followed by '{' or ' ') in an exposition; -1 if none.
+double Sample(const std::string& text, const std::string& name) {
+  for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    if (at > 0 && text[at - 1] != '\n') continue;
+    const auto end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    if (line.size() <= name.size() || (line[name.size()] != '{' && line[name.size()] != ' ')) {
+      continue;
+    }
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+TEST(SimServerCpuTierTest, CpuTierHitsAreCountedAsTheConnectorsNotTheGpuCaches) {
+  SimConfig c;
+  c.host = "127.0.0.1";
+  c.port = 0;
+  c.kv_events = false;
+  c.speedup = 1000;
+  c.served_model_name = "m";
+  c.max_model_len = 1024;
+  c.num_gpu_blocks = 12;  // 192 tokens: a second 150-token prompt evicts the first
+  c.num_cpu_blocks = 64;
+  auto s = SimServer::Create(c, std::make_shared<tokenize::SimpleTokenizer>());
+  ASSERT_TRUE(s.has_value()) << s.error();
+  auto server = std::move(*s);
+  ASSERT_TRUE(server->Start().has_value());
+  TestClient client;
+  ASSERT_TRUE(client.Connect(server->port()));
+  const auto words = [](char letter) {
+    std::string p;
+    for (int i = 0; i < 75; ++i) p += std::string(1, letter) + std::to_string(10 + i) + " ";
+    return p;  // 150 tokens: one per word, one per space
+  };
+  std::int64_t cached = 0, prompt = 0;
+  for (char letter : {'a', 'b', 'a'}) {
+    ASSERT_TRUE(client.Send(TestClient::Post(
+        "/v1/completions",
+        R"({"model":"m","max_tokens":4,"ignore_eos":true,"prompt":")" + words(letter) + "\"}")));
+    auto r = client.ReadResponse();
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto usage = json::parse(r.body).at("usage");
+    cached += usage.at("prompt_tokens_details").at("cached_tokens").as_int64();
+    prompt += usage.at("prompt_tokens").as_int64();
+  }
+  ASSERT_TRUE(client.Send(TestClient::Get("/metrics")));
+  const std::string m = client.ReadResponse().body;
+  const double gpu_hits = Sample(m, "vllm:prefix_cache_hits_total");
+  const double cpu_hits = Sample(m, "vllm:external_prefix_cache_hits_total");
+  EXPECT_GT(cpu_hits, 0);  // the third prompt came back from host memory
+  EXPECT_DOUBLE_EQ(gpu_hits + cpu_hits, static_cast<double>(cached));
+  EXPECT_DOUBLE_EQ(Sample(m, "vllm:external_prefix_cache_queries_total"),
+                   static_cast<double>(prompt));
+  server->Shutdown(std::chrono::milliseconds(0));
+}
+
 }  // namespace
 }  // namespace kvroute::sim
