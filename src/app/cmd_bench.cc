@@ -9,6 +9,7 @@
 #include "bench/plot.h"
 #include "bench/report.h"
 #include "bench/runner.h"
+#include "bench/sweep_stop.h"
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -25,6 +26,7 @@ struct BenchFlags {
   int workers = 0;  // 0: one per --metrics-url (at least 1)
   std::vector<double> itl_targets = {30, 50};
   double ttft_slo = 0, tpot_slo = 0, slo_attainment = 0.9;
+  double stop_mean_itl_ms = -1;  // < 0: Infera's 40 ms for agentic sweeps, off otherwise
   bool no_progress = false, no_plots = false;
 };
 
@@ -46,6 +48,10 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
     f.run.shared_prefix.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
   }
   f.run.progress = !f.no_progress;
+  if (f.stop_mean_itl_ms < 0) {
+    f.stop_mean_itl_ms = f.run.workload == "agentic" ? bench::kInferaStopMeanItlS * 1e3 : 0;
+  }
+  f.run.stop_mean_itl_s = f.stop_mean_itl_ms / 1e3;
 
   report.label = f.label;
   const int workers =
@@ -73,7 +79,8 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
                           {"session_prefix_tokens", static_cast<double>(a.session_prefix_tokens)},
                           {"turns", static_cast<double>(a.turns)},
                           {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
-                          {"output_tokens", static_cast<double>(a.output_tokens)}});
+                          {"output_tokens", static_cast<double>(a.output_tokens)},
+                          {"stop_mean_itl_ms", f.stop_mean_itl_ms}});
   } else if (f.run.workload == "shared-prefix") {
     report.config.insert(report.config.end(),
                          {{"groups", static_cast<double>(sp.groups)},
@@ -129,6 +136,7 @@ struct CompareFlags {
   // Results at 20, 10 and 5 agree in model time (src/bench/README.md); 10 magnifies proxies less.
   double speedup = 10;
   std::uint32_t max_model_len = 0;
+  std::int64_t num_cpu_blocks = 0;
   std::vector<std::string> routers = bench::kDefaultCompareRouters;
 };
 
@@ -142,12 +150,14 @@ int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
     report.config.push_back({"sim_max_model_len", static_cast<double>(c.max_model_len)});
   }
   report.config.push_back({"profile", c.profile.empty() ? std::string("default") : c.profile});
+  report.config.push_back({"sim_num_cpu_blocks", static_cast<double>(c.num_cpu_blocks)});
   bench::CompareOptions options;
   options.cluster.workers = c.workers;
   options.cluster.profile = c.profile;
   options.cluster.seed = f.run.seed;
   options.cluster.speedup = c.speedup;
   options.cluster.max_model_len = c.max_model_len;
+  options.cluster.num_cpu_blocks = c.num_cpu_blocks;
   options.routers = c.routers;
   options.out_dir = f.out_dir;
   options.plots = !f.no_plots;
@@ -256,6 +266,11 @@ void AddWorkloadFlags(CLI::App* cmd, BenchFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--gpus-per-worker", flags->gpus_per_worker, "GPUs behind each worker")
       ->capture_default_str();
+  cmd->add_option("--stop-mean-itl", flags->stop_mean_itl_ms,
+                  "Agentic sweeps: Infera's stop rule, in ms of model time: after a level whose "
+                  "mean ITL exceeds it, the higher levels are not run and goodput is taken over "
+                  "the levels that ran (default 40 for agentic, as Infera's run_sweep.sh; 0: "
+                  "run every level)");
   cmd->add_option("--ttft-slo", flags->ttft_slo, "DistServe TTFT target (s) for rate sweeps");
   cmd->add_option("--tpot-slo", flags->tpot_slo, "DistServe TPOT target (s) for rate sweeps");
   cmd->add_option("--slo-attainment", flags->slo_attainment,
@@ -313,7 +328,9 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   compare->add_option("--workers", cflags->workers, "Local sims behind each router")
       ->capture_default_str()
       ->check(CLI::Range(1, 32));
-  compare->add_option("--profile", cflags->profile, "Engine profile of every sim");
+  compare->add_option("--profile,--sim-profile", cflags->profile,
+                      "Engine profile of every sim (name or .yaml path); kvroute serve is told "
+                      "it too (its rate seeds and KV bytes per block)");
   compare
       ->add_option("--speedup", cflags->speedup,
                    "Sims run this much faster than real time (proxy overhead is magnified "
@@ -324,6 +341,13 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                    "Context length of every sim (0: the profile's); the full agentic workload "
                    "needs ~120k")
       ->capture_default_str();
+  compare
+      ->add_option("--sim-num-cpu-blocks", cflags->num_cpu_blocks,
+                   "KV blocks of every sim's host-memory (CPU) tier, as vLLM's CPU offload; "
+                   "evicted blocks come back from it at the profile's host-to-GPU bandwidth "
+                   "(0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   compare
       ->add_option("--routers", cflags->routers,
                    "nginx-rr, nginx-lc, kvroute:<preset> (round_robin, random, least_load, "

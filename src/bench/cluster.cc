@@ -54,6 +54,60 @@ bool IsKnownRouterName(const std::string& router) {
          (router.starts_with("kvroute:") && router.size() > 8);
 }
 
+std::vector<std::string> SimArgv(const ClusterOptions& options, int kv_port) {
+  std::ostringstream speedup, seed;
+  speedup << options.speedup;
+  seed << options.seed;
+  std::vector<std::string> argv = {options.exe,
+                                   "sim",
+                                   "--host",
+                                   "127.0.0.1",
+                                   "--port",
+                                   "0",
+                                   "--seed",
+                                   seed.str(),
+                                   "--speedup",
+                                   speedup.str(),
+                                   "--shutdown-timeout",
+                                   "1",
+                                   "--kv-events-endpoint",
+                                   "tcp://127.0.0.1:" + std::to_string(kv_port)};
+  if (!options.profile.empty()) {
+    argv.push_back("--profile");
+    argv.push_back(options.profile);
+  }
+  if (options.max_model_len > 0) {
+    argv.push_back("--max-model-len");
+    argv.push_back(std::to_string(options.max_model_len));
+  }
+  if (options.num_cpu_blocks > 0) {
+    argv.push_back("--num-cpu-blocks");
+    argv.push_back(std::to_string(options.num_cpu_blocks));
+  }
+  return argv;
+}
+
+std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
+                      std::uint64_t seed, const std::string& profile) {
+  std::ostringstream y;
+  y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
+  for (std::size_t i = 0; i < sims.size(); ++i) {
+    const auto& s = sims[i];
+    y << "  - name: sim" << i << "\n    url: " << s.url << "\n    model: " << s.model << "\n";
+    // The sims' profile, so the router seeds its rates and sizes KV blocks for that model
+    // rather than for the default one.
+    if (!profile.empty()) y << "    profile: \"" << profile << "\"\n";
+    if (!s.kv_endpoint.empty()) {
+      // The sim binds; "tcp://*:P" tells kvroute to connect to the worker's host on P.
+      const auto colon = s.kv_endpoint.rfind(':');
+      y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
+    }
+  }
+  y << "scheduler: {policy: " << policy << ", seed: " << seed << "}\n"
+    << "mode: precise\n";
+  return y.str();
+}
+
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   if (options_.exe.empty()) options_.exe = SelfExe();
 }
@@ -66,31 +120,7 @@ std::expected<void, std::string> Cluster::StartSims() {
   for (int i = 0; i < options_.workers; ++i) {
     auto kv_port = FreeLoopbackPort();
     if (!kv_port) return std::unexpected(kv_port.error());
-    std::ostringstream speedup, seed;
-    speedup << options_.speedup;
-    seed << options_.seed;
-    std::vector<std::string> argv = {options_.exe,
-                                     "sim",
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     "0",
-                                     "--seed",
-                                     seed.str(),
-                                     "--speedup",
-                                     speedup.str(),
-                                     "--shutdown-timeout",
-                                     "1",
-                                     "--kv-events-endpoint",
-                                     "tcp://127.0.0.1:" + std::to_string(*kv_port)};
-    if (!options_.profile.empty()) {
-      argv.push_back("--profile");
-      argv.push_back(options_.profile);
-    }
-    if (options_.max_model_len > 0) {
-      argv.push_back("--max-model-len");
-      argv.push_back(std::to_string(options_.max_model_len));
-    }
+    std::vector<std::string> argv = SimArgv(options_, *kv_port);
     const std::string log = options_.dir + "/sim" + std::to_string(i) + ".log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn(argv, log);
@@ -151,21 +181,9 @@ std::expected<void, std::string> Cluster::StartNginx(bool least_conn, const std:
 
 std::expected<void, std::string> Cluster::StartServe(const std::string& policy,
                                                      const std::string& dir) {
-  std::ostringstream y;
-  y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
-  for (std::size_t i = 0; i < sims_.size(); ++i) {
-    const auto& s = sims_[i];
-    y << "  - name: sim" << i << "\n    url: " << s.url << "\n    model: " << s.model << "\n";
-    if (!s.kv_endpoint.empty()) {
-      // The sim binds; "tcp://*:P" tells kvroute to connect to the worker's host on P.
-      const auto colon = s.kv_endpoint.rfind(':');
-      y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
-    }
-  }
-  y << "scheduler: {policy: " << policy << ", seed: " << options_.seed << "}\n"
-    << "mode: precise\n";
+  const std::string yaml = ServeYaml(sims_, policy, options_.seed, options_.profile);
   const std::string conf = dir + "/serve.yaml";
-  std::ofstream(conf) << y.str();
+  std::ofstream(conf) << yaml;
   const std::string log = dir + "/serve.log";
   std::error_code ec;
   std::filesystem::remove(log, ec);

@@ -4,7 +4,9 @@
 //
 // Router names: "nginx-rr", "nginx-lc", "kvroute:<preset>" (round_robin, predicted_latency,
 // dynamo_cost, ...). Each child writes its log (and nginx/serve their configuration) into
-// `dir`, which survives the run for post-mortems.
+// `dir`, which survives the run for post-mortems. `kvroute serve` is told each sim's profile
+// (its rate seeds and KV bytes per block come from it), so a non-default profile is modelled
+// on both sides.
 //
 // Ownership: the Cluster owns its children; Stop() (and the destructor) stops the router
 // first, then the sims. Thread safety: one thread.
@@ -28,6 +30,9 @@ struct ClusterOptions {
   // The sims' context length; 0: the profile's. The agentic workload's contexts (up to ~118k
   // tokens) need more than Qwen3-32B's native 40,960 (131,072 with YaRN, per its model card).
   std::uint32_t max_model_len = 0;
+  // KV blocks of each sim's host-memory (CPU) tier, vLLM's CPU offload; 0: none. Evicted
+  // blocks go there and come back at the profile's host-to-GPU bandwidth.
+  std::int64_t num_cpu_blocks = 0;
   std::string dir;  // logs and configs; created
   double ready_timeout_s = 30;
 };
@@ -42,6 +47,12 @@ struct SimInfo {
 std::expected<SimInfo, std::string> ParseSimReadyLine(const std::string& line);
 // "kvroute serve listening on http://H:P ..." → "http://H:P".
 std::expected<std::string, std::string> ParseServeReadyLine(const std::string& line);
+// The command line of one sim (options.exe first), its KV events bound on `kv_port`.
+std::vector<std::string> SimArgv(const ClusterOptions& options, int kv_port);
+// `kvroute serve`'s configuration in front of `sims`: precise mode, every sim's KV events,
+// `policy` (a preset name), `profile` on every worker when not empty.
+std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
+                      std::uint64_t seed, const std::string& profile);
 // Whether `router` is a name this file knows how to start.
 bool IsKnownRouterName(const std::string& router);
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace kvroute::bench {
@@ -49,6 +50,50 @@ TEST(RouterNameTest, KnowsNginxAndKvroutePresets) {
   EXPECT_TRUE(IsKnownRouterName("kvroute:predicted_latency"));
   EXPECT_FALSE(IsKnownRouterName("kvroute:"));
   EXPECT_FALSE(IsKnownRouterName("haproxy"));
+}
+
+TEST(SimArgvTest, PassesProfileContextLengthAndCpuTier) {
+  ClusterOptions o;
+  o.exe = "/bin/kvroute";
+  o.profile = "deepseek-v3-h200";
+  o.max_model_len = 131072;
+  o.num_cpu_blocks = 48000;
+  const auto argv = SimArgv(o, 5555);
+  const auto after = [&](const std::string& flag) -> std::string {
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == flag) return argv[i + 1];
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(argv.front(), "/bin/kvroute");
+  EXPECT_EQ(after("--profile"), "deepseek-v3-h200");
+  EXPECT_EQ(after("--max-model-len"), "131072");
+  EXPECT_EQ(after("--num-cpu-blocks"), "48000");
+  EXPECT_EQ(after("--kv-events-endpoint"), "tcp://127.0.0.1:5555");
+}
+
+TEST(SimArgvTest, DefaultsLeaveTheSimsOwnSettings) {
+  ClusterOptions o;
+  o.exe = "/bin/kvroute";
+  const auto argv = SimArgv(o, 5555);
+  for (const char* flag : {"--profile", "--max-model-len", "--num-cpu-blocks"}) {
+    EXPECT_EQ(std::count(argv.begin(), argv.end(), std::string(flag)), 0) << flag;
+  }
+}
+
+TEST(ServeYamlTest, EveryWorkerNamesTheSimsProfile) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"},
+                               {"http://127.0.0.1:2", "tcp://127.0.0.1:12", "m"}};
+  const std::string yaml = ServeYaml(sims, "llmd_sticky", 7, "deepseek-v3-h200");
+  std::size_t count = 0;
+  for (auto at = yaml.find("profile: \"deepseek-v3-h200\""); at != std::string::npos;
+       at = yaml.find("profile: \"deepseek-v3-h200\"", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 2u);
+  EXPECT_NE(yaml.find("policy: llmd_sticky, seed: 7"), std::string::npos);
+  EXPECT_NE(yaml.find("endpoint: \"tcp://*:12\""), std::string::npos);
+  EXPECT_EQ(ServeYaml(sims, "llmd_sticky", 7, "").find("profile:"), std::string::npos);
 }
 
 TEST(ChildProcessTest, ReadsTheReadyLineFromTheLog) {

@@ -52,8 +52,8 @@ CompareRow CompareRowOf(const RunReport& run) {
   CompareRow row;
   row.router = run.label;
   std::vector<double> ttft, itl;
-  double hit_sum = 0, duration = 0;
-  int hit_levels = 0;
+  double hit_sum = 0, ext_sum = 0, duration = 0;
+  int hit_levels = 0, ext_levels = 0;
   std::uint64_t output_tokens = 0;
   for (const auto& level : run.levels) {
     for (const auto& r : level.requests) {
@@ -72,15 +72,22 @@ CompareRow CompareRowOf(const RunReport& run) {
       hit_sum += *level.hit_rate;
       ++hit_levels;
     }
+    if (level.external_hit_rate) {
+      ext_sum += *level.external_hit_rate;
+      ++ext_levels;
+    }
   }
   row.ttft = Summarize(ttft);
   row.itl = Summarize(itl);
   if (hit_levels > 0) row.hit_rate = hit_sum / hit_levels;
+  if (ext_levels > 0) row.external_hit_rate = ext_sum / ext_levels;
+  if (run.sweep_stop) row.stopped_after = run.sweep_stop->after_level;
   if (duration > 0) row.output_tokens_per_s = static_cast<double>(output_tokens) / duration;
   row.targets_tps = run.itl_targets_tps;
   const auto infera = InferaGoodputs(run);
   for (std::size_t i = 0; i < run.itl_targets_tps.size(); ++i) {
     row.goodput.push_back(i < infera.size() ? infera[i].tokens_per_s_per_gpu : std::nullopt);
+    row.goodput_at.push_back(i < infera.size() ? infera[i].at_concurrency : std::nullopt);
   }
   return row;
 }
@@ -111,11 +118,12 @@ std::string CompareTable(const std::vector<CompareRow>& rows, const CompareMeta&
   std::snprintf(line, sizeof(line), "%-28s %7s %6s", "router", "ok", "fail");
   out << line;
   for (double t : targets) {
-    std::snprintf(line, sizeof(line), " %10s %7s", ("gp@" + Fixed(t, 0)).c_str(), "ratio");
+    std::snprintf(line, sizeof(line), " %10s %5s %7s", ("gp@" + Fixed(t, 0)).c_str(), "at c",
+                  "ratio");
     out << line;
   }
-  std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s\n", "out tok/s", "ratio",
-                "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "hit");
+  std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s %6s %s\n", "out tok/s", "ratio",
+                "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "hit", "cpu", "stop");
   out << line;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof(line), "%-28s %7zu %6zu", r.router.c_str(), r.ok, r.failed);
@@ -123,17 +131,24 @@ std::string CompareTable(const std::vector<CompareRow>& rows, const CompareMeta&
     for (std::size_t i = 0; i < targets.size(); ++i) {
       const auto g = i < r.goodput.size() ? r.goodput[i] : std::nullopt;
       const auto q = i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt;
-      std::snprintf(line, sizeof(line), " %10s %7s", Fixed(g, 1).c_str(), Fixed(q, 2).c_str());
+      const auto at = i < r.goodput_at.size() ? r.goodput_at[i] : std::nullopt;
+      std::snprintf(line, sizeof(line), " %10s %5s %7s", Fixed(g, 1).c_str(),
+                    at ? std::to_string(*at).c_str() : "-", Fixed(q, 2).c_str());
       out << line;
     }
-    std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s\n",
+    std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s %6s %s\n",
                   Fixed(r.output_tokens_per_s, 1).c_str(), Fixed(r.throughput_ratio, 2).c_str(),
                   Ms(r.ttft.p50).c_str(), Ms(r.ttft.p99).c_str(), Ms(r.itl.p50).c_str(),
-                  Ms(r.itl.p99).c_str(), Fixed(r.hit_rate, 3).c_str());
+                  Ms(r.itl.p99).c_str(), Fixed(r.hit_rate, 3).c_str(),
+                  Fixed(r.external_hit_rate, 3).c_str(),
+                  r.stopped_after.empty() ? "-" : r.stopped_after.c_str());
     out << line;
   }
   out << "goodput gp@T: Infera tokens/s/GPU at T tokens/s/user; ratios vs " << meta.baseline
-      << "; latencies in ms; " << TimeBaseNote(meta.speedup) << ".\n";
+      << " (at c: the concurrency it was taken at); latencies in ms, pooled over levels; hit: "
+         "engine prefix cache (GPU tier), cpu: CPU-tier hits (null without a tier); stop: the "
+         "level after which the stop rule ended the sweep; "
+      << TimeBaseNote(meta.speedup) << ".\n";
   if (meta.speedup != 1) {
     out << "note: routers and the client run in real time, so every real millisecond a proxy "
            "adds counts as "
@@ -162,7 +177,10 @@ std::string CompareJson(const std::vector<CompareRow>& rows, const CompareMeta& 
       goodput.push_back(
           {{"target_tokens_per_s_per_user", r.targets_tps[i]},
            {"tokens_per_s_per_gpu", OrNull(i < r.goodput.size() ? r.goodput[i] : std::nullopt)},
-           {"ratio", OrNull(i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt)}});
+           {"ratio", OrNull(i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt)},
+           {"at_concurrency", i < r.goodput_at.size() && r.goodput_at[i]
+                                  ? boost::json::value(*r.goodput_at[i])
+                                  : boost::json::value(nullptr)}});
     }
     o["goodput"] = std::move(goodput);
     o["output_tokens_per_s"] = r.output_tokens_per_s;
@@ -170,6 +188,9 @@ std::string CompareJson(const std::vector<CompareRow>& rows, const CompareMeta& 
     o["ttft_s"] = SummaryJson(r.ttft);
     o["itl_s"] = SummaryJson(r.itl);
     o["hit_rate"] = OrNull(r.hit_rate);
+    o["external_hit_rate"] = OrNull(r.external_hit_rate);
+    o["stopped_after"] =
+        r.stopped_after.empty() ? boost::json::value(nullptr) : boost::json::value(r.stopped_after);
     routers.push_back(std::move(o));
   }
   doc["routers"] = std::move(routers);
@@ -181,19 +202,24 @@ std::string CompareCsv(const std::vector<CompareRow>& rows) {
   out << "router,sent,ok,failed";
   const std::vector<double> targets =
       rows.empty() ? std::vector<double>{} : rows.front().targets_tps;
-  for (double t : targets) out << ",goodput_at_" << t << ",goodput_ratio_at_" << t;
+  for (double t : targets) {
+    out << ",goodput_at_" << t << ",goodput_ratio_at_" << t << ",goodput_concurrency_at_" << t;
+  }
   out << ",output_tokens_per_s,throughput_ratio,ttft_p50_s,ttft_p99_s,itl_p50_s,itl_p99_s,"
-         "hit_rate\n";
+         "hit_rate,external_hit_rate,stopped_after\n";
   auto cell = [](std::optional<double> v) { return v.has_value() ? Fixed(v, 6) : std::string(); };
   for (const auto& r : rows) {
     out << r.router << ',' << r.sent << ',' << r.ok << ',' << r.failed;
     for (std::size_t i = 0; i < targets.size(); ++i) {
       out << ',' << cell(i < r.goodput.size() ? r.goodput[i] : std::nullopt) << ','
-          << cell(i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt);
+          << cell(i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt) << ','
+          << (i < r.goodput_at.size() && r.goodput_at[i] ? std::to_string(*r.goodput_at[i])
+                                                         : std::string());
     }
     out << ',' << cell(r.output_tokens_per_s) << ',' << cell(r.throughput_ratio) << ','
         << cell(r.ttft.p50) << ',' << cell(r.ttft.p99) << ',' << cell(r.itl.p50) << ','
-        << cell(r.itl.p99) << ',' << cell(r.hit_rate) << '\n';
+        << cell(r.itl.p99) << ',' << cell(r.hit_rate) << ',' << cell(r.external_hit_rate) << ','
+        << r.stopped_after << '\n';
   }
   return out.str();
 }

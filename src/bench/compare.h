@@ -3,9 +3,10 @@
 // terminal table, compare.json, compare.csv and a gnuplot bar chart.
 //
 // A row pools the run's levels: latency percentiles over every ok request (ITL over every
-// gap), hit rate as the mean of the levels' engine hit rates, goodput as the run's Infera
-// goodput at each per-user speed target. A ratio is row / baseline, absent (null) when either
-// side is absent or the baseline is 0 — never a made-up number.
+// gap), hit rate as the mean of the levels' engine hit rates (per tier), goodput as the run's
+// Infera goodput at each per-user speed target with the concurrency it was taken at. A ratio is row
+// / baseline, absent (null) when either side is absent or the baseline is 0 — never a made-up
+// number.
 //
 // Thread safety: pure functions, except WriteCompareFiles (files + a gnuplot child).
 #pragma once
@@ -28,7 +29,10 @@ struct CompareRow {
   double output_tokens_per_s = 0;                    // summed over levels / summed durations
   std::optional<double> throughput_ratio;            // output tokens/s vs the baseline
   Summary ttft, itl;
-  std::optional<double> hit_rate;
+  std::optional<double> hit_rate;              // engine prefix cache (vLLM: the GPU tier)
+  std::optional<double> external_hit_rate;     // the lower (CPU) tier, when the engines export it
+  std::vector<std::optional<int>> goodput_at;  // the concurrency each goodput was taken at
+  std::string stopped_after;  // the level that ended the sweep (stop rule); empty: all ran
 };
 
 CompareRow CompareRowOf(const RunReport& run);

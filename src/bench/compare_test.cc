@@ -68,6 +68,37 @@ TEST(CompareRowTest, GoodputIsAbsentWhenTheSpeedTargetIsMissed) {
   EXPECT_FALSE(row.goodput[1].has_value());
 }
 
+TEST(CompareRowTest, KeepsWhereGoodputWasTakenTheCpuTierAndTheSweepStop) {
+  RunReport run = Fixture("kvroute:x", 4, 1.0, 0.01, 0.8);
+  run.levels[0].external_hit_rate = 0.1;
+  LevelResult second = run.levels[0];
+  second.name = "c=8";
+  second.concurrency = 8;
+  second.external_hit_rate = 0.3;
+  run.levels.push_back(second);
+  run.sweep_stop = SweepStop{.after_level = "c=8", .mean_itl_s = 0.05, .skipped = {16}};
+  CompareRow row = CompareRowOf(run);
+  ASSERT_EQ(row.goodput_at.size(), 2u);
+  EXPECT_EQ(row.goodput_at[0], 8);  // both levels meet 30 tok/s; the higher one counts
+  ASSERT_TRUE(row.external_hit_rate.has_value());
+  EXPECT_DOUBLE_EQ(*row.external_hit_rate, 0.2);
+  EXPECT_EQ(row.stopped_after, "c=8");
+  auto doc = boost::json::parse(CompareJson({row}, CompareMeta{})).as_object();
+  const auto& r = doc.at("routers").as_array()[0];
+  EXPECT_EQ(r.at("goodput").as_array()[0].at("at_concurrency").as_int64(), 8);
+  EXPECT_DOUBLE_EQ(r.at("external_hit_rate").as_double(), 0.2);
+  EXPECT_EQ(r.at("stopped_after").as_string(), "c=8");
+}
+
+TEST(CompareRowTest, NoCpuTierAndNoStopAreAbsent) {
+  CompareRow row = CompareRowOf(Fixture("a", 2, 1.0, 0.01, 0.5));
+  EXPECT_FALSE(row.external_hit_rate.has_value());
+  EXPECT_TRUE(row.stopped_after.empty());
+  auto doc = boost::json::parse(CompareJson({row}, CompareMeta{})).as_object();
+  EXPECT_TRUE(doc.at("routers").as_array()[0].at("external_hit_rate").is_null());
+  EXPECT_TRUE(doc.at("routers").as_array()[0].at("stopped_after").is_null());
+}
+
 TEST(FillRatiosTest, BaselineIsOneAndOthersAreRelative) {
   std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 10, 10.0, 0.01)),
                                   CompareRowOf(Fixture("kvroute:x", 10, 5.0, 0.01))};

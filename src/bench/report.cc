@@ -198,6 +198,18 @@ std::string RunJson(const RunReport& run) {
     goodput["distserve"] = nullptr;
   }
   doc["goodput"] = std::move(goodput);
+  json::array skipped;
+  if (run.sweep_stop) {
+    for (int c : run.sweep_stop->skipped) skipped.push_back(c);
+  }
+  doc["sweep"] =
+      json::object{{"stop_mean_itl_s", run.stop_mean_itl_s > 0 ? json::value(run.stop_mean_itl_s)
+                                                               : json::value(nullptr)},
+                   {"stopped_after", run.sweep_stop ? json::value(run.sweep_stop->after_level)
+                                                    : json::value(nullptr)},
+                   {"mean_itl_s", run.sweep_stop ? json::value(run.sweep_stop->mean_itl_s)
+                                                 : json::value(nullptr)},
+                   {"skipped", std::move(skipped)}};
   return json::serialize(doc) + "\n";
 }
 
@@ -206,7 +218,7 @@ std::string LevelsCsv(const RunReport& run) {
   out << "label,workload,level,concurrency,rate_per_s,duration_s,sent,ok,failed,"
          "ttft_p50_s,ttft_p90_s,ttft_p99_s,itl_p50_s,itl_p90_s,itl_p99_s,e2e_p50_s,e2e_p99_s,"
          "tpot_p50_s,input_tokens_per_s,output_tokens_per_s,requests_per_s,hit_rate,"
-         "external_hit_rate,client_cached_fraction,slo_attainment\n";
+         "external_hit_rate,client_cached_fraction,slo_attainment,itl_mean_s\n";
   for (const LevelResult& l : run.levels) {
     LevelSummary s = SummarizeLevel(l, run.slo);
     out << CsvField(run.label) << ',' << run.workload << ',' << CsvField(l.name) << ','
@@ -218,7 +230,7 @@ std::string LevelsCsv(const RunReport& run) {
         << Num(s.tpot.p50) << ',' << Num(s.input_tokens_per_s) << ',' << Num(s.output_tokens_per_s)
         << ',' << Num(s.requests_per_s) << ',' << OptNum(l.hit_rate) << ','
         << OptNum(l.external_hit_rate) << ',' << OptNum(s.client_cached_fraction) << ','
-        << OptNum(s.slo_attainment) << '\n';
+        << OptNum(s.slo_attainment) << ',' << Num(s.itl.mean) << '\n';
   }
   return out.str();
 }
@@ -267,6 +279,7 @@ std::string TerminalTable(const RunReport& run) {
       out << "no level meets the target\n";
     }
   }
+  if (run.sweep_stop) out << SweepStopNote(*run.sweep_stop, run.stop_mean_itl_s) << "\n";
   if (auto ds = DistServeGoodputOf(run)) {
     out << "goodput (DistServe, TTFT≤" << Num(run.slo->ttft_s) << "s TPOT≤" << Num(run.slo->tpot_s)
         << "s): ";

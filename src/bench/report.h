@@ -11,6 +11,8 @@
 //                "throughput": {"input_tokens_per_s", "output_tokens_per_s", "requests_per_s"},
 //                "cache": {"hit_rate", "external_hit_rate", "client_cached_fraction"},
 //                "slo_attainment"}],
+//    "sweep": {"stop_mean_itl_s" (null: rule off), "stopped_after" (null: every level ran),
+//              "mean_itl_s", "skipped": [concurrency...]},
 //    "goodput": {"infera": [{target_tokens_per_s_per_user, tokens_per_s_per_gpu,
 //                            at_concurrency, points}], "distserve": {...}}}
 // Absent values are null, never a made-up 0.
@@ -29,6 +31,7 @@
 
 #include "bench/goodput.h"
 #include "bench/stats.h"
+#include "bench/sweep_stop.h"
 
 namespace kvroute::bench {
 
@@ -63,6 +66,8 @@ struct RunReport {
   std::vector<double> itl_targets_tps = {30, 50};           // Infera per-user speed targets
   std::optional<SloTargets> slo;                            // DistServe targets, when given
   std::vector<LevelResult> levels;
+  double stop_mean_itl_s = 0;           // the sweep's stop rule (bench/sweep_stop.h); 0: off
+  std::optional<SweepStop> sweep_stop;  // set when the rule ended the sweep early
 };
 
 // Per-level aggregates, computed once and shared by every output.

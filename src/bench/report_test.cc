@@ -102,6 +102,28 @@ TEST(RunJson, InferaGoodputPicksHighestConcurrencyMeetingTheTarget) {
   EXPECT_DOUBLE_EQ(g30.at("tokens_per_s_per_gpu").as_double(), 406.0 / 2 / 2);
 }
 
+TEST(RunJson, SweepIsNullWhenTheStopRuleIsOff) {
+  json::object doc = json::parse(RunJson(TwoLevelRun())).as_object();
+  const json::object& sweep = doc.at("sweep").as_object();
+  EXPECT_TRUE(sweep.at("stop_mean_itl_s").is_null());
+  EXPECT_TRUE(sweep.at("stopped_after").is_null());
+  EXPECT_TRUE(sweep.at("skipped").as_array().empty());
+}
+
+TEST(RunJson, SweepNamesTheLevelThatStoppedItAndTheLevelsNotRun) {
+  RunReport run = TwoLevelRun();
+  run.stop_mean_itl_s = 0.040;
+  run.sweep_stop = SweepStop{.after_level = "c=2", .mean_itl_s = 0.05, .skipped = {4, 8}};
+  json::object doc = json::parse(RunJson(run)).as_object();
+  const json::object& sweep = doc.at("sweep").as_object();
+  EXPECT_DOUBLE_EQ(sweep.at("stop_mean_itl_s").as_double(), 0.040);
+  EXPECT_EQ(sweep.at("stopped_after").as_string(), "c=2");
+  EXPECT_DOUBLE_EQ(sweep.at("mean_itl_s").as_double(), 0.05);
+  ASSERT_EQ(sweep.at("skipped").as_array().size(), 2u);
+  EXPECT_EQ(sweep.at("skipped").as_array()[1].as_int64(), 8);
+  EXPECT_NE(TerminalTable(run).find("sweep stopped after c=2"), std::string::npos);
+}
+
 TEST(LevelsCsv, OneHeaderAndOneRowPerLevel) {
   std::string csv = LevelsCsv(TwoLevelRun());
   std::istringstream in(csv);

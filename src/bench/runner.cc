@@ -396,6 +396,8 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
   if (options_.time_scale <= 0)
     return std::unexpected("the time scale (--speedup) must be positive");
   report.time_scale = options_.time_scale;
+  report.stop_mean_itl_s = options_.workload == "agentic" ? options_.stop_mean_itl_s : 0;
+  report.sweep_stop.reset();
   const double time_scale = options_.time_scale;
   model_ = options_.model.empty() ? RunSync(ioc_, DiscoverModel()) : options_.model;
 
@@ -410,6 +412,19 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
         return AgenticLevel(level, c, static_cast<int>(li));
       });
       if (!ok) return ok;
+      const LevelResult& ran = report.levels.back();
+      auto stop =
+          SweepStopAfter(ran.name, SummarizeLevel(ran, std::nullopt).itl, options_.stop_mean_itl_s);
+      if (stop && li + 1 < options_.concurrency.size()) {
+        stop->skipped.assign(options_.concurrency.begin() + static_cast<std::ptrdiff_t>(li) + 1,
+                             options_.concurrency.end());
+        report.sweep_stop = std::move(stop);
+        if (options_.progress) {
+          std::fprintf(stderr, "[bench] %s\n",
+                       SweepStopNote(*report.sweep_stop, options_.stop_mean_itl_s).c_str());
+        }
+        break;
+      }
     }
     return {};
   }

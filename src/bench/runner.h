@@ -65,6 +65,9 @@ struct RunnerOptions {
   // The sims' --speedup: every measured duration is multiplied by it when a level ends, so
   // the report is in model time (bench/time_base.h). 1 against real engines.
   double time_scale = 1;
+  // Agentic sweeps: Infera's stop rule (bench/sweep_stop.h). After a level whose mean ITL
+  // (model time) exceeds this many seconds the higher levels are not run. 0: every level runs.
+  double stop_mean_itl_s = 0;
 
   // Sizes the text of chat workloads and supplies the token palette of trace prompts.
   tokenize::TokenizerPtr tokenizer;
@@ -73,7 +76,9 @@ struct RunnerOptions {
 inline constexpr int kHardMaxRequests = 1'000'000;
 inline constexpr double kHardMaxLevelSeconds = 4 * 3600;
 
-// Runs every level in turn. Fills `report.levels`, `target`, `workload`, `started_at`;
+// Runs every level in turn (agentic: until the stop rule ends the sweep, recorded in
+// `report.sweep_stop`). Fills `report.levels`, `target`, `workload`, `started_at`,
+// `stop_mean_itl_s`;
 // leaves the caller's label, gpus, targets and config as given. Errors are setup failures
 // (unreadable trace, bad URL); request failures are results.
 std::expected<void, std::string> RunBenchmark(const RunnerOptions& options, RunReport& report);

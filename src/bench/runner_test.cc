@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "net/body_queue.h"
 #include "net/http_server.h"
@@ -45,6 +46,7 @@ class FakeOpenAi {
     return bodies_;
   }
   std::atomic<bool> fail_with_500{false};
+  std::atomic<int> chunk_gap_ms{0};  // > 0: stream the chunks this far apart
 
   // The reply of a request asking for n tokens.
   static std::string Reply(int n) {
@@ -81,8 +83,9 @@ class FakeOpenAi {
     }
     const bool chat = body.contains("messages");
     auto q = std::make_shared<net::ChunkQueue>();
-    q->Push(R"(data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})"
-            "\n\n");
+    std::vector<std::string> pieces;
+    pieces.push_back(R"(data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})"
+                     "\n\n");
     for (int i = 0; i < max_tokens; ++i) {
       const std::string text = "w" + std::to_string(i) + " ";
       json::object choice{{"index", 0}};
@@ -91,14 +94,30 @@ class FakeOpenAi {
       } else {
         choice["text"] = text;
       }
-      q->Push("data: " + json::serialize(json::object{{"choices", json::array{choice}}}) + "\n\n");
+      pieces.push_back("data: " + json::serialize(json::object{{"choices", json::array{choice}}}) +
+                       "\n\n");
     }
     json::object usage{{"prompt_tokens", prompt_tokens},
                        {"completion_tokens", max_tokens},
                        {"prompt_tokens_details", json::object{{"cached_tokens", cached}}}};
-    q->Push("data: " + json::serialize(json::object{{"choices", json::array{}}, {"usage", usage}}) +
-            "\n\ndata: [DONE]\n\n");
-    q->Close();
+    pieces.push_back(
+        "data: " + json::serialize(json::object{{"choices", json::array{}}, {"usage", usage}}) +
+        "\n\ndata: [DONE]\n\n");
+    const int gap_ms = chunk_gap_ms.load();
+    if (gap_ms <= 0) {
+      for (auto& p : pieces) q->Push(std::move(p));
+      q->Close();
+    } else {
+      // Paced: one piece per gap from another thread (the queue is thread-safe), so the client
+      // sees real inter-token gaps. Owns only the queue and the pieces, never the fake.
+      std::thread([q, pieces = std::move(pieces), gap_ms]() mutable {
+        for (auto& p : pieces) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+          q->Push(std::move(p));
+        }
+        q->Close();
+      }).detach();
+    }
     net::HttpResponse res;
     res.content_type = "text/event-stream";
     res.stream = q;
@@ -184,6 +203,37 @@ TEST(RunBenchmark, ConcurrencySweepRunsOneLevelPerEntry) {
   EXPECT_EQ(report.levels[0].requests.size(), 3u);
   EXPECT_EQ(report.levels[1].concurrency, 2);
   EXPECT_EQ(report.levels[1].requests.size(), 6u);
+}
+
+TEST(RunBenchmark, StopRuleEndsTheSweepAfterTheLevelWhoseMeanItlCrossed) {
+  FakeOpenAi fake;
+  fake.chunk_gap_ms = 2;  // >= 2 ms wall per gap = >= 2 s of model time at time_scale 1000
+  RunnerOptions o = SmallAgentic(fake);
+  o.agentic.turns = 1;
+  o.concurrency = {1, 2, 4};
+  o.time_scale = 1000;
+  o.stop_mean_itl_s = 0.040;
+  RunReport report;
+  ASSERT_TRUE(RunBenchmark(o, report).has_value());
+  ASSERT_EQ(report.levels.size(), 1u);
+  ASSERT_TRUE(report.sweep_stop.has_value());
+  EXPECT_EQ(report.sweep_stop->after_level, "c=1");
+  EXPECT_GT(report.sweep_stop->mean_itl_s, 0.040);
+  EXPECT_EQ(report.sweep_stop->skipped, (std::vector<int>{2, 4}));
+  EXPECT_DOUBLE_EQ(report.stop_mean_itl_s, 0.040);
+}
+
+TEST(RunBenchmark, StopRuleBelowItsThresholdRunsEveryLevel) {
+  FakeOpenAi fake;
+  fake.chunk_gap_ms = 2;
+  RunnerOptions o = SmallAgentic(fake);
+  o.agentic.turns = 1;
+  o.concurrency = {1, 2};
+  o.stop_mean_itl_s = 3600;  // an hour per token: never crossed
+  RunReport report;
+  ASSERT_TRUE(RunBenchmark(o, report).has_value());
+  EXPECT_EQ(report.levels.size(), 2u);
+  EXPECT_FALSE(report.sweep_stop.has_value());
 }
 
 TEST(RunBenchmark, MaxRequestsBoundsALevel) {

@@ -31,7 +31,9 @@ def check_compare(kvroute, out):
                 "--routers", "nginx-rr,kvroute:predicted_latency", "--concurrency", "2",
                 "--turns", "2", "--common-prefix-tokens", "256", "--session-prefix-tokens",
                 "64", "--turn-input-tokens", "64", "--output-tokens", "16",
-                "--max-requests", "6", "--duration", "20", "--no-plots", "--out", out], 150)
+                "--max-requests", "6", "--duration", "20", "--no-plots",
+                "--sim-profile", "qwen3-32b-tp2-h100", "--sim-num-cpu-blocks", "64",
+                "--out", out], 150)
     assert proc.returncode == 0, f"exit {proc.returncode}"
     with open(os.path.join(out, "compare.json")) as f:
         doc = json.load(f)
@@ -51,6 +53,15 @@ def check_compare(kvroute, out):
         run_doc = json.load(f)
     assert run_doc["time_base"]["speedup"] == 20, run_doc["time_base"]
     assert "model time = wall x 20" in proc.stdout
+    # Infera's stop rule is on by default for the agentic workload (one level: nothing to stop).
+    assert run_doc["sweep"]["stop_mean_itl_s"] == 0.04, run_doc["sweep"]
+    assert run_doc["sweep"]["stopped_after"] is None, run_doc["sweep"]
+    # The CPU tier reaches the sims (their connector counters are scraped, so the CPU-tier hit
+    # rate is a number, not null) and kvroute serve is told the sims' profile.
+    assert routers["nginx-rr"]["external_hit_rate"] is not None, routers["nginx-rr"]
+    with open(os.path.join(out, "cluster", "kvroute_predicted_latency",
+                           "kvroute_predicted_latency", "serve.yaml")) as f:
+        assert 'profile: "qwen3-32b-tp2-h100"' in f.read()
 
 
 def check_demo(kvroute, out):
