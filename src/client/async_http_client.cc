@@ -79,7 +79,14 @@ ClientError Error(ErrorKind kind, std::string text) { return ClientError{kind, s
 // One TCP connection, owned by exactly one place at a time: the pool's idle list, a request
 // being sent, or the ResponseStream reading its response.
 struct Connection {
-  explicit Connection(asio::any_io_executor ex) : stream(std::move(ex)) {}
+  // Beast reads at most (capacity - size) bytes per read, 512 for an empty buffer: a streamed
+  // response then arrives 512 bytes per read, each a piece for the consumer (a downstream
+  // write for the proxy). With room reserved, one read takes everything the server sent
+  // since the last one, so several SSE events coalesce into one piece.
+  static constexpr std::size_t kReadRoom = 16 * 1024;
+  explicit Connection(asio::any_io_executor ex) : stream(std::move(ex)) {
+    buffer.reserve(kReadRoom);
+  }
   beast::tcp_stream stream;
   beast::flat_buffer buffer;  // bytes read past the previous response (normally none)
   std::string origin;
