@@ -90,6 +90,9 @@ void RegisterBenchOverheadCommand(CLI::App* bench, int* exit_code) {
   cmd->add_option("--cpus-client", r.cpus_client, "Pin the load generator: taskset list, e.g. 0");
   cmd->add_option("--cpus-router", r.cpus_router, "Pin nginx and kvroute serve, e.g. 1");
   cmd->add_option("--cpus-sims", r.cpus_sims, "Pin the sims, e.g. 0-1");
+  cmd->add_option("--router-exe", r.router_exe,
+                  "kvroute binary to run as the kvroute:<policy> routers (default: this one): "
+                  "compares another build's proxy against the same sims and nginx");
   cmd->add_option("--seed", r.seed, "Seed of the prompts and the sims")->capture_default_str();
   cmd->add_option("--out", r.out_dir, "Output folder")->capture_default_str();
   cmd->add_option("--label", r.label, "Names the output files")->capture_default_str();

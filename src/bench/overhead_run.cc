@@ -146,7 +146,7 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o)
   if (o.progress) std::cerr << "[overhead] starting " << o.workers << " sims" << std::endl;
   Cluster cluster(co);
   if (auto ok = cluster.StartSims(); !ok) return std::unexpected("sims: " + ok.error());
-  OverheadRouters routers(o.exe, co.dir);
+  OverheadRouters routers(o.router_exe.empty() ? o.exe : o.router_exe, co.dir);
   for (const auto& t : targets) {
     if (t == "direct") continue;
     if (o.progress) std::cerr << "[overhead] starting " << t << std::endl;

@@ -24,6 +24,9 @@ namespace kvroute::bench {
 
 struct OverheadOptions {
   std::string exe;  // the kvroute binary; empty: this one
+  // The kvroute binary of the kvroute:<policy> targets; empty: `exe`. Another build here puts
+  // two builds of `kvroute serve` in front of the same sims, in one run (before/after).
+  std::string router_exe;
   int workers = 2;
   std::string profile;    // empty: the sims' default
   double speedup = 1000;  // sims run this much faster than real time
