@@ -12,7 +12,9 @@
 //   key_0 = keyer.Next(parent_key, tokens_of_block_0),
 //   parent_key = key mapped from parent_block_hash, or keyer.Root(lora_name, "") for block 0.
 // cache_salt is not visible in events, so blocks of salted requests are indexed as unsalted:
-// a salted request cannot be matched precisely (kv/README.md).
+// a salted request cannot be matched precisely (kv/README.md). A worker whose engine hashes
+// all equal these keys (an engine hashing as kvroute does) keeps no map: its hashes resolve
+// through the node table, checked block by block, with an exact fallback to the map.
 //
 // Ownership: owns all index state; the BlockKeyer is copied in.
 // Thread safety: every public method may be called from any thread concurrently. Writers
