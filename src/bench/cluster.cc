@@ -54,24 +54,17 @@ bool IsKnownRouterName(const std::string& router) {
          (router.starts_with("kvroute:") && router.size() > 8);
 }
 
-std::vector<std::string> SimArgv(const ClusterOptions& options, int kv_port) {
+std::vector<std::string> SimArgv(const ClusterOptions& options) {
   std::ostringstream speedup, seed;
   speedup << options.speedup;
   seed << options.seed;
-  std::vector<std::string> argv = {options.exe,
-                                   "sim",
-                                   "--host",
-                                   "127.0.0.1",
-                                   "--port",
-                                   "0",
-                                   "--seed",
-                                   seed.str(),
-                                   "--speedup",
-                                   speedup.str(),
-                                   "--shutdown-timeout",
-                                   "1",
-                                   "--kv-events-endpoint",
-                                   "tcp://127.0.0.1:" + std::to_string(kv_port)};
+  std::vector<std::string> argv = {options.exe, "sim", "--host", "127.0.0.1", "--port", "0",
+                                   "--seed", seed.str(), "--speedup", speedup.str(),
+                                   "--shutdown-timeout", "1",
+                                   // A '*' makes the sim bind (vLLM's convention: an
+                                   // endpoint without one is connected to); loopback only,
+                                   // on a port the OS picks. The ready line names it.
+                                   "--kv-events-endpoint", "tcp://127.0.0.1:*"};
   if (!options.profile.empty()) {
     argv.push_back("--profile");
     argv.push_back(options.profile);
@@ -118,9 +111,7 @@ std::expected<void, std::string> Cluster::StartSims() {
   if (ec) return std::unexpected("cannot create " + options_.dir + ": " + ec.message());
   // Start all, then wait for all: the sims come up in parallel.
   for (int i = 0; i < options_.workers; ++i) {
-    auto kv_port = FreeLoopbackPort();
-    if (!kv_port) return std::unexpected(kv_port.error());
-    std::vector<std::string> argv = SimArgv(options_, *kv_port);
+    std::vector<std::string> argv = SimArgv(options_);
     const std::string log = options_.dir + "/sim" + std::to_string(i) + ".log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn(argv, log);

@@ -47,8 +47,11 @@ struct SimInfo {
 std::expected<SimInfo, std::string> ParseSimReadyLine(const std::string& line);
 // "kvroute serve listening on http://H:P ..." → "http://H:P".
 std::expected<std::string, std::string> ParseServeReadyLine(const std::string& line);
-// The command line of one sim (options.exe first), its KV events bound on `kv_port`.
-std::vector<std::string> SimArgv(const ClusterOptions& options, int kv_port);
+// The command line of one sim (options.exe first). Its KV events are BOUND on a loopback port
+// the OS picks ("tcp://127.0.0.1:*"; the ready line names it): an endpoint without '*' would
+// make the sim connect (vLLM's convention), and kvroute serve, told "tcp://*:P", connects
+// too, so no event would ever flow.
+std::vector<std::string> SimArgv(const ClusterOptions& options);
 // `kvroute serve`'s configuration in front of `sims`: precise mode, every sim's KV events,
 // `policy` (a preset name), `profile` on every worker when not empty.
 std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,

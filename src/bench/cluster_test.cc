@@ -58,7 +58,7 @@ TEST(SimArgvTest, PassesProfileContextLengthAndCpuTier) {
   o.profile = "deepseek-v3-h200";
   o.max_model_len = 131072;
   o.num_cpu_blocks = 48000;
-  const auto argv = SimArgv(o, 5555);
+  const auto argv = SimArgv(o);
   const auto after = [&](const std::string& flag) -> std::string {
     for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
       if (argv[i] == flag) return argv[i + 1];
@@ -69,13 +69,14 @@ TEST(SimArgvTest, PassesProfileContextLengthAndCpuTier) {
   EXPECT_EQ(after("--profile"), "deepseek-v3-h200");
   EXPECT_EQ(after("--max-model-len"), "131072");
   EXPECT_EQ(after("--num-cpu-blocks"), "48000");
-  EXPECT_EQ(after("--kv-events-endpoint"), "tcp://127.0.0.1:5555");
+  // Bound by the sim ('*'), loopback only: a plain host:port would make it connect.
+  EXPECT_EQ(after("--kv-events-endpoint"), "tcp://127.0.0.1:*");
 }
 
 TEST(SimArgvTest, DefaultsLeaveTheSimsOwnSettings) {
   ClusterOptions o;
   o.exe = "/bin/kvroute";
-  const auto argv = SimArgv(o, 5555);
+  const auto argv = SimArgv(o);
   for (const char* flag : {"--profile", "--max-model-len", "--num-cpu-blocks"}) {
     EXPECT_EQ(std::count(argv.begin(), argv.end(), std::string(flag)), 0) << flag;
   }
