@@ -60,7 +60,7 @@ class EngineMap {
   // One reference fewer; the mapping goes at zero. `value` is invalid afterwards.
   void DropRef(std::uint64_t hash, std::uint32_t* value) {
     if ((*value & kMulti) == 0) {
-      nodes_.Erase(hash);
+      nodes_.EraseAt(value);  // `value` is this hash's slot: no second probe
       return;
     }
     std::uint32_t* refs = multi_refs_.Find(hash);

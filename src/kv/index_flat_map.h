@@ -153,22 +153,18 @@ class IndexFlatMap {
       if (keys_[i] == key) break;
       if (keys_[i] == 0) return false;
     }
-    // Backward-shift deletion: move later members of the probe run into the hole when their
-    // home slot does not lie cyclically in (hole, j].
-    std::size_t hole = i;
-    for (std::size_t j = Next(i); keys_[j] != 0; j = Next(j)) {
-      std::size_t home = Home(keys_[j]);
-      bool home_in_range = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-      if (!home_in_range) {
-        keys_[hole] = keys_[j];
-        values_[hole] = values_[j];
-        hole = j;
-      }
-    }
-    keys_[hole] = 0;
-    --size_;
-    if (TableMayShrink(size_, capacity_)) Rehash(TableShrunkCapacity(size_));
+    EraseSlot(i);
     return true;
+  }
+
+  // Removes the element whose value `value` points to (from Find or Insert): a caller that
+  // just found it saves probing for the key again.
+  void EraseAt(const V* value) {
+    if (value == &zero_value_) {
+      has_zero_ = false;
+      return;
+    }
+    EraseSlot(static_cast<std::size_t>(value - values_.get()));
   }
 
   void Clear() {
@@ -207,6 +203,24 @@ class IndexFlatMap {
     return TableHome(hash, capacity_);
   }
   std::size_t Next(std::size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
+
+  // Backward-shift deletion of array slot i: move later members of the probe run into the
+  // hole when their home slot does not lie cyclically in (hole, j].
+  void EraseSlot(std::size_t i) {
+    std::size_t hole = i;
+    for (std::size_t j = Next(i); keys_[j] != 0; j = Next(j)) {
+      std::size_t home = Home(keys_[j]);
+      bool home_in_range = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+      if (!home_in_range) {
+        keys_[hole] = keys_[j];
+        values_[hole] = values_[j];
+        hole = j;
+      }
+    }
+    keys_[hole] = 0;
+    --size_;
+    if (TableMayShrink(size_, capacity_)) Rehash(TableShrunkCapacity(size_));
+  }
 
   void Rehash(std::size_t new_capacity) {
     Array<std::uint64_t> old_keys = std::move(keys_);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <unordered_map>
 
@@ -67,6 +68,29 @@ TEST(IndexFlatMapTest, KeysDifferingOnlyInHighBitsAreAllKept) {
     ASSERT_NE(m.Find(i << 52), nullptr) << i;
     EXPECT_EQ(*m.Find(i << 52), i);
     EXPECT_EQ(m.Find((i - 1) << 52), nullptr);
+  }
+}
+
+// EraseAt removes exactly the element its value pointer names, key 0 included, and keeps
+// every other element findable (the backward shift is the one Erase uses).
+TEST(IndexFlatMapTest, EraseAtRemovesTheElementItsValuePointsTo) {
+  IndexFlatMap<std::uint32_t> m;
+  std::map<std::uint64_t, std::uint32_t> ref;
+  std::mt19937_64 rng(5);
+  for (int step = 0; step < 20000; ++step) {
+    const std::uint64_t k = rng() % 3000;  // small range: collisions, key 0, re-inserts
+    if (rng() % 3 != 0) {
+      m.Insert(k, static_cast<std::uint32_t>(k + 1));
+      ref[k] = static_cast<std::uint32_t>(k + 1);
+    } else if (const std::uint32_t* v = m.Find(k)) {
+      m.EraseAt(v);
+      ref.erase(k);
+    }
+  }
+  ASSERT_EQ(m.size(), ref.size());
+  for (const auto& [k, v] : ref) {
+    ASSERT_NE(m.Find(k), nullptr) << k;
+    EXPECT_EQ(*m.Find(k), v);
   }
 }
 
