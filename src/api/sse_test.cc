@@ -59,6 +59,14 @@ TEST(SseParser, CrLfAndLoneCrLineEnds) {
   EXPECT_EQ(ev[2].data, "c");
 }
 
+// The line end is the nearer of the two bytes: a '\n' before a later '\r' ends its line.
+TEST(SseParser, LfBeforeALaterCrEndsTheLineAtTheLf) {
+  const auto ev = FeedAll("data: a\ndata: b\r\n\r\ndata: c\r\n\n");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].data, "a\nb");
+  EXPECT_EQ(ev[1].data, "c");
+}
+
 TEST(SseParser, CommentsAreSkipped) {
   const auto ev = FeedAll(": keep-alive\n\ndata: x\n: inside\n\n");
   ASSERT_EQ(ev.size(), 1u);
