@@ -65,6 +65,11 @@ double OverheadLevel::ChunksPerS() const {
   return elapsed_s > 0 ? static_cast<double>(chunks) / elapsed_s : 0;
 }
 
+double OverheadLevel::ProxyRunqUsPerRequest() const {
+  if (proxy_runq_s < 0 || all_requests <= 0) return -1;
+  return proxy_runq_s * 1e6 / all_requests;
+}
+
 double OverheadLevel::ProxyCpuUsPerRequest() const {
   if (proxy_cpu_s < 0 || all_requests <= 0) return -1;
   return proxy_cpu_s * 1e6 / all_requests;
@@ -145,22 +150,26 @@ std::string OverheadTable(const OverheadReport& report) {
   o << "latency = " << lat << " (ms); +p50/+p99 = target - direct at the same percentile and "
     << "concurrency (percentiles of each run, not paired differences);\n"
     << "proxyCPU / allCPU = CPU microseconds per request of the proxy / of proxy + sims + "
-    << "client (warm-up included)\n";
+    << "client (warm-up included); proxyRunq = microseconds per request the proxy's threads "
+    << "waited for a CPU while runnable (large: starved by other processes)\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%5s  %-26s %7s %5s %9s %10s %8s %8s %8s %8s %8s %7s %8s %8s\n",
-                "conc", "target", "ok", "err", "req/s", "chunks/s", "p50", "p90", "p99", "+p50",
-                "+p99", "xnginx", "proxyCPU", "allCPU");
+  std::snprintf(line, sizeof line,
+                "%5s  %-26s %7s %5s %9s %10s %8s %8s %8s %8s %8s %7s %8s %8s %9s\n", "conc",
+                "target", "ok", "err", "req/s", "chunks/s", "p50", "p90", "p99", "+p50", "+p99",
+                "xnginx", "proxyCPU", "allCPU", "proxyRunq");
   o << line;
   for (const OverheadLevel& l : report.levels) {
     const auto added = AddedFor(report, l);
     const auto ratio = RatioVsNginx(report, l);
-    std::snprintf(
-        line, sizeof line, "%5d  %-26s %7zu %5zu %9.1f %10.0f %8s %8s %8s %8s %8s %7s %8s %8s\n",
-        l.concurrency, l.target.c_str(), l.ok, l.errors, l.RequestsPerS(), l.ChunksPerS(),
-        Ms(l.latency.p50).c_str(), Ms(l.latency.p90).c_str(), Ms(l.latency.p99).c_str(),
-        added ? Signed(added->p50 * 1000, 2).c_str() : "-",
-        added ? Signed(added->p99 * 1000, 2).c_str() : "-", ratio ? Fixed(*ratio, 2).c_str() : "-",
-        CpuUs(l.ProxyCpuUsPerRequest()).c_str(), CpuUs(l.TotalCpuUsPerRequest()).c_str());
+    std::snprintf(line, sizeof line,
+                  "%5d  %-26s %7zu %5zu %9.1f %10.0f %8s %8s %8s %8s %8s %7s %8s %8s %9s\n",
+                  l.concurrency, l.target.c_str(), l.ok, l.errors, l.RequestsPerS(), l.ChunksPerS(),
+                  Ms(l.latency.p50).c_str(), Ms(l.latency.p90).c_str(), Ms(l.latency.p99).c_str(),
+                  added ? Signed(added->p50 * 1000, 2).c_str() : "-",
+                  added ? Signed(added->p99 * 1000, 2).c_str() : "-",
+                  ratio ? Fixed(*ratio, 2).c_str() : "-", CpuUs(l.ProxyCpuUsPerRequest()).c_str(),
+                  CpuUs(l.TotalCpuUsPerRequest()).c_str(),
+                  CpuUs(l.ProxyRunqUsPerRequest()).c_str());
     o << line;
   }
   for (const OverheadVerdict& v : OverheadVerdicts(report)) {
@@ -217,7 +226,9 @@ std::string OverheadJson(const OverheadReport& report) {
                                           {"client", l.client_cpu_s}}},
                    {"all_requests", l.all_requests},
                    {"proxy_cpu_us_per_request", l.ProxyCpuUsPerRequest()},
-                   {"total_cpu_us_per_request", l.TotalCpuUsPerRequest()}};
+                   {"total_cpu_us_per_request", l.TotalCpuUsPerRequest()},
+                   {"proxy_runq_s", l.proxy_runq_s},
+                   {"proxy_runq_us_per_request", l.ProxyRunqUsPerRequest()}};
     if (auto added = AddedFor(report, l)) {
       o["added_vs_direct_ms"] = json::object{
           {"p50", added->p50 * 1000}, {"p90", added->p90 * 1000}, {"p99", added->p99 * 1000}};
@@ -249,7 +260,7 @@ std::string OverheadCsv(const OverheadReport& report) {
   o << "concurrency,target,ok,errors,elapsed_s,requests_per_s,chunks_per_s,latency_p50_ms,"
        "latency_p90_ms,latency_p99_ms,e2e_p50_ms,e2e_p99_ms,added_p50_ms,added_p90_ms,"
        "added_p99_ms,requests_per_s_vs_nginx_rr,proxy_cpu_us_per_request,"
-       "total_cpu_us_per_request\n";
+       "total_cpu_us_per_request,proxy_runq_us_per_request\n";
   for (const OverheadLevel& l : report.levels) {
     const auto added = AddedFor(report, l);
     const auto ratio = RatioVsNginx(report, l);
@@ -261,7 +272,8 @@ std::string OverheadCsv(const OverheadReport& report) {
       << (added ? Fixed(added->p50 * 1000, 3) : "") << ','
       << (added ? Fixed(added->p90 * 1000, 3) : "") << ','
       << (added ? Fixed(added->p99 * 1000, 3) : "") << ',' << (ratio ? Fixed(*ratio, 3) : "") << ','
-      << Fixed(l.ProxyCpuUsPerRequest(), 1) << ',' << Fixed(l.TotalCpuUsPerRequest(), 1) << '\n';
+      << Fixed(l.ProxyCpuUsPerRequest(), 1) << ',' << Fixed(l.TotalCpuUsPerRequest(), 1) << ','
+      << Fixed(l.ProxyRunqUsPerRequest(), 1) << '\n';
   }
   return o.str();
 }

@@ -58,12 +58,18 @@ struct OverheadLevel {
   // shared machine CPU per request is steadier than rates, which depend on what else runs.
   double proxy_cpu_s = -1, sims_cpu_s = -1, client_cpu_s = -1;
   int all_requests = 0;  // requests the CPU was spent on: warm-up + recorded
+  // Seconds the proxy's threads were runnable but waited for a CPU while the level ran
+  // (/proc/<pid>/task/*/schedstat; 0 for direct, -1 unknown). Large next to proxy_cpu_s: the
+  // proxy was starved by other processes on its CPUs, so its rate shows its scheduler share.
+  double proxy_runq_s = -1;
 
   double RequestsPerS() const;  // ok / elapsed (0 when nothing was measured)
   double ChunksPerS() const;    // chunks / elapsed
   // CPU microseconds per request of the proxy / of proxy + sims + client; -1 unknown.
   double ProxyCpuUsPerRequest() const;
   double TotalCpuUsPerRequest() const;
+  // Run-queue wait microseconds per request of the proxy; -1 unknown.
+  double ProxyRunqUsPerRequest() const;
 };
 
 // Summarises the samples of one level. `elapsed_s` is the level's wall time; when <= 0 it is

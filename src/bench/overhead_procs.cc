@@ -99,6 +99,37 @@ std::optional<double> ProcessCpuSeconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+std::optional<SchedSeconds> ParseSchedStat(std::string_view line) {
+  unsigned long long run_ns = 0, wait_ns = 0;
+  const char* p = line.data();
+  const char* end = p + line.size();
+  auto [p1, e1] = std::from_chars(p, end, run_ns);
+  if (e1 != std::errc() || p1 == end || *p1 != ' ') return std::nullopt;
+  auto [p2, e2] = std::from_chars(p1 + 1, end, wait_ns);
+  if (e2 != std::errc()) return std::nullopt;
+  return SchedSeconds{static_cast<double>(run_ns) * 1e-9, static_cast<double>(wait_ns) * 1e-9};
+}
+
+std::optional<SchedSeconds> ProcessSchedSeconds(pid_t pid) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec);
+  if (ec) return std::nullopt;
+  SchedSeconds sum;
+  bool any = false;
+  for (const auto& task : it) {
+    std::ifstream in(task.path() / "schedstat");
+    std::string line;
+    if (!std::getline(in, line)) continue;  // the thread ended meanwhile
+    if (auto s = ParseSchedStat(line)) {
+      sum.run_s += s->run_s;
+      sum.runq_s += s->runq_s;
+      any = true;
+    }
+  }
+  if (!any) return std::nullopt;
+  return sum;
+}
+
 std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
                               std::uint64_t seed) {
   std::ostringstream y;

@@ -16,6 +16,7 @@
 #include <expected>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/cluster.h"
@@ -33,6 +34,20 @@ std::expected<void, std::string> PinProcess(pid_t pid, const std::vector<int>& c
 // User + system CPU seconds process `pid` (all its threads) has used so far, from
 // /proc/<pid>/stat (clock-tick resolution); nullopt when it cannot be read.
 std::optional<double> ProcessCpuSeconds(pid_t pid);
+
+// Scheduler time of a process: seconds its threads ran on a CPU, and seconds they were
+// runnable but waited for one (run-queue wait). A proxy whose run-queue wait is large next to
+// its run time was starved by other processes sharing its CPUs: its latency and rate then
+// measure its scheduler share, not its own cost.
+struct SchedSeconds {
+  double run_s = 0;
+  double runq_s = 0;
+};
+// One /proc/<pid>/task/<tid>/schedstat line ("<run ns> <wait ns> <timeslices>").
+std::optional<SchedSeconds> ParseSchedStat(std::string_view line);
+// Sum over the threads process `pid` has now (threads that already exited are not counted);
+// nullopt when none can be read (no such process, or a kernel without schedstat).
+std::optional<SchedSeconds> ProcessSchedSeconds(pid_t pid);
 
 // The `kvroute serve` configuration in front of `sims` with a policy preset: precise mode,
 // each sim's KV events subscribed (the sim binds; kvroute connects to its port).

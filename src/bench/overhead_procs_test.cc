@@ -5,6 +5,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 namespace kvroute::bench {
 namespace {
 
@@ -51,6 +53,32 @@ TEST(ProcessCpuSeconds, ReadsTheCpuOfALiveProcess) {
 }
 
 TEST(ProcessCpuSeconds, UnknownPidHasNone) { EXPECT_FALSE(ProcessCpuSeconds(0x3fffffff)); }
+
+TEST(ParseSchedStat, ReadsRunAndRunQueueNanoseconds) {
+  const auto s = ParseSchedStat("1500000000 250000000 42\n");
+  ASSERT_TRUE(s);
+  EXPECT_DOUBLE_EQ(s->run_s, 1.5);
+  EXPECT_DOUBLE_EQ(s->runq_s, 0.25);
+}
+
+TEST(ParseSchedStat, RejectsWhatIsNotASchedStatLine) {
+  EXPECT_FALSE(ParseSchedStat(""));
+  EXPECT_FALSE(ParseSchedStat("12"));
+  EXPECT_FALSE(ParseSchedStat("x 1 2"));
+  EXPECT_FALSE(ParseSchedStat("1 y 2"));
+}
+
+TEST(ProcessSchedSeconds, SumsTheThreadsOfALiveProcess) {
+  // This test process has run on a CPU, so its threads' run time is positive when the kernel
+  // keeps schedstat; without it there is nothing to read.
+  if (!std::filesystem::exists("/proc/self/schedstat")) GTEST_SKIP() << "no schedstat";
+  const auto s = ProcessSchedSeconds(getpid());
+  ASSERT_TRUE(s);
+  EXPECT_GT(s->run_s, 0);
+  EXPECT_GE(s->runq_s, 0);
+}
+
+TEST(ProcessSchedSeconds, UnknownPidHasNone) { EXPECT_FALSE(ProcessSchedSeconds(0x3fffffff)); }
 
 TEST(OverheadServeYaml, ListsEverySimWithItsKvEventsAndThePolicy) {
   std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "tcp://127.0.0.1:7001", "m"},

@@ -70,11 +70,17 @@ std::expected<Placement, std::string> ParsePlacement(const OverheadOptions& o) {
 // CPU seconds so far of the proxy (0 when there is none: direct), the sims and this process.
 struct CpuSnapshot {
   std::optional<double> proxy, sims, client;
+  std::optional<double> proxy_runq;  // run-queue wait seconds of the proxy's threads
 };
 
 CpuSnapshot TakeCpuSnapshot(pid_t proxy_pid, const std::vector<pid_t>& sim_pids) {
   CpuSnapshot s;
   s.proxy = proxy_pid > 0 ? ProcessCpuSeconds(proxy_pid) : std::optional<double>(0.0);
+  s.proxy_runq = std::optional<double>(0.0);
+  if (proxy_pid > 0) {
+    const auto sched = ProcessSchedSeconds(proxy_pid);
+    s.proxy_runq = sched ? std::optional<double>(sched->runq_s) : std::nullopt;
+  }
   double sims = 0;
   bool all = true;
   for (pid_t pid : sim_pids) {
@@ -209,6 +215,7 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o)
       level.proxy_cpu_s = Delta(before.proxy, after.proxy);
       level.sims_cpu_s = Delta(before.sims, after.sims);
       level.client_cpu_s = Delta(before.client, after.client);
+      level.proxy_runq_s = Delta(before.proxy_runq, after.proxy_runq);
       report.levels.push_back(std::move(level));
       if (o.progress) {
         const OverheadLevel& l = report.levels.back();

@@ -113,6 +113,28 @@ TEST(OverheadLevel, CpuPerRequestIsUnknownWithoutReadings) {
   EXPECT_EQ(l.TotalCpuUsPerRequest(), -1);  // sims and client unknown
 }
 
+TEST(OverheadLevel, RunQueueWaitPerRequestCountsWarmUpRequestsToo) {
+  OverheadLevel l = Level("kvroute:round_robin", 32, 100, 0.001, 0.002);
+  l.all_requests = 1100;
+  EXPECT_EQ(l.ProxyRunqUsPerRequest(), -1);  // not read
+  l.proxy_runq_s = 2.2;
+  EXPECT_DOUBLE_EQ(l.ProxyRunqUsPerRequest(), 2000.0);
+}
+
+TEST(OverheadCsv, EndsEachRowWithTheProxyRunQueueWait) {
+  OverheadReport r = Report();
+  for (auto& l : r.levels) {
+    l.all_requests = 1000;
+    l.proxy_runq_s = 0.25;
+  }
+  std::istringstream in(OverheadCsv(r));
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  EXPECT_TRUE(header.ends_with(",proxy_runq_us_per_request")) << header;
+  EXPECT_TRUE(row.ends_with(",250.0")) << row;
+}
+
 TEST(AddedVsDirect, IsTheDifferenceAtEachPercentile) {
   const auto added =
       AddedVsDirect(Level("nginx-rr", 1, 10, 0.004, 0.010), Level("direct", 1, 10, 0.003, 0.006));
@@ -181,7 +203,7 @@ TEST(OverheadTable, HasARowPerLevelWithAddedLatencyAndRatio) {
 
 TEST(OverheadTable, HeaderNamesEveryColumn) {
   const std::string t = OverheadTable(Report());
-  EXPECT_NE(t.find("xnginx proxyCPU   allCPU\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("xnginx proxyCPU   allCPU proxyRunq\n"), std::string::npos) << t;
 }
 
 TEST(OverheadTable, DirectRowHasNoAddedLatency) {
