@@ -117,5 +117,55 @@ TEST(ItlGuardFilterTest, RequestSloOverridesTheDefault) {
   EXPECT_FALSE(Verdicts(*NewItlGuardFilter({.itl_slo_s = 0.1}), r, {{&b, {}}}).at(0).keep);
 }
 
+// Keep (no reason strings, the simulator's path) must give Apply's verdicts for every
+// filter, on a mix of workers that each filter keeps and drops.
+TEST(FilterKeepTest, KeepGivesTheSameVerdictsAsApply) {
+  std::vector<WorkerSnapshot> ws;
+  for (WorkerId id = 1; id <= 6; ++id) {
+    WorkerSnapshot w = Worker(id);
+    w.prefill_tokens_per_s = 1000;
+    w.decode_step = StepTimeModel{.base_s = 0.01, .per_sequence_s = 0.001};
+    w.inflight_requests = id * 20;         // itl_guard drops the busiest
+    w.pending_prefill_tokens = id * 3000;  // prefix_affinity's tau drops the most pending
+    ws.push_back(w);
+  }
+  ws[1].healthy = false;
+  ws[2].draining = true;
+  ws[3].models = {"mistral"};
+  ws[4].role = Role::kDecode;
+  std::vector<Candidate> cs;
+  for (const WorkerSnapshot& w : ws) cs.push_back({&w, View(w.id, w.id * 4)});
+  const RequestProfile r = Request(320);
+  const std::vector<std::shared_ptr<const Filter>> filters = {
+      NewHealthyFilter(),
+      NewNotDrainingFilter(),
+      NewModelFilter(),
+      NewRoleFilter({Role::kMixed}),
+      NewPrefixAffinityFilter({.threshold = 0.5}),
+      NewItlGuardFilter({.itl_slo_s = 0.08})};
+  for (const auto& f : filters) {
+    const std::vector<FilterVerdict> v = Verdicts(*f, r, cs);
+    std::vector<char> keep;
+    ASSERT_TRUE(f->Keep(r, cs, &keep).has_value()) << f->Name();
+    ASSERT_EQ(keep.size(), v.size()) << f->Name();
+    int kept = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      EXPECT_EQ(keep[i] != 0, v[i].keep) << f->Name() << " candidate " << i;
+      kept += v[i].keep ? 1 : 0;
+    }
+    EXPECT_GT(kept, 0) << f->Name();
+    EXPECT_LT(kept, static_cast<int>(v.size())) << f->Name();
+  }
+}
+
+TEST(FilterKeepTest, KeepReportsTheSameErrorAsApply) {
+  WorkerSnapshot a = Worker(1);  // no prefill rate
+  std::vector<char> keep;
+  auto k = NewPrefixAffinityFilter({})->Keep(Request(320),
+                                             std::vector<Candidate>{{&a, View(1, 20)}}, &keep);
+  ASSERT_FALSE(k.has_value());
+  EXPECT_EQ(k.error().code, SchedError::Code::kMissingInput);
+}
+
 }  // namespace
 }  // namespace kvroute::sched

@@ -92,6 +92,13 @@ class Filter {
   virtual Inputs Needs() const = 0;
   virtual std::expected<std::vector<FilterVerdict>, SchedError> Apply(
       const RequestProfile& request, std::span<const Candidate> candidates) const = 0;
+  // The same keep/drop verdicts as Apply, without building reason strings: for callers that
+  // show no reasons (TraceDetail::kChosenOnly, e.g. kvroute simulate deciding over 1,000
+  // workers a million times). Fills `keep` with one flag per candidate (1 = keep). The
+  // default calls Apply; filters override it when formatting reasons costs.
+  virtual std::expected<void, SchedError> Keep(const RequestProfile& request,
+                                               std::span<const Candidate> candidates,
+                                               std::vector<char>* keep) const;
 };
 
 // Scorer: one cost contribution per candidate, lower is better.

@@ -115,18 +115,28 @@ std::expected<Decision, SchedError> Policy::Decide(const RequestProfile& request
 
   std::vector<std::size_t> next;
   next.reserve(all.size());
+  // Full detail keeps the reason strings for the trace; chosen-only asks for keep flags
+  // alone (Filter::Keep), the same verdicts without formatting a reason per dropped worker.
+  std::vector<FilterVerdict> verdicts;
+  std::vector<char> keep;
   for (const FilterStep& step : filters_) {
     gather();
     const std::string_view fname = step.filter->Name();
-    auto verdicts = step.filter->Apply(request, rows);
-    if (!verdicts) return std::unexpected(std::move(verdicts.error()));
-    if (verdicts->size() != rows.size()) {
-      return std::unexpected(
-          Contract(fmt::format("filter '{}' returned {} verdicts for {} candidates", fname,
-                               verdicts->size(), rows.size())));
+    if (full) {
+      auto applied = step.filter->Apply(request, rows);
+      if (!applied) return std::unexpected(std::move(applied.error()));
+      verdicts = std::move(*applied);
+      keep.clear();
+      for (const FilterVerdict& v : verdicts) keep.push_back(v.keep ? 1 : 0);
+    } else {
+      auto kept = step.filter->Keep(request, rows, &keep);
+      if (!kept) return std::unexpected(std::move(kept.error()));
     }
-    const bool any_kept =
-        std::ranges::any_of(*verdicts, [](const FilterVerdict& v) { return v.keep; });
+    if (keep.size() != rows.size()) {
+      return std::unexpected(Contract(fmt::format(
+          "filter '{}' returned {} verdicts for {} candidates", fname, keep.size(), rows.size())));
+    }
+    const bool any_kept = std::ranges::any_of(keep, [](char k) { return k != 0; });
     if (!any_kept && step.if_all_dropped == IfAllDropped::kKeepAll) {
       d.notes.push_back(fmt::format("filter '{}' would drop all {} candidates; skipped (keep_all)",
                                     fname, rows.size()));
@@ -134,12 +144,12 @@ std::expected<Decision, SchedError> Policy::Decide(const RequestProfile& request
     }
     next.clear();
     for (std::size_t k = 0; k < rows.size(); ++k) {
-      if ((*verdicts)[k].keep) {
+      if (keep[k] != 0) {
         next.push_back(alive[k]);
       } else if (full) {
         CandidateTrace& trace = d.candidates[alive[k]];
         trace.dropped_by = std::string(fname);
-        trace.drop_reason = std::move((*verdicts)[k].reason);
+        trace.drop_reason = std::move(verdicts[k].reason);
       }
     }
     std::swap(alive, next);
