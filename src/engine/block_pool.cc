@@ -1,18 +1,60 @@
 #include "engine/block_pool.h"
 
+#include <algorithm>
+#include <bit>
 #include <cassert>
 
 namespace kvroute::engine {
+namespace {
+
+// splitmix64's finalizer: keys in tests are small integers.
+std::uint32_t KeyHash(kv::BlockKey key) {
+  std::uint64_t x = key;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return static_cast<std::uint32_t>(x ^ (x >> 31));
+}
+
+}  // namespace
 
 BlockPool::BlockPool(std::int64_t num_blocks, std::uint32_t block_size, CpuTier* cpu_tier)
     : block_size_(block_size), cpu_tier_(cpu_tier), blocks_(num_blocks < 0 ? 0 : num_blocks) {
   for (BlockId id = 0; id < static_cast<BlockId>(blocks_.size()); ++id) PushBack(id);
+  // At most half full: every cached key is a distinct block.
+  table_.resize(std::bit_ceil(std::max<std::size_t>(16, 2 * blocks_.size())));
+}
+
+std::size_t BlockPool::FindSlot(kv::BlockKey key, std::uint32_t hash) const {
+  const std::size_t mask = table_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& s = table_[i];
+    if (s.id == kNone || (s.hash == hash && blocks_[s.id].meta.key == key)) return i;
+  }
+}
+
+void BlockPool::EraseKey(kv::BlockKey key) {
+  const std::size_t mask = table_.size() - 1;
+  std::size_t i = FindSlot(key, KeyHash(key));
+  if (table_[i].id == kNone) return;
+  // Backward-shift deletion: later members of the probe run move back unless their home
+  // lies cyclically in (i, j].
+  for (std::size_t j = (i + 1) & mask; table_[j].id != kNone; j = (j + 1) & mask) {
+    const std::size_t h = table_[j].hash & mask;
+    const bool stays = i < j ? (h > i && h <= j) : (h > i || h <= j);
+    if (stays) continue;
+    table_[i] = table_[j];
+    i = j;
+  }
+  table_[i] = Slot{};
+  --num_cached_;
 }
 
 std::optional<BlockId> BlockPool::Lookup(kv::BlockKey key) const {
-  auto it = cached_.find(key);
-  if (it == cached_.end()) return std::nullopt;
-  return it->second;
+  const Slot& s = table_[FindSlot(key, KeyHash(key))];
+  if (s.id == kNone) return std::nullopt;
+  return s.id;
 }
 
 void BlockPool::Touch(BlockId id) {
@@ -50,8 +92,11 @@ void BlockPool::Free(std::span<const BlockId> ids) {
 bool BlockPool::Cache(BlockId id, BlockMeta meta) {
   Block& b = blocks_[id];
   assert(!b.cached);
-  if (cached_.contains(meta.key)) return false;
-  cached_.emplace(meta.key, id);
+  const std::uint32_t hash = KeyHash(meta.key);
+  Slot& s = table_[FindSlot(meta.key, hash)];
+  if (s.id != kNone) return false;
+  s = Slot{id, hash};
+  ++num_cached_;
   b.cached = true;
   b.meta = std::move(meta);
   return true;
@@ -64,23 +109,27 @@ void BlockPool::Evict(BlockId id, std::vector<kv::KvEvent>* events) {
   if (cpu_tier_ != nullptr) cpu_tier_->Insert(b.meta, events);
   events->push_back(kv::BlockRemoved{
       .block_hashes = {b.meta.hash}, .medium = std::string("GPU"), .group_idx = 0});
-  cached_.erase(b.meta.key);
+  EraseKey(b.meta.key);
   b.cached = false;
   b.meta = BlockMeta{};
 }
 
 void BlockPool::ClearCache() {
-  for (auto& [key, id] : cached_) {
-    blocks_[id].cached = false;
-    blocks_[id].meta = BlockMeta{};
+  for (Block& b : blocks_) {
+    if (!b.cached) continue;
+    b.cached = false;
+    b.meta = BlockMeta{};
   }
-  cached_.clear();
+  std::fill(table_.begin(), table_.end(), Slot{});
+  num_cached_ = 0;
 }
 
 std::vector<kv::EngineHash> BlockPool::CachedHashes() const {
   std::vector<kv::EngineHash> out;
-  out.reserve(cached_.size());
-  for (const auto& [key, id] : cached_) out.push_back(blocks_[id].meta.hash);
+  out.reserve(static_cast<std::size_t>(num_cached_));
+  for (const Block& b : blocks_) {
+    if (b.cached) out.push_back(b.meta.hash);
+  }
   return out;
 }
 

@@ -13,6 +13,11 @@
 //   - Two requests that compute the same block at once: the first one caches it; the other's
 //     copy stays uncached (no event), so the index never sees one hash stored twice.
 //
+// The prefix-cache map is a flat open-addressing table of block ids (linear probing,
+// backward-shift deletion), sized once to at least twice the block count: a 1,000-worker
+// simulation evicts and caches a block per computed block once the caches are full, and a
+// node-based map there cost a hash division and a pointer chase per call.
+//
 // Ownership: owns block metadata; the CpuTier (optional) is owned by the caller and must
 // outlive the pool. Thread safety: none (the engine's single owner thread).
 #pragma once
@@ -20,7 +25,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/block_meta.h"
@@ -40,7 +44,7 @@ class BlockPool {
   // Blocks with ref_count 0, cached or not: what Allocate can hand out.
   std::int64_t num_free() const { return num_free_; }
   std::int64_t num_used() const { return num_blocks() - num_free_; }
-  std::int64_t num_cached() const { return static_cast<std::int64_t>(cached_.size()); }
+  std::int64_t num_cached() const { return num_cached_; }
   int ref_count(BlockId id) const { return blocks_[id].ref_count; }
   bool is_cached(BlockId id) const { return blocks_[id].cached; }
 
@@ -80,6 +84,14 @@ class BlockPool {
     BlockMeta meta;
   };
 
+  struct Slot {  // id == kNone: empty
+    BlockId id = kNone;
+    std::uint32_t hash = 0;  // low 32 bits of the key's hash: home slot and tag
+  };
+  // The slot holding `key`, or the empty slot that ends its probe.
+  std::size_t FindSlot(kv::BlockKey key, std::uint32_t hash) const;
+  void EraseKey(kv::BlockKey key);
+
   void PushBack(BlockId id);
   void Unlink(BlockId id);
   void Evict(BlockId id, std::vector<kv::KvEvent>* events);
@@ -90,7 +102,8 @@ class BlockPool {
   BlockId head_ = kNone;  // least recently freed: evicted first
   BlockId tail_ = kNone;
   std::int64_t num_free_ = 0;
-  std::unordered_map<kv::BlockKey, BlockId> cached_;
+  std::vector<Slot> table_;  // prefix cache: key → block; size a power of two >= 2 × blocks
+  std::int64_t num_cached_ = 0;
 };
 
 }  // namespace kvroute::engine

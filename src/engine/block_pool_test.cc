@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <variant>
 #include <vector>
 
@@ -207,6 +209,39 @@ TEST(CpuTierTest, ZeroCapacityStoresNothing) {
   tier.Insert(Meta(1), &events);
   EXPECT_TRUE(events.empty());
   EXPECT_EQ(tier.Find(1), nullptr);
+}
+
+// The flat prefix-cache table against a std::map model over many allocate / cache / free
+// rounds with evictions: every key resolves to the block the model says (or to nothing),
+// including keys whose probe runs were shifted back by earlier deletions.
+TEST(BlockPoolTest, PrefixCacheTableMatchesAMapModelAcrossEvictions) {
+  BlockPool pool(16, 16, nullptr);
+  std::map<kv::BlockKey, BlockId> model;
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<kv::KvEvent> events;
+    std::vector<BlockId> ids;
+    ASSERT_TRUE(pool.Allocate(1 + static_cast<std::int64_t>(rng() % 4), &events, &ids));
+    for (kv::EngineHash h : RemovedHashes(events, "GPU")) {
+      ASSERT_EQ(model.erase(h / 10), 1u) << "round " << round;
+    }
+    for (BlockId id : ids) {
+      const kv::BlockKey key = 1 + rng() % 64;  // small range: collisions and re-use
+      const bool cached = pool.Cache(id, Meta(key));
+      ASSERT_EQ(cached, !model.contains(key)) << "round " << round;
+      if (cached) model[key] = id;
+    }
+    pool.Free(ids);
+    ASSERT_EQ(pool.num_cached(), static_cast<std::int64_t>(model.size()));
+    for (kv::BlockKey key = 1; key <= 64; ++key) {
+      const auto it = model.find(key);
+      const std::optional<BlockId> got = pool.Lookup(key);
+      ASSERT_EQ(got.has_value(), it != model.end()) << "round " << round << " key " << key;
+      if (got) {
+        ASSERT_EQ(*got, it->second);
+      }
+    }
+  }
 }
 
 }  // namespace
