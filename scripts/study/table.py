@@ -11,7 +11,9 @@ OUT/<label>_decisions.csv, and prints one Markdown row per run:
   turns routed to another worker than the session's previous turn, per session) and the run's
   CPU seconds. A run that did not finish gets a row saying so (rc 124: timed out).
 
-Usage: table.py OUT [--csv FILE]   (--csv also writes the rows as CSV)
+Usage: table.py OUT [--csv FILE] [--expect-workers "8 64 256 512 1024"]
+  --csv writes the rows as CSV too; --expect-workers adds a "not run" row for every worker
+  count of that list that the agentic or trace policies have no run for (a study cut short).
 """
 
 import argparse
@@ -90,6 +92,10 @@ def markdown(rows):
              "hit rate | tok/s/GPU | SLO attain. | goodput@30 | moves/session | CPU s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if r["status"] == "not run":
+            lines.append(f"| {r['workload']} | {r['workers']} | {r['policy']} | not run | "
+                         "| | | | | | | | |")
+            continue
         if r["status"] != "ok":
             lines.append(f"| {r['workload']} | {r['workers']} | {r['policy']} | "
                          f"{r['status']} after {r['cpu_s']:.0f} s CPU | | | | | | | | | |")
@@ -107,6 +113,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--csv")
+    ap.add_argument("--expect-workers", default="")
     ap.add_argument("--gpus-per-worker", type=int, default=2,
                     help="GPUs of one worker (the default profile is TP2)")
     args = ap.parse_args()
@@ -117,6 +124,15 @@ def main():
     for run in read_csv(runs_path):  # a rerun of a label replaces its earlier line
         latest[run["label"]] = run
     rows = [row_of(args.out, run, args.gpus_per_worker) for run in latest.values()]
+    if args.expect_workers:
+        have = {(r["workload"], r["workers"], r["policy"]) for r in rows}
+        for wl in ("agentic", "trace"):  # the study proper; jitter runs are a side check
+            policies = sorted({r["policy"] for r in rows if r["workload"] == wl})
+            for w in (int(x) for x in args.expect_workers.split()):
+                for p in policies:
+                    if (wl, w, p) not in have:
+                        rows.append({"workload": wl, "workers": w, "policy": p, "cpu_s": 0.0,
+                                     "max_rss_mb": 0.0, "status": "not run"})
     rows.sort(key=lambda r: (WORKLOAD_ORDER.get(r["workload"], 9), r["workers"], r["policy"]))
     print(markdown(rows))
     if args.csv:
