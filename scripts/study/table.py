@@ -13,7 +13,8 @@ OUT/<label>_decisions.csv, and prints one Markdown row per run:
 
 Usage: table.py OUT [--csv FILE] [--expect-workers "8 64 256 512 1024"]
   --csv writes the rows as CSV too; --expect-workers adds a "not run" row for every worker
-  count of that list that the agentic or trace policies have no run for (a study cut short).
+  count of that list that a policy of the agentic or trace study (one run at its smallest
+  size) has no run for (a study cut short).
 """
 
 import argparse
@@ -105,7 +106,7 @@ def markdown(rows):
             f"{r['ttft_p50_s']:.3f} | {r['ttft_p99_s']:.3f} | {r['itl_p50_ms']:.1f} | "
             f"{r['hit_rate']:.3f} | {r['tok_s_gpu']:.0f} | {fmt(r.get('slo_attainment'), '.3f')} | "
             f"{fmt(r.get('goodput30'), '.0f')} | {fmt(r.get('moves_per_session'), '.2f')} | "
-            f"{r['cpu_s']:.1f} |")
+            f"{r['cpu_s']:.3g} |")
     return "\n".join(lines)
 
 
@@ -127,12 +128,18 @@ def main():
     if args.expect_workers:
         have = {(r["workload"], r["workers"], r["policy"]) for r in rows}
         for wl in ("agentic", "trace"):  # the study proper; jitter runs are a side check
-            policies = sorted({r["policy"] for r in rows if r["workload"] == wl})
+            # The study's policies: those run at its smallest size (side runs such as an A/B
+            # variant at one size are shown, not expected everywhere).
+            sizes = [r["workers"] for r in rows if r["workload"] == wl]
+            policies = sorted({r["policy"] for r in rows
+                               if r["workload"] == wl and r["workers"] == min(sizes, default=0)})
             for w in (int(x) for x in args.expect_workers.split()):
-                for p in policies:
-                    if (wl, w, p) not in have:
-                        rows.append({"workload": wl, "workers": w, "policy": p, "cpu_s": 0.0,
-                                     "max_rss_mb": 0.0, "status": "not run"})
+                missing = [p for p in policies if (wl, w, p) not in have]
+                if len(missing) == len(policies) and len(policies) > 1:  # one row says it
+                    missing = [f"all {len(policies)}"]
+                for p in missing:
+                    rows.append({"workload": wl, "workers": w, "policy": p, "cpu_s": 0.0,
+                                 "max_rss_mb": 0.0, "status": "not run"})
     rows.sort(key=lambda r: (WORKLOAD_ORDER.get(r["workload"], 9), r["workers"], r["policy"]))
     print(markdown(rows))
     if args.csv:
