@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <unordered_map>
+#include <vector>
 
 namespace kvroute::kv {
 namespace {
@@ -102,9 +103,12 @@ TEST(IndexFlatMapTest, LoadStaysBetween60And75PercentWhileGrowing) {
   for (std::uint64_t k = 1; k <= 200'000; ++k) {
     m.Insert(k * 0x9E3779B97F4A7C15ULL, 1);
     if (k < 64) continue;
-    const double load = static_cast<double>(k) / (m.capacity_bytes() / kSlotBytes);
+    const double load = static_cast<double>(k) / m.capacity();
     ASSERT_GT(load, 0.59) << k;
     ASSERT_LE(load, 0.75) << k;
+    // Beyond the nominal capacity the arrays hold TableSlack (<= 32) slots plus however far
+    // the last run passed the last home when the table was rehashed (a few slots).
+    ASSERT_LE(m.capacity_bytes(), (m.capacity() + 64) * kSlotBytes) << k;
   }
 }
 
@@ -125,6 +129,76 @@ TEST(IndexFlatMapTest, LargeTablesKeepEveryElementAcrossGrowthAndShrink) {
   EXPECT_LT(m.capacity_bytes(), std::size_t{1} << 20);
   for (std::uint64_t k = kN - 99; k <= kN; ++k)
     EXPECT_NE(m.Find(k * 0x9E3779B97F4A7C15ULL), nullptr);
+}
+
+// Sorted probing's invariant (every element at or after its home with no empty slot
+// between, runs sorted by hash, a trailing empty sentinel) holds after every operation of a
+// random stream that grows and shrinks the table, and the contents match a reference map.
+TEST(IndexFlatMapTest, LayoutInvariantHoldsAfterEveryInsertAndErase) {
+  std::mt19937_64 rng(7);
+  IndexFlatMap<std::uint32_t> m;
+  std::unordered_map<std::uint64_t, std::uint32_t> ref;
+  for (int step = 0; step < 30000; ++step) {
+    const std::uint64_t space = step < 15000 ? 3000 : 200;  // grow, then shrink
+    const std::uint64_t key = rng() % space;
+    if (rng() % 3 == 0 || step >= 15000) {
+      ASSERT_EQ(m.Erase(key), ref.erase(key) == 1) << "step " << step;
+    } else {
+      m.Insert(key, static_cast<std::uint32_t>(step));
+      ref.emplace(key, static_cast<std::uint32_t>(step));
+    }
+    ASSERT_TRUE(m.CheckLayout()) << "step " << step;
+    ASSERT_EQ(m.size(), ref.size()) << "step " << step;
+  }
+  for (const auto& [k, v] : ref) {
+    ASSERT_NE(m.Find(k), nullptr) << k;
+    EXPECT_EQ(*m.Find(k), v);
+  }
+}
+
+// A miss stops at the first larger hash, not at an empty slot: absent keys are reported
+// absent at every load, including keys whose home lies inside long runs.
+TEST(IndexFlatMapTest, AbsentKeysAreNotFoundInsideLongRuns) {
+  IndexFlatMap<std::uint32_t> m;
+  for (std::uint64_t k = 1; k <= 3000; k += 2) m.Insert(k, static_cast<std::uint32_t>(k));
+  ASSERT_TRUE(m.CheckLayout());
+  for (std::uint64_t k = 2; k <= 3000; k += 2) EXPECT_EQ(m.Find(k), nullptr) << k;
+  for (std::uint64_t k = 1; k <= 3000; k += 2) EXPECT_NE(m.Find(k), nullptr) << k;
+}
+
+// Keys whose 32-bit hashes are all equal share one home: the run outgrows the slack slots
+// at the end of the array, the table rehashes with more slack, and every key stays
+// findable and erasable (slow, never wrong).
+TEST(IndexFlatMapTest, KeysWithOneHashOutgrowTheSlackAndStayFindable) {
+  constexpr std::uint64_t kPhi = 0x9E3779B97F4A7C15ULL;
+  std::uint64_t inv = kPhi;  // Newton: inverse of an odd number mod 2^64
+  for (int i = 0; i < 6; ++i) inv *= 2 - kPhi * inv;
+  // A fold (key ^ key >> 32) of P * phi^-1 multiplies back to P: folds for products
+  // 0xFFFFFFFF'00000000 + j all hash to 0xFFFFFFFF, so they share the table's last home.
+  std::vector<std::uint64_t> keys;
+  for (std::uint64_t j = 0; j < 100; ++j) {
+    const std::uint64_t fold = (0xFFFFFFFFULL << 32) * inv + j * inv;  // product top = ~0
+    const std::uint64_t hi = fold >> 32;
+    keys.push_back((hi << 32) | ((fold ^ hi) & 0xFFFFFFFFULL));
+  }
+  const auto hash = [&](std::uint64_t k) {
+    return static_cast<std::uint32_t>(((k ^ (k >> 32)) * kPhi) >> 32);
+  };
+  for (std::uint64_t k : keys) ASSERT_EQ(hash(k), 0xFFFFFFFFu) << k;
+  IndexFlatMap<std::uint32_t> m;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_TRUE(m.Insert(keys[i], static_cast<std::uint32_t>(i)).second);
+    ASSERT_TRUE(m.CheckLayout()) << i;
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_NE(m.Find(keys[i]), nullptr) << i;
+    EXPECT_EQ(*m.Find(keys[i]), i);
+  }
+  for (std::size_t i = 0; i < keys.size(); i += 2) EXPECT_TRUE(m.Erase(keys[i]));
+  ASSERT_TRUE(m.CheckLayout());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(m.Find(keys[i]) != nullptr, i % 2 == 1) << i;
+  }
 }
 
 }  // namespace

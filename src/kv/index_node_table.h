@@ -1,14 +1,18 @@
 // NodeTable: the KV block index's BlockKey -> node id table (kv/index.h). Open addressing
-// with linear probing and backward-shift deletion, like IndexFlatMap, but a slot is 8 bytes:
-// a 32-bit fingerprint of the key and the 32-bit node id. The key itself lives in the node,
-// so a probe whose fingerprint matches is confirmed by comparing the node's key (the reader
-// reads that node next anyway). IndexFlatMap<u32> spent 12 bytes per slot on the same job;
-// at ~0.6 load that is ~7 bytes per (block, worker) entry saved for unshared blocks.
+// with sorted linear probing (Robin Hood with monotone homes, no wrap; see IndexFlatMap),
+// but a slot is 8 bytes: a 32-bit fingerprint of the key and the 32-bit node id. The key
+// itself lives in the node, so a probe whose fingerprint matches is confirmed by comparing
+// the node's key (the reader reads that node next anyway). IndexFlatMap<u32> spent 12 bytes
+// per slot on the same job; at ~0.6 load that is ~7 bytes per (block, worker) entry saved
+// for unshared blocks.
 //
 // The fingerprint is the top half of a multiplicative hash and the home slot is the
 // fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.25x at load 0.75
 // as IndexFlatMap), so the home of a stored element is known from its fingerprint alone:
-// growing and deleting never read a node.
+// growing and deleting never read a node. Runs are sorted by fingerprint, so a miss stops at
+// the first larger fingerprint and an erase stops at the first element at its home. An
+// empty slot has fingerprint 0xFFFFFFFF (and id kEmpty), so "fingerprint < mine" alone
+// skips the smaller ones and stops at an empty slot.
 //
 // Every key-comparing call takes `key_of(id) -> BlockKey` (the owner's node array).
 //
@@ -31,17 +35,13 @@ class NodeTable {
 
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  std::size_t capacity_bytes() const { return capacity_ * sizeof(Slot); }
+  std::size_t capacity() const { return capacity_; }
+  std::size_t capacity_bytes() const { return length_ * sizeof(Slot); }
 
   template <typename KeyOf>
   const std::uint32_t* Find(std::uint64_t key, const KeyOf& key_of) const {
-    if (capacity_ == 0) return nullptr;
-    const std::uint32_t fp = Fingerprint(key);
-    for (std::size_t i = TableHome(fp, capacity_);; i = Next(i)) {
-      const Slot& s = slots_[i];
-      if (s.id == kEmpty) return nullptr;
-      if (s.fp == fp && key_of(s.id) == key) return &s.id;
-    }
+    const std::size_t i = IndexOf(key, key_of);
+    return i == kNotFound ? nullptr : &slots_[i].id;
   }
 
   // The id of the first slot on `key`'s probe path whose fingerprint matches, or kEmpty.
@@ -51,10 +51,9 @@ class NodeTable {
   std::uint32_t Candidate(std::uint64_t key) const {
     if (capacity_ == 0) return kEmpty;
     const std::uint32_t fp = Fingerprint(key);
-    for (std::size_t i = TableHome(fp, capacity_);; i = Next(i)) {
-      const Slot& s = slots_[i];
-      if (s.id == kEmpty || s.fp == fp) return s.id;
-    }
+    std::size_t i = TableHome(fp, capacity_);
+    while (slots_[i].fp < fp) ++i;
+    return slots_[i].fp == fp ? slots_[i].id : kEmpty;
   }
 
   // Hints the CPU to load `key`'s home slot.
@@ -63,46 +62,39 @@ class NodeTable {
   }
 
   // Finds `key` or claims a slot for it (second = true). A claimed slot's id must be set
-  // through the returned pointer before any other call.
+  // through the returned pointer before any other call. Inserting moves other slots:
+  // pointers from earlier calls are invalid afterwards. Always inlined (IndexFlatMap::Insert).
   template <typename KeyOf>
-  std::pair<std::uint32_t*, bool> Insert(std::uint64_t key, const KeyOf& key_of) {
+  [[gnu::always_inline]] std::pair<std::uint32_t*, bool> Insert(std::uint64_t key,
+                                                                const KeyOf& key_of) {
     if (TableMustGrow(size_ + 1, capacity_)) Rehash(TableGrownCapacity(capacity_));
     const std::uint32_t fp = Fingerprint(key);
-    for (std::size_t i = TableHome(fp, capacity_);; i = Next(i)) {
-      Slot& s = slots_[i];
-      if (s.id == kEmpty) {
-        s.fp = fp;
-        s.id = kEmpty - 1;  // claimed; the caller writes the id
-        ++size_;
-        return {&s.id, true};
-      }
-      if (s.fp == fp && key_of(s.id) == key) return {&s.id, false};
+    std::size_t i = TableHome(fp, capacity_);
+    while (slots_[i].fp < fp) ++i;
+    for (; slots_[i].fp == fp && slots_[i].id != kEmpty; ++i) {
+      if (key_of(slots_[i].id) == key) return {&slots_[i].id, false};
     }
+    // i is where `key` goes; the run from i to its end moves one slot right.
+    std::size_t end = i;
+    while (slots_[end].id != kEmpty) ++end;
+    if (end + 1 == length_) return InsertAfterRehash(key, key_of);  // would fill the sentinel
+    for (std::size_t j = end; j > i; --j) slots_[j] = slots_[j - 1];
+    slots_[i] = Slot{fp, kEmpty - 1};  // claimed; the caller writes the id
+    ++size_;
+    return {&slots_[i].id, true};
   }
 
   // Removes `key`; returns false when absent.
   template <typename KeyOf>
   bool Erase(std::uint64_t key, const KeyOf& key_of) {
-    if (capacity_ == 0) return false;
-    const std::uint32_t fp = Fingerprint(key);
-    std::size_t i = TableHome(fp, capacity_);
-    for (;; i = Next(i)) {
-      const Slot& s = slots_[i];
-      if (s.id == kEmpty) return false;
-      if (s.fp == fp && key_of(s.id) == key) break;
+    const std::size_t i = IndexOf(key, key_of);
+    if (i == kNotFound) return false;
+    // Backward shift: later members of the run move back while they sit after their home.
+    std::size_t j = i + 1;
+    for (; slots_[j].id != kEmpty && TableHome(slots_[j].fp, capacity_) < j; ++j) {
+      slots_[j - 1] = slots_[j];
     }
-    // Backward-shift deletion (see IndexFlatMap::Erase).
-    std::size_t hole = i;
-    for (std::size_t j = Next(i); slots_[j].id != kEmpty; j = Next(j)) {
-      const std::size_t home = TableHome(slots_[j].fp, capacity_);
-      const bool home_in_range =
-          hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-      if (!home_in_range) {
-        slots_[hole] = slots_[j];
-        hole = j;
-      }
-    }
-    slots_[hole].id = kEmpty;
+    slots_[j - 1] = Slot{kEmptyFp, kEmpty};
     --size_;
     if (TableMayShrink(size_, capacity_)) Rehash(TableShrunkCapacity(size_));
     return true;
@@ -110,48 +102,117 @@ class NodeTable {
 
   void Clear() {
     slots_.reset();
-    capacity_ = size_ = 0;
+    capacity_ = length_ = size_ = 0;
   }
 
   // Calls fn(id) for every element, in unspecified order.
   template <typename Fn>
   void ForEach(Fn&& fn) const {
-    for (std::size_t i = 0; i < capacity_; ++i) {
+    for (std::size_t i = 0; i < length_; ++i) {
       if (slots_[i].id != kEmpty) fn(slots_[i].id);
     }
   }
 
+  // Test hook: whether the layout invariant holds (as IndexFlatMap::CheckLayout, by
+  // fingerprint; empty slots carry kEmptyFp). O(capacity).
+  bool CheckLayout() const {
+    if (capacity_ == 0) return size_ == 0 && length_ == 0;
+    if (length_ < capacity_ + TableSlack(capacity_) || slots_[length_ - 1].id != kEmpty) {
+      return false;
+    }
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < length_; ++i) {
+      const Slot& s = slots_[i];
+      if (s.id == kEmpty) {
+        if (s.fp != kEmptyFp) return false;
+        continue;
+      }
+      ++count;
+      const std::size_t home = TableHome(s.fp, capacity_);
+      if (home > i) return false;
+      for (std::size_t j = home; j < i; ++j) {
+        if (slots_[j].id == kEmpty) return false;
+      }
+      if (i > 0 && slots_[i - 1].id != kEmpty && slots_[i - 1].fp > s.fp) return false;
+    }
+    return count == size_;
+  }
+
  private:
+  // The fingerprint of empty slots: no fingerprint is larger, so a scan for smaller ones
+  // stops there.
+  static constexpr std::uint32_t kEmptyFp = 0xFFFFFFFFu;
   struct Slot {
     std::uint32_t fp;
     std::uint32_t id;  // kEmpty: free
   };
   static_assert(sizeof(Slot) == 8);
+  static constexpr std::size_t kNotFound = ~std::size_t{0};
 
-  // Fibonacci hashing of the folded key, as IndexFlatMap::Home; the top 32 bits of the
+  // The slot holding `key`, or kNotFound.
+  template <typename KeyOf>
+  std::size_t IndexOf(std::uint64_t key, const KeyOf& key_of) const {
+    if (capacity_ == 0) return kNotFound;
+    const std::uint32_t fp = Fingerprint(key);
+    std::size_t i = TableHome(fp, capacity_);
+    while (slots_[i].fp < fp) ++i;
+    for (; slots_[i].fp == fp; ++i) {
+      if (slots_[i].id == kEmpty) return kNotFound;
+      if (key_of(slots_[i].id) == key) return i;
+    }
+    return kNotFound;
+  }
+
+  // Fibonacci hashing of the folded key, as IndexFlatMap::Hash; the top 32 bits of the
   // product are both the fingerprint and (scaled) the home slot.
   static std::uint32_t Fingerprint(std::uint64_t key) {
     return static_cast<std::uint32_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> 32);
   }
 
-  void Rehash(std::size_t new_capacity) {
-    TableArray<Slot> old = std::move(slots_);
-    const std::size_t old_capacity = capacity_;
-    slots_ = AllocateTableArray<Slot>(new_capacity, /*zero=*/false);
-    for (std::size_t i = 0; i < new_capacity; ++i) slots_[i].id = kEmpty;
-    capacity_ = new_capacity;
-    for (std::size_t i = 0; i < old_capacity; ++i) {
-      if (old[i].id == kEmpty) continue;
-      std::size_t j = TableHome(old[i].fp, capacity_);
-      while (slots_[j].id != kEmpty) j = Next(j);
-      slots_[j] = old[i];
+  // As IndexFlatMap::InsertAfterRehash: out of line so that Insert inlines.
+  template <typename KeyOf>
+  [[gnu::noinline]] std::pair<std::uint32_t*, bool> InsertAfterRehash(std::uint64_t key,
+                                                                      const KeyOf& key_of) {
+    Rehash(capacity_, length_ + TableSlack(capacity_));
+    return Insert(key, key_of);
+  }
+
+  // As IndexFlatMap::Rehash: the old array is sorted by fingerprint, so elements are
+  // placed in order at max(home, previous + 1), in one pass unless the last run would reach
+  // the sentinel.
+  void Rehash(std::size_t new_capacity, std::size_t min_length = 0) {
+    std::size_t new_length = TableLength(new_capacity, 0);
+    if (new_length < min_length) new_length = min_length;
+    for (;;) {
+      TableArray<Slot> fresh = AllocateTableArray<Slot>(new_length, /*zero=*/false);
+      for (std::size_t i = 0; i < new_length; ++i) fresh[i] = Slot{kEmptyFp, kEmpty};
+      std::size_t next = 0;  // first slot the next element may take
+      bool fits = true;
+      for (std::size_t i = 0; i < length_; ++i) {
+        if (slots_[i].id == kEmpty) continue;
+        const std::size_t home = TableHome(slots_[i].fp, new_capacity);
+        const std::size_t j = home > next ? home : next;
+        next = j + 1;
+        if (next >= new_length) {
+          fits = false;
+          continue;  // keep counting to learn the last position
+        }
+        fresh[j] = slots_[i];
+      }
+      if (!fits) {
+        new_length = TableLength(new_capacity, next - 1);
+        continue;
+      }
+      slots_ = std::move(fresh);
+      capacity_ = new_capacity;
+      length_ = new_length;
+      return;
     }
   }
 
-  std::size_t Next(std::size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
-
   TableArray<Slot> slots_;
-  std::size_t capacity_ = 0;  // 0 or >= 16, at most 2^32
+  std::size_t capacity_ = 0;  // 0 or >= 16, at most 2^32; homes lie in [0, capacity_)
+  std::size_t length_ = 0;    // slots: capacity_ + slack, the last one always empty
   std::size_t size_ = 0;
 };
 

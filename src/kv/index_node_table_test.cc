@@ -111,5 +111,59 @@ TEST(NodeTableTest, AgreesWithUnorderedMapUnderRandomInsertsAndErasesWhileGrowin
   EXPECT_EQ(seen, ref.size());
 }
 
+// Sorted probing's invariant (IndexFlatMap's, by fingerprint) holds after every operation
+// of a random stream that grows and shrinks the table.
+TEST(NodeTableTest, LayoutInvariantHoldsAfterEveryInsertAndErase) {
+  std::mt19937_64 rng(3);
+  NodeTable t;
+  Keys k;
+  std::unordered_map<std::uint64_t, std::uint32_t> ref;
+  for (int step = 0; step < 30000; ++step) {
+    const std::uint64_t space = step < 15000 ? 3000 : 200;
+    const std::uint64_t key = (rng() % space) * 0x100000001ULL;
+    if (rng() % 3 == 0 || step >= 15000) {
+      ASSERT_EQ(t.Erase(key, k.KeyOf()), ref.erase(key) == 1) << "step " << step;
+    } else {
+      ref.emplace(key, k.Add(t, key));
+    }
+    ASSERT_TRUE(t.CheckLayout()) << "step " << step;
+    ASSERT_EQ(t.size(), ref.size()) << "step " << step;
+  }
+  for (const auto& [key, id] : ref) {
+    ASSERT_NE(t.Find(key, k.KeyOf()), nullptr);
+    EXPECT_EQ(*t.Find(key, k.KeyOf()), id);
+    EXPECT_EQ(t.Candidate(key), id);
+  }
+}
+
+// Many keys with one fingerprint (one home, the table's last slot) outgrow the slack slots:
+// the table rehashes with more slack and every key stays findable, erasable, and told
+// apart through its node.
+TEST(NodeTableTest, KeysWithOneFingerprintOutgrowTheSlackAndStayFindable) {
+  std::uint64_t inv = kPhi;
+  for (int i = 0; i < 6; ++i) inv *= 2 - kPhi * inv;
+  std::vector<std::uint64_t> keys;
+  for (std::uint64_t j = 0; j < 100; ++j) {
+    keys.push_back(KeyWithFold((0xFFFFFFFFULL << 32) * inv + j * inv));
+    ASSERT_EQ(((keys.back() ^ (keys.back() >> 32)) * kPhi) >> 32, 0xFFFFFFFFULL);
+  }
+  NodeTable t;
+  Keys k;
+  for (std::uint64_t key : keys) {
+    k.Add(t, key);
+    ASSERT_TRUE(t.CheckLayout());
+  }
+  EXPECT_EQ(t.size(), keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_NE(t.Find(keys[i], k.KeyOf()), nullptr);
+    EXPECT_EQ(k.by_id[*t.Find(keys[i], k.KeyOf())], keys[i]);
+  }
+  for (std::size_t i = 0; i < keys.size(); i += 2) EXPECT_TRUE(t.Erase(keys[i], k.KeyOf()));
+  ASSERT_TRUE(t.CheckLayout());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(t.Find(keys[i], k.KeyOf()) != nullptr, i % 2 == 1) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kvroute::kv
