@@ -1,7 +1,9 @@
 #include "gateway/config.h"
 
+#include <sched.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -11,6 +13,14 @@
 #include "sched/registry.h"
 
 namespace kvroute::gateway {
+
+int DefaultLaneCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 2;
+  return std::clamp(CPU_COUNT(&set), 1, 64);
+}
+
 namespace {
 
 using Error = std::unexpected<std::string>;

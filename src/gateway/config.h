@@ -57,12 +57,19 @@ struct TokenizerConfig {
   std::string model_dir;        // hf: directory with tokenizer.json + tokenizer_config.json
 };
 
+// CPUs in this process's affinity mask, clamped to [1, 64].
+int DefaultLaneCount();
+
 struct GatewayConfig {
   // Listener.
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: the OS picks one (printed in the ready line)
-  int http_threads = 2;
-  int proxy_threads = 2;  // single-threaded io_contexts running upstream requests
+  // The server and the proxy share max(http_threads, proxy_threads) lanes (single-threaded
+  // event loops). Default: one per CPU this process may run on (like nginx's
+  // `worker_processes auto`): a lane never sleeps under load, so more lanes than cores only
+  // take CPU share from neighbours, and fewer leave cores idle.
+  int http_threads = DefaultLaneCount();
+  int proxy_threads = 1;  // kept for older configs; only the larger of the two counts
 
   std::vector<WorkerConfig> workers;
 

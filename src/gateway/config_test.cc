@@ -1,6 +1,11 @@
 #include "gateway/config.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
 
 namespace kvroute::gateway {
 namespace {
@@ -24,6 +29,43 @@ TEST(GatewayConfig, MinimalFileGetsDocumentedDefaults) {
   EXPECT_EQ(c->workers[0].models, std::vector<std::string>{"m"});
   EXPECT_EQ(c->workers[0].role, "mixed");
   EXPECT_TRUE(Validate(*c).has_value());
+}
+
+// The default lane count follows the CPUs this process may use (nginx's `worker_processes
+// auto`), so it is checked on a thread restricted to one CPU and then to two.
+TEST(GatewayConfig, DefaultLaneCountFollowsTheAffinityMask) {
+  int result_one = 0;
+  int result_two = 0;
+  int cpus_seen = 0;
+  std::thread probe([&] {
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+    cpus_seen = CPU_COUNT(&all);
+    std::vector<int> ids;
+    for (int cpu = 0; cpu < CPU_SETSIZE && ids.size() < 2; ++cpu) {
+      if (CPU_ISSET(cpu, &all)) ids.push_back(cpu);
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(ids[0], &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    result_one = DefaultLaneCount();
+    if (ids.size() == 2) {
+      CPU_SET(ids[1], &one);
+      ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+      result_two = DefaultLaneCount();
+    }
+  });
+  probe.join();
+  EXPECT_EQ(result_one, 1);
+  if (cpus_seen >= 2) {
+    EXPECT_EQ(result_two, 2);
+  }
+  auto c = ParseConfig(kMinimal);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->http_threads, std::min(cpus_seen, 64));
+  EXPECT_EQ(std::max(c->http_threads, c->proxy_threads), c->http_threads);
 }
 
 TEST(GatewayConfig, UnknownTopLevelKeyIsNamed) {
