@@ -114,6 +114,8 @@ net::HttpResponse ErrorResponse(ApiSurface surface, const api::ApiError& error,
 
 }  // namespace
 
+int DefaultComputeThreads(int lanes) { return std::max(1, lanes / 2); }
+
 std::optional<AttemptFailure> FailureOfStatus(int status) {
   if (status == 502 || status == 503 || status == 504) return AttemptFailure::kUnavailable;
   if (status == 500) return AttemptFailure::kServerError;
@@ -154,6 +156,14 @@ class Proxy::Impl {
     for (int i = 0; i < pool_->size(); ++i) {
       lanes_.push_back(std::make_unique<Lane>(pool_->context(i), options.seed + i, copts));
     }
+    const int compute = options.compute_threads < 0 ? DefaultComputeThreads(pool_->size())
+                                                    : options.compute_threads;
+    if (compute > 0) {
+      compute_ = std::make_unique<net::LanePool>(compute);
+      for (int i = 0; i < compute; ++i) {
+        compute_states_.push_back(std::make_unique<sched::PolicyState>(options.seed + i));
+      }
+    }
   }
 
   ~Impl() { Stop(); }
@@ -178,6 +188,8 @@ class Proxy::Impl {
       });
     }
     for (auto& f : closed) f.wait_for(std::chrono::seconds(2));
+    // Work queued for it after this is never run (its exchange's frame is freed with the pool).
+    if (compute_) compute_->Stop();
     // Streams still open (should be none after the server stopped) are abandoned.
     if (owns_lanes_) pool_->Stop();
   }
@@ -200,6 +212,11 @@ class Proxy::Impl {
   const bool owns_lanes_;
   std::shared_ptr<net::LanePool> pool_;       // declared before lanes_: outlives their clients
   std::vector<std::unique_ptr<Lane>> lanes_;  // one per pool lane
+  // Per-request CPU work (Prepare, Route); null when it runs inline on the lanes. Declared
+  // after lanes_: destroyed first, while the lanes an unfinished hand-off returns to exist.
+  std::unique_ptr<net::LanePool> compute_;
+  // compute_states_[i] is touched only on compute thread i.
+  std::vector<std::unique_ptr<sched::PolicyState>> compute_states_;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::int64_t> active_{0};
   std::atomic<bool> stopped_{false};
@@ -211,23 +228,21 @@ namespace {
 // except through posted calls). Also the BodySource of a relayed stream.
 class Exchange final : public net::BodySource, public std::enable_shared_from_this<Exchange> {
  public:
-  // `arrived`: when the request reached kvroute; `prepare_time`: what parsing, tokenizing and
-  // keying took (the first part of the decision latency).
-  Exchange(Proxy::Impl* proxy, Lane* lane, PreparedRequest request, std::string request_id,
-           Nanos arrived, Nanos prepare_time)
+  // `arrived`: when the request reached kvroute; `body`: the client's, prepared (parsed,
+  // tokenized, keyed) on the compute pool when the exchange runs. `endpoint` is ignored for
+  // the Messages API.
+  Exchange(Proxy::Impl* proxy, Lane* lane, ApiSurface surface, api::Endpoint endpoint,
+           std::string body, std::string request_id, Nanos arrived)
       : proxy_(proxy),
         lane_(lane),
-        request_(std::move(request)),
-        anthropic_(request_.surface == ApiSurface::kAnthropic),
+        anthropic_(surface == ApiSurface::kAnthropic),
+        endpoint_(endpoint),
+        client_body_(std::move(body)),
         request_id_(std::move(request_id)),
         id_(proxy->next_id_.fetch_add(1)),
-        arrived_(arrived),
-        prepare_time_(prepare_time) {
+        arrived_(arrived) {
     proxy_->active_.fetch_add(1);
     proxy_->metrics_->InflightDelta(1);
-    if (anthropic_ && request_.stream) {
-      translator_.emplace(request_.model, request_.prompt_tokens);
-    }
   }
   ~Exchange() override {
     proxy_->active_.fetch_sub(1);
@@ -287,7 +302,78 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   }
 
   net::HttpResponse ErrorReply(const api::ApiError& error) const {
-    return ErrorResponse(request_.surface, error, request_id_);
+    return ErrorResponse(anthropic_ ? ApiSurface::kAnthropic : ApiSurface::kOpenAi, error,
+                         request_id_);
+  }
+
+  // What the compute pool hands back for a request's first attempt.
+  struct Prepared {
+    std::expected<PreparedRequest, api::ApiError> request = std::unexpected(api::ApiError{});
+    std::optional<std::expected<RouteOutcome, api::ApiError>> route;  // when prepared
+    Nanos prepare_time{0};
+    Nanos route_time{0};
+  };
+  // A retry's route, and what computing it took.
+  struct Routed {
+    std::optional<std::expected<RouteOutcome, api::ApiError>> route;
+    Nanos route_time{0};
+  };
+
+  // Runs `fn(policy_state)` on a compute thread, with that thread's PolicyState, and resumes
+  // on this lane with its result; inline on the lane (its PolicyState) without a compute
+  // pool. `fn` must not touch this exchange's lane-owned state: the lane keeps running it
+  // (a Cancel, say) meanwhile. A returned hand-off means the exchange was not destroyed, but
+  // may have been cancelled.
+  template <typename R, typename Fn>
+  asio::awaitable<R> OnCompute(Fn fn) {
+    net::LanePool* compute = proxy_->compute_.get();
+    if (compute == nullptr) co_return fn(lane_->state);
+    const int k = compute->NextLane();
+    sched::PolicyState* state = proxy_->compute_states_[static_cast<std::size_t>(k)].get();
+    // A named coroutine rather than a lambda coroutine, and no `co_return co_await`: both
+    // forms have miscompiled under GCC 12 (frames and temporaries freed twice).
+    R result = co_await asio::co_spawn(compute->context(k), RunWork<R, Fn>(std::move(fn), state),
+                                       asio::use_awaitable);
+    co_return result;
+  }
+  template <typename R, typename Fn>
+  static asio::awaitable<R> RunWork(Fn fn, sched::PolicyState* state) {
+    R result = fn(*state);
+    co_return result;
+  }
+
+  // Prepare and the first Route, in one hand-off.
+  asio::awaitable<Prepared> PrepareAndRoute() {
+    auto self = shared_from_this();
+    return OnCompute<Prepared>([self, body = std::move(client_body_)](sched::PolicyState& state) {
+      Prepared out;
+      const Clock* clock = self->proxy_->clock_;
+      const RequestPipeline* pipeline = self->proxy_->pipeline_;
+      Nanos t0 = clock->Now();
+      out.request = self->anthropic_ ? pipeline->PrepareMessages(body, self->arrived_)
+                                     : pipeline->Prepare(self->endpoint_, body, self->arrived_);
+      Nanos t1 = clock->Now();
+      out.prepare_time = t1 - t0;
+      if (out.request) {
+        out.route.emplace(pipeline->Route(*out.request, {}, t1, state));
+        out.route_time = clock->Now() - t1;
+      }
+      return out;
+    });
+  }
+
+  // A retry's Route, excluding the workers tried. Reads request_, which the lane does not
+  // change once prepared.
+  asio::awaitable<Routed> RouteAgain(std::vector<WorkerId> tried) {
+    auto self = shared_from_this();
+    return OnCompute<Routed>([self, tried = std::move(tried)](sched::PolicyState& state) {
+      Routed out;
+      const Clock* clock = self->proxy_->clock_;
+      Nanos t0 = clock->Now();
+      out.route.emplace(self->proxy_->pipeline_->Route(self->request_, tried, t0, state));
+      out.route_time = clock->Now() - t0;
+      return out;
+    });
   }
 
   // Bytes for the client from one piece of the worker's stream: the piece itself, or (Messages
@@ -449,12 +535,31 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     std::vector<WorkerId> tried;
     api::ApiError last_error = api::ApiError::Overloaded("no worker could serve this request");
     last_error.status = 502;
+    Prepared prepared = co_await PrepareAndRoute();
+    if (cancelled_) co_return;
+    if (!prepared.request) {
+      // A client error: it never reaches a worker.
+      finished_ = true;
+      proxy_->metrics_->OnError("bad_request");
+      proxy_->metrics_->OnRequestDone("", "", prepared.request.error().status);
+      Answer(ErrorReply(prepared.request.error()));
+      co_return;
+    }
+    request_ = std::move(*prepared.request);
+    if (anthropic_ && request_.stream) {
+      translator_.emplace(request_.model, request_.prompt_tokens);
+    }
+    // The decision latency: CPU work only (parse, tokenize, key, route), not the hand-offs.
+    proxy_->metrics_->ObserveDecision(ToSeconds(prepared.prepare_time + prepared.route_time));
+    std::optional<std::expected<RouteOutcome, api::ApiError>> next = std::move(prepared.route);
     while (!cancelled_) {
-      Nanos now = proxy_->clock_->Now();
-      auto route = proxy_->pipeline_->Route(request_, tried, now, lane_->state);
-      if (tried.empty()) {
-        proxy_->metrics_->ObserveDecision(ToSeconds(prepare_time_ + (proxy_->clock_->Now() - now)));
+      if (!next) {
+        Routed again = co_await RouteAgain(tried);
+        if (cancelled_) co_return;
+        next = std::move(again.route);
       }
+      auto route = std::move(*next);
+      next.reset();
       if (!route) {
         // Nothing routable left. After failed attempts the client learns that the workers
         // failed (502); before any attempt, why none could be chosen (503, or fail_close).
@@ -626,13 +731,14 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
 
   Proxy::Impl* const proxy_;
   Lane* const lane_;
-  PreparedRequest request_;
   const bool anthropic_;  // the client spoke the Messages API: translate answers
+  const api::Endpoint endpoint_;
+  std::string client_body_;  // until the compute pool takes it
+  PreparedRequest request_;  // set on the lane once prepared; read-only afterwards
   std::optional<AnthropicStreamTranslator> translator_;  // Messages API streams only
   const std::string request_id_;
   const RequestId id_;
   const Nanos arrived_;
-  const Nanos prepare_time_;
 
   std::shared_ptr<net::DeferredSlot> slot_;
   RouteOutcome route_;
@@ -666,19 +772,14 @@ std::int64_t Proxy::active() const { return impl_->active_.load(); }
 
 namespace {
 
-// Answers a client error at once, or starts the exchange and answers later.
-net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_,
-                                 std::expected<PreparedRequest, api::ApiError> prepared,
-                                 ApiSurface surface, const net::HttpRequest& request, Nanos now) {
-  std::string request_id = RequestIdFor(request);
-  if (!prepared) {
-    impl_->metrics_->OnError("bad_request");
-    impl_->metrics_->OnRequestDone("", "", prepared.error().status);
-    return ErrorResponse(surface, prepared.error(), request_id);
-  }
+// Starts the exchange and answers later: even a client error is found on the compute pool
+// (parsing is the costly part), so the handler itself only copies the body.
+net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_, ApiSurface surface,
+                                 api::Endpoint endpoint, const net::HttpRequest& request) {
+  const Nanos now = impl_->clock_->Now();
   Lane& lane = impl_->LaneFor(request);
-  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, std::move(*prepared), request_id,
-                                             now, impl_->clock_->Now() - now);
+  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, surface, endpoint, request.body,
+                                             RequestIdFor(request), now);
   auto slot = exchange->MakeSlot();
   exchange->Start();
   return std::shared_ptr<net::DeferredResponse>(slot);
@@ -687,15 +788,11 @@ net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_,
 }  // namespace
 
 net::HandlerResult Proxy::Handle(api::Endpoint endpoint, const net::HttpRequest& request) {
-  const Nanos now = impl_->clock_->Now();
-  return StartExchange(impl_, impl_->pipeline_->Prepare(endpoint, request.body, now),
-                       ApiSurface::kOpenAi, request, now);
+  return StartExchange(impl_, ApiSurface::kOpenAi, endpoint, request);
 }
 
 net::HandlerResult Proxy::HandleMessages(const net::HttpRequest& request) {
-  const Nanos now = impl_->clock_->Now();
-  return StartExchange(impl_, impl_->pipeline_->PrepareMessages(request.body, now),
-                       ApiSurface::kAnthropic, request, now);
+  return StartExchange(impl_, ApiSurface::kAnthropic, api::Endpoint::kChatCompletions, request);
 }
 
 }  // namespace kvroute::gateway

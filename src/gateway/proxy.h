@@ -1,8 +1,12 @@
 // Proxy: forwards one prepared request to the worker the pipeline picks and relays the answer,
 // with kvroute's retry rules, load accounting and failure semantics.
 //
-// Life of one request (all on one "lane": a single-threaded io_context with its own keep-alive
-// client pool and PolicyState):
+// Life of one request (its I/O on one "lane": a single-threaded io_context with its own
+// keep-alive client pool; its CPU work on the compute pool):
+//   0. Handle (on the lane) answers with a DeferredResponse and hands the body to a compute
+//      thread: Prepare (parse, validate, tokenize, key) and Route run there, with that thread's
+//      PolicyState; the result is posted back to the lane. One hand-off pair per request (and
+//      one per retry, whose Route also runs there); never one per chunk.
 //   1. Route (RequestPipeline) excluding workers already tried → OnRouted (load, prediction,
 //      parity) → POST the client's body, unchanged, with X-Request-Id.
 //   2. Nothing has reached the client yet until the response headers AND, for a stream, its
@@ -22,10 +26,10 @@
 // no cross-thread hand-off. Without it the proxy makes lanes of its own (tests) and a Pull
 // from a server thread is posted over to the request's lane.
 //
-// Ownership: owns its lanes only when it made them; shares ProxyOptions::lanes_pool with its
-// owner, who stops that pool after Stop() and destroys it after the proxy. Borrows the
-// pipeline, registry, metrics, parity checker and clock (all must outlive it).
-// Thread safety: Handle() from any server thread; each request's state lives on its lane's
+// Ownership: owns its compute pool; owns its lanes only when it made them; shares
+// ProxyOptions::lanes_pool with its owner, who stops that pool after Stop() and destroys it after
+// the proxy. Borrows the pipeline, registry, metrics, parity checker and clock (all must outlive
+// it). Thread safety: Handle() from any server thread; each request's state lives on its lane's
 // thread. Stop() from a non-lane thread, after the HTTP server has stopped: it waits
 // (bounded) for the cancelled exchanges to end, closes idle upstream connections on each lane
 // and joins the lanes it owns.
@@ -78,6 +82,12 @@ RetryDecision DecideRetry(AttemptFailure failure, bool sent_to_client, int attem
 // 502/503/504 → kUnavailable. Other statuses (200, 4xx) are answers relayed to the client.
 std::optional<AttemptFailure> FailureOfStatus(int status);
 
+// The compute pool's default size for `lanes` lanes: max(1, lanes / 2). The CPU work of a
+// request is a few ms once per turn while its relay lasts seconds, so half the lanes keep the
+// queue short; the threads sleep when idle, so they take no CPU from the lanes then. On a
+// 2-CPU machine (2 lanes) this is 1.
+int DefaultComputeThreads(int lanes);
+
 // Maps a client-library error to the attempt failure it means.
 AttemptFailure FailureOf(client::ErrorKind kind);
 
@@ -87,6 +97,11 @@ struct ProxyOptions {
   // runs on its client connection's lane (HttpRequest::lane), so relayed chunks never cross
   // threads. The proxy does not stop shared lanes; their owner stops them after Stop().
   std::shared_ptr<net::LanePool> lanes_pool;
+  // Threads for the per-request CPU work (Prepare: parse, validate, tokenize, key; Route:
+  // lookup, schedule), so that a lane does only socket I/O and a big prompt being tokenized
+  // never stalls the streams relayed on the same lane. -1: DefaultComputeThreads(lanes);
+  // 0: none, that work runs inline on the request's lane (the design before the offload).
+  int compute_threads = -1;
   int max_attempts = 3;
   client::Timeouts timeouts;  // per attempt
   std::uint64_t seed = 1;     // PolicyState seeds (lane i uses seed + i)

@@ -1,17 +1,20 @@
 // The proxy's retry rule (pure), and the proxy on loopback against fake workers
 // (net::HttpServer on port 0): relay, retry before the first byte, mid-stream failure as an
-// error event, client disconnect cancelling the upstream request. Every proxy test runs twice:
-// with the proxy on lanes of its own (chunks hop between the server's and the proxy's
-// threads) and on ONE lane shared with the front server (as `kvroute serve` shares them:
-// client socket, upstream socket and exchange on a single thread, so any blocking wait
-// between them would hang the test).
+// error event, client disconnect cancelling the upstream request. Every proxy test runs three
+// times: with the proxy on lanes of its own (chunks hop between the server's and the proxy's
+// threads); on ONE lane shared with the front server (as `kvroute serve` shares them: client
+// socket, upstream socket and exchange on a single thread, so any blocking wait between them
+// would hang the test) with Prepare/Route on the compute pool; and on that one lane with
+// Prepare/Route inline (compute_threads = 0, the design before the offload).
 #include "gateway/proxy.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <boost/json.hpp>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "gateway/request_pipeline.h"
@@ -134,8 +137,59 @@ struct FakeWorker {
   std::string last_body;
 };
 
-// Param: whether the proxy shares the front server's lanes.
-class ProxyTest : public ::testing::TestWithParam<bool> {
+// SimpleTokenizer, except that encoding a text that contains "SLOW" blocks until Release()
+// (bounded: 10 s): a prompt whose preparation takes as long as the test wants.
+class GatedTokenizer final : public tokenize::Tokenizer {
+ public:
+  std::vector<TokenId> Encode(std::string_view text, bool add_special_tokens) const override {
+    if (text.find("SLOW") != std::string_view::npos) {
+      std::unique_lock lock(mu_);
+      entered_ = true;
+      cv_.notify_all();
+      cv_.wait_for(lock, seconds(10), [this] { return released_; });
+    }
+    return inner_.Encode(text, add_special_tokens);
+  }
+  std::expected<std::string, std::string> Decode(const std::vector<TokenId>& ids) const override {
+    return inner_.Decode(ids);
+  }
+  std::expected<std::string, std::string> RenderChat(
+      const tokenize::ChatRequest& request) const override {
+    return inner_.RenderChat(request);
+  }
+  std::expected<std::vector<TokenId>, std::string> EncodeChat(
+      const tokenize::ChatRequest& request) const override {
+    return inner_.EncodeChat(request);
+  }
+  std::size_t VocabSize() const override { return inner_.VocabSize(); }
+  TokenId EosTokenId() const override { return inner_.EosTokenId(); }
+
+  // Whether a slow Encode has started (waits for it, bounded by `timeout`).
+  bool WaitEntered(milliseconds timeout) const {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [this] { return entered_; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  tokenize::SimpleTokenizer inner_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool entered_ = false;
+  bool released_ = false;
+};
+
+struct ProxySetup {
+  bool shared_lane;     // the proxy runs on the front server's one lane
+  int compute_threads;  // ProxyOptions::compute_threads
+  const char* name;
+};
+
+class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
  protected:
   // The router's in-flight count once it stops falling (bounded: 4 s). The proxy books a
   // request's end after its last byte went out, so a client can hold its answer a moment
@@ -159,13 +213,14 @@ class ProxyTest : public ::testing::TestWithParam<bool> {
     deps.registry = &registry_;
     deps.index = &index_;
     deps.predicted = &predicted_;
-    deps.tokenizer = std::make_shared<tokenize::SimpleTokenizer>();
+    deps.tokenizer = tokenizer_;
     deps.policy = *sched::BuiltinPolicy("round_robin");
     pipeline_ = std::make_unique<RequestPipeline>(std::move(deps), PipelineOptions{});
     ProxyOptions opts;
     opts.lanes = 1;
+    opts.compute_threads = GetParam().compute_threads;
     net::ServerOptions front_opts;
-    if (GetParam()) {
+    if (GetParam().shared_lane) {
       lanes_ = std::make_shared<net::LanePool>(1);
       opts.lanes_pool = lanes_;
       front_opts.lanes = lanes_;
@@ -185,6 +240,7 @@ class ProxyTest : public ::testing::TestWithParam<bool> {
   }
 
   void TearDown() override {
+    tokenizer_->Release();  // a test that failed half-way may have left one gated
     if (front_) front_->Shutdown(milliseconds(0));
     if (proxy_) proxy_->Stop();
     if (lanes_) lanes_->Stop();
@@ -203,6 +259,7 @@ class ProxyTest : public ::testing::TestWithParam<bool> {
   kv::KvIndex index_{kv::BlockKeyer(16)};
   kv::PredictedBlocks predicted_;
   RouterMetrics metrics_;
+  std::shared_ptr<GatedTokenizer> tokenizer_ = std::make_shared<GatedTokenizer>();
   std::unique_ptr<RequestPipeline> pipeline_;
   std::shared_ptr<net::LanePool> lanes_;  // shared by front_ and proxy_ (param true)
   std::unique_ptr<Proxy> proxy_;
@@ -381,9 +438,52 @@ TEST_P(ProxyTest, ClientDisconnectCancelsAPendingNonStreamingRequest) {
   EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lanes, ProxyTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& param) {
-                           return param.param ? "SharedWithServer" : "OwnLanes";
+// The reason for the compute pool: while one request on a lane is being prepared (parsed,
+// tokenized), the streams relayed on that lane keep flowing. The slow request's tokenizer is
+// held until the other stream has delivered 100 more events (500 ms of the fake worker's
+// output); with Prepare inline on the one lane, that lane would be stuck in the tokenizer and
+// the stream would deliver only what was already in its socket.
+TEST_P(ProxyTest, AStreamKeepsFlowingWhileAnotherRequestOnItsLaneIsPrepared) {
+  if (!GetParam().shared_lane || GetParam().compute_threads == 0) {
+    GTEST_SKIP() << "needs the stream and the slow request on one lane, and a compute pool";
+  }
+  FakeWorker w(FakeWorker::Mode::kStreamForever);
+  Start({&w});
+  net::testing::TestClient streaming;
+  ASSERT_TRUE(streaming.Connect(front_->port()));
+  streaming.Send(net::testing::TestClient::Post(
+      "/v1/completions", R"({"model":"m","prompt":"x","stream":true})", false));
+  std::string got = streaming.ReadSome(100, seconds(5));
+  ASSERT_NE(got.find("200"), std::string::npos);
+
+  net::testing::TestClient slow;
+  ASSERT_TRUE(slow.Connect(front_->port()));
+  slow.Send(net::testing::TestClient::Post("/v1/completions",
+                                           R"({"model":"m","prompt":"SLOW one"})", false));
+  ASSERT_TRUE(tokenizer_->WaitEntered(seconds(5)));
+
+  // The tokenizer is held from here until Release below.
+  std::size_t events = 0;
+  for (int i = 0; i < 200 && events < 100; ++i) {
+    std::string piece = streaming.ReadSome(4096, milliseconds(50));
+    for (std::size_t at = piece.find("data: "); at != std::string::npos;
+         at = piece.find("data: ", at + 1)) {
+      ++events;
+    }
+  }
+  tokenizer_->Release();
+  EXPECT_GE(events, 100u);
+  streaming.Close();
+  slow.Close();
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lanes, ProxyTest,
+                         ::testing::Values(ProxySetup{false, -1, "OwnLanes"},
+                                           ProxySetup{true, -1, "SharedWithServer"},
+                                           ProxySetup{true, 0, "SharedWithServerInline"}),
+                         [](const ::testing::TestParamInfo<ProxySetup>& param) {
+                           return std::string(param.param.name);
                          });
 
 }  // namespace
