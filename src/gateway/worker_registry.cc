@@ -1,12 +1,41 @@
 #include "gateway/worker_registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 
 #include "client/client_types.h"
+#include "engine/engine.h"
 #include "engine/step_time.h"
 
 namespace kvroute::gateway {
+namespace {
+
+// Sample-weighted pool of the learned rates of the workers of one profile that have enough
+// samples of their own (see PeerPrior in worker_registry.h).
+struct PeerPool {
+  double prefill_weight = 0;
+  double prefill_s_per_token = 0;  // weighted sum of 1 / rate
+  double decode_weight = 0;
+  sched::StepTimeModel decode;  // weighted sums of the coefficients
+
+  void Add(const RateEstimate& e, double min_samples) {
+    if (static_cast<double>(e.prefill_samples) >= min_samples && e.prefill_tokens_per_s > 0) {
+      const double w = static_cast<double>(e.prefill_samples);
+      prefill_weight += w;
+      prefill_s_per_token += w / e.prefill_tokens_per_s;
+    }
+    if (static_cast<double>(e.decode_samples) >= min_samples) {
+      const double w = static_cast<double>(e.decode_samples);
+      decode_weight += w;
+      decode.base_s += w * e.decode.base_s;
+      decode.per_sequence_s += w * e.decode.per_sequence_s;
+      decode.per_kv_token_s += w * e.decode.per_kv_token_s;
+    }
+  }
+};
+
+}  // namespace
 
 WorkerRegistry::WorkerRegistry(RegistryOptions options)
     : options_(options), health_(options.health), rates_(options.rates), load_(&rates_) {}
@@ -28,6 +57,13 @@ std::expected<WorkerId, std::string> WorkerRegistry::Add(WorkerSpec spec, Nanos 
   std::int64_t blocks = model.NumGpuBlocks(spec.block_size);
   if (blocks > 0) entry.profile_capacity_blocks = static_cast<std::uint64_t>(blocks);
   entry.kv_bytes_per_block = model.KvBytesPerTokenTransfer() * spec.block_size;
+  // The CPU tier's load bandwidth, unless the config gives one: the engine model's (what the
+  // sims charge for a CPU-tier hit). Without it predicted_ttft treats blocks held only in
+  // host memory as recomputed; a worker with no CPU tier never reports such blocks.
+  constexpr int kCpu = static_cast<int>(kv::Tier::kCpu);
+  if (!spec.tier_load_bytes_per_s[kCpu]) {
+    spec.tier_load_bytes_per_s[kCpu] = engine::EngineConfig{}.cpu_to_gpu_bandwidth_bytes_per_s;
+  }
   entry.spec = std::move(spec);
 
   WorkerId id;
@@ -98,6 +134,17 @@ std::vector<sched::WorkerSnapshot> WorkerRegistry::Snapshot(Nanos now,
   std::vector<sched::WorkerSnapshot> out;
   std::shared_lock lock(mu_);
   out.reserve(workers_.size());
+  // Learned rates of every worker, and per profile the pool of those that have enough
+  // samples to stand on their own (lock order registry -> learner).
+  std::map<WorkerId, RateEstimate> estimates;
+  std::map<std::string, PeerPool> pools;
+  const double min_samples = std::max(1.0, std::ceil(options_.peer_prior_min_samples));
+  for (const auto& [id, e] : workers_) {
+    if (auto r = rates_.Estimate(id)) {
+      if (options_.peer_prior) pools[e.spec.profile].Add(*r, min_samples);
+      estimates.emplace(id, *r);
+    }
+  }
   for (const auto& [id, e] : workers_) {
     const WorkerSpec& spec = e.spec;
     if (!model.empty() &&
@@ -129,9 +176,23 @@ std::vector<sched::WorkerSnapshot> WorkerRegistry::Snapshot(Nanos now,
     if (e.metrics && now - e.metrics->scraped_at <= options_.metrics_max_age) {
       s.scraped = e.metrics->ToScraped(now);
     }
-    if (auto r = rates_.Estimate(id)) {
-      s.prefill_tokens_per_s = r->prefill_tokens_per_s;
-      s.decode_step = r->decode;
+    if (auto r = estimates.find(id); r != estimates.end()) {
+      s.prefill_tokens_per_s = r->second.prefill_tokens_per_s;
+      s.decode_step = r->second.decode;
+      // A worker with too few samples of its own still sits near its profile's seed; its
+      // measured peers are the better prior (PeerPrior in the header says why).
+      if (auto p = pools.find(spec.profile); p != pools.end()) {
+        const PeerPool& pool = p->second;
+        if (static_cast<double>(r->second.prefill_samples) < min_samples &&
+            pool.prefill_weight > 0 && pool.prefill_s_per_token > 0) {
+          s.prefill_tokens_per_s = pool.prefill_weight / pool.prefill_s_per_token;
+        }
+        if (static_cast<double>(r->second.decode_samples) < min_samples && pool.decode_weight > 0) {
+          s.decode_step = sched::StepTimeModel{pool.decode.base_s / pool.decode_weight,
+                                               pool.decode.per_sequence_s / pool.decode_weight,
+                                               pool.decode.per_kv_token_s / pool.decode_weight};
+        }
+      }
     }
     s.tier_load_bytes_per_s = spec.tier_load_bytes_per_s;
     s.kv_bytes_per_block = e.kv_bytes_per_block;

@@ -6,7 +6,9 @@
 //   healthy / draining                                WorkerHealth (owned here)
 //   inflight, pending prefill, active KV blocks       LoadTracker (owned here)
 //   learned prefill rate, decode step model           RateLearner (owned here), seeded from
-//                                                     the worker's profile at Add()
+//                                                     the worker's profile at Add(); until
+//                                                     a worker has samples of its own, its
+//                                                     same-profile peers' (PeerPrior)
 //   queue length, KV usage (with age)                 last EngineMetrics (SetMetrics)
 //   KV capacity                                       scraped cache_config_info num_gpu_blocks,
 //                                                     else spec override, else profile
@@ -52,6 +54,7 @@ struct WorkerSpec {
   std::uint32_t block_size = 16;  // engine KV block size, tokens
   std::optional<std::uint64_t> kv_capacity_blocks;  // override of the profile's
   // Bandwidth to load a block into GPU memory from each tier, bytes/s (kv::Tier order).
+  // Add() fills a missing CPU entry with the engine model's host-to-GPU bandwidth.
   std::array<std::optional<double>, kv::kNumTiers> tier_load_bytes_per_s{};
 };
 
@@ -64,6 +67,17 @@ struct RegistryOptions {
   HealthOptions health;
   RateLearnerOptions rates;
   Nanos metrics_max_age = std::chrono::seconds(10);
+  // PeerPrior: a worker with fewer than `peer_prior_min_samples` samples of its own (prefill
+  // and decode counted apart) is given, in the snapshot, the sample-weighted mean of the
+  // learned rates of the workers with the same profile that have at least that many. Why:
+  // its own estimate still sits at the profile's seed, while a used peer's follows what was
+  // measured; when the seed is off (an engine faster or slower than its profile, a sim run
+  // at --speedup 10 whose wall-clock rates are 10x the seed's) the used worker looks that
+  // many times faster or slower than every idle one, and predicted_ttft then sent every new
+  // session to the one used worker (live bench compare, issues 5/6: all sessions on one
+  // worker at c = 4..16). Default: the learner's prior weight, below which the seed dominates.
+  bool peer_prior = true;
+  double peer_prior_min_samples = 10;
 };
 
 class WorkerRegistry {

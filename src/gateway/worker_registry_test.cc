@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/engine.h"
 #include "engine/step_time.h"
 
 namespace kvroute::gateway {
@@ -128,6 +129,94 @@ TEST(WorkerRegistryTest, RemoveForgetsEverything) {
   EXPECT_FALSE(r.rates().Estimate(a).has_value());
   EXPECT_EQ(r.health().Status(a, seconds(0)).state, HealthState::kRemoved);
   EXPECT_FALSE(r.Find(a).has_value());
+}
+
+// PeerPrior: feeds `n` prefill samples at `rate` tokens/s and `n` decode samples of
+// `step_s` seconds to one worker.
+void Teach(WorkerRegistry* r, WorkerId id, int n, double rate, double step_s) {
+  for (int i = 0; i < n; ++i) {
+    const double tokens = 2000.0 + 1000.0 * (i % 5);
+    r->rates().ObservePrefill(id, tokens, FromSeconds(tokens / rate));
+    r->rates().ObserveDecode(id, 1 + i % 4, 30000.0 + 5000.0 * (i % 3), FromSeconds(step_s));
+  }
+}
+
+const sched::WorkerSnapshot& ById(const std::vector<sched::WorkerSnapshot>& v, WorkerId id) {
+  for (const auto& s : v) {
+    if (s.id == id) return s;
+  }
+  ADD_FAILURE() << "no snapshot for worker " << id;
+  return v.front();
+}
+
+TEST(WorkerRegistryTest, UnusedWorkerBorrowsItsMeasuredPeersRates) {
+  WorkerRegistry r;
+  const WorkerId used = *r.Add(Spec("used"), seconds(0));
+  const WorkerId idle = *r.Add(Spec("idle"), seconds(0));
+  const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), idle).prefill_tokens_per_s;
+  // The used worker runs 10x faster than its profile (a sim at --speedup 10).
+  Teach(&r, used, 50, 10 * seed_rate, 0.002);
+  auto snaps = r.Snapshot(seconds(0), "m");
+  const auto& u = ById(snaps, used);
+  const auto& i = ById(snaps, idle);
+  ASSERT_TRUE(u.prefill_tokens_per_s && i.prefill_tokens_per_s);
+  EXPECT_GT(*u.prefill_tokens_per_s, 3 * seed_rate);
+  EXPECT_DOUBLE_EQ(*i.prefill_tokens_per_s, *u.prefill_tokens_per_s);
+  ASSERT_TRUE(u.decode_step && i.decode_step);
+  EXPECT_DOUBLE_EQ(i.decode_step->Seconds(4, 100000), u.decode_step->Seconds(4, 100000));
+}
+
+TEST(WorkerRegistryTest, WorkerWithEnoughSamplesKeepsItsOwnRates) {
+  WorkerRegistry r;
+  const WorkerId fast = *r.Add(Spec("fast"), seconds(0));
+  const WorkerId slow = *r.Add(Spec("slow"), seconds(0));
+  const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), fast).prefill_tokens_per_s;
+  Teach(&r, fast, 50, 4 * seed_rate, 0.01);
+  Teach(&r, slow, 50, seed_rate / 2, 0.04);
+  auto snaps = r.Snapshot(seconds(0), "m");
+  EXPECT_GT(*ById(snaps, fast).prefill_tokens_per_s, 4 * *ById(snaps, slow).prefill_tokens_per_s);
+  EXPECT_GT(ById(snaps, slow).decode_step->Seconds(1, 30000),
+            2 * ById(snaps, fast).decode_step->Seconds(1, 30000));
+}
+
+TEST(WorkerRegistryTest, PeerPriorPoolsOnlyTheSameProfile) {
+  WorkerRegistry r;
+  const WorkerId used = *r.Add(Spec("used"), seconds(0));
+  WorkerSpec other = Spec("other");
+  other.profile = "llama-3.1-8b-h100";
+  const WorkerId idle_other = *r.Add(other, seconds(0));
+  const double other_seed = *ById(r.Snapshot(seconds(0), "m"), idle_other).prefill_tokens_per_s;
+  Teach(&r, used, 50, 50 * other_seed, 0.002);
+  EXPECT_DOUBLE_EQ(*ById(r.Snapshot(seconds(0), "m"), idle_other).prefill_tokens_per_s, other_seed);
+}
+
+TEST(WorkerRegistryTest, PeerPriorCanBeTurnedOff) {
+  RegistryOptions options;
+  options.peer_prior = false;
+  WorkerRegistry r(options);
+  const WorkerId used = *r.Add(Spec("used"), seconds(0));
+  const WorkerId idle = *r.Add(Spec("idle"), seconds(0));
+  const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), idle).prefill_tokens_per_s;
+  Teach(&r, used, 50, 10 * seed_rate, 0.002);
+  EXPECT_DOUBLE_EQ(*ById(r.Snapshot(seconds(0), "m"), idle).prefill_tokens_per_s, seed_rate);
+}
+
+TEST(WorkerRegistryTest, CpuTierBandwidthDefaultsToTheEngineModels) {
+  WorkerRegistry r;
+  const WorkerId plain = *r.Add(Spec("plain"), seconds(0));
+  WorkerSpec configured = Spec("configured");
+  configured.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = 5e9;
+  const WorkerId set = *r.Add(configured, seconds(0));
+  auto snaps = r.Snapshot(seconds(0), "m");
+  const auto& cpu_of = [&](WorkerId id) {
+    return ById(snaps, id).tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)];
+  };
+  ASSERT_TRUE(cpu_of(plain).has_value());
+  EXPECT_DOUBLE_EQ(*cpu_of(plain), engine::EngineConfig{}.cpu_to_gpu_bandwidth_bytes_per_s);
+  ASSERT_TRUE(cpu_of(set).has_value());
+  EXPECT_DOUBLE_EQ(*cpu_of(set), 5e9);
+  // Only the CPU tier gets a default: disk and shared tiers stay unloadable.
+  EXPECT_FALSE(ById(snaps, plain).tier_load_bytes_per_s[static_cast<int>(kv::Tier::kDisk)]);
 }
 
 }  // namespace
