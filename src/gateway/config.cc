@@ -127,6 +127,7 @@ std::expected<WorkerConfig, std::string> ParseWorker(const YAML::Node& node, std
   if (!model.empty()) w.models.insert(w.models.begin(), model);
   KVROUTE_TRY(r.String("role", &w.role));
   KVROUTE_TRY(r.String("profile", &w.profile));
+  KVROUTE_TRY(r.Number("cpu_load_bytes_per_s", &w.cpu_load_bytes_per_s, 0, 1e15));
   YAML::Node ev = r.Get("kv_events");
   if (ev && !ev.IsNull()) {
     MapReader e(ev, path + ".kv_events");
@@ -189,6 +190,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
       }
     }
     KVROUTE_TRY(s.Number("seed", &c->scheduler_seed, 0, 9.0e15));
+    KVROUTE_TRY(s.Number("itl_slo_s", &c->itl_slo_s, 0, 3600));
     KVROUTE_TRY(s.RejectUnknown());
   }
   std::string mode;
@@ -370,6 +372,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
     out << YAML::Key << "models" << YAML::Value << YAML::Flow << w.models;
     out << YAML::Key << "role" << YAML::Value << w.role;
     out << YAML::Key << "profile" << YAML::Value << w.profile;
+    out << YAML::Key << "cpu_load_bytes_per_s" << YAML::Value << w.cpu_load_bytes_per_s;
     out << YAML::Key << "kv_events" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "endpoint" << YAML::Value << w.kv_events.endpoint;
     out << YAML::Key << "replay_endpoint" << YAML::Value << w.kv_events.replay_endpoint;
@@ -384,6 +387,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "scheduler" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "policy" << YAML::Value << YAML::Load(c.policy_yaml);
   out << YAML::Key << "seed" << YAML::Value << c.scheduler_seed;
+  out << YAML::Key << "itl_slo_s" << YAML::Value << c.itl_slo_s;
   out << YAML::EndMap;
   out << YAML::Key << "mode" << YAML::Value << std::string(RoutingModeName(c.mode));
   out << YAML::Key << "tokenizer" << YAML::Value << YAML::BeginMap;

@@ -32,6 +32,11 @@ struct WorkerConfig {
   std::string role = "mixed";       // mixed | prefill | decode
   KvEventsConfig kv_events;
   std::string profile;  // engine profile seeding learned rates; empty: the default profile
+  // Bandwidth to load a KV block back from the worker's host-memory (CPU) tier, bytes/s;
+  // 0: the engine model's host-to-GPU bandwidth (engine::EngineConfig, what `kvroute sim`
+  // and `kvroute simulate` charge). predicted_ttft counts CPU-tier blocks as loaded at this
+  // rate instead of recomputed.
+  double cpu_load_bytes_per_s = 0;
   std::map<std::string, std::string> labels;
 };
 
@@ -76,6 +81,10 @@ struct GatewayConfig {
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).
   std::string policy_yaml = "preset: predicted_latency";
   std::uint64_t scheduler_seed = 1;
+  // scheduler.itl_slo_s: the per-user inter-token target the operator runs for, seconds
+  // (0.033 = 30 tokens/s/user). Given to the policy as every request's ITL SLO, so an
+  // itl_guard judges workers against it rather than its own itl_slo_s; 0: the policy's.
+  double itl_slo_s = 0;
 
   RoutingMode mode = RoutingMode::kPrecise;
   TokenizerConfig tokenizer;

@@ -167,7 +167,7 @@ TEST(GatewayConfig, EffectiveYamlParsesBackToTheSameSettings) {
   auto c = ParseConfig(std::string(kMinimal) + R"(
 mode: approximate
 failure_mode: fail_close
-scheduler: {policy: dynamo_cost, seed: 7}
+scheduler: {policy: dynamo_cost, seed: 7, itl_slo_s: 0.033}
 timeouts: {connect_ms: 100, first_byte_ms: 200, idle_ms: 300}
 limits: {max_body_bytes: 2048, max_attempts: 2}
 drain_timeout_s: 4.5
@@ -180,10 +180,33 @@ debug: {fault: schedule_error}
   EXPECT_EQ(again->mode, RoutingMode::kApproximate);
   EXPECT_EQ(again->failure_mode, FailureMode::kFailClose);
   EXPECT_EQ(again->scheduler_seed, 7u);
+  EXPECT_DOUBLE_EQ(again->itl_slo_s, 0.033);
   EXPECT_EQ(again->timeouts.first_byte_ms, 200);
   EXPECT_EQ(again->limits.max_attempts, 2);
   EXPECT_DOUBLE_EQ(again->drain_timeout_s, 4.5);
   EXPECT_EQ(again->debug_fault, "schedule_error");
+}
+
+TEST(GatewayConfig, CpuLoadBandwidthIsReadAndKeptByEffectiveYaml) {
+  auto c = ParseConfig(R"(
+workers:
+  - {name: a, url: "http://127.0.0.1:8001", model: m, cpu_load_bytes_per_s: 5.0e9}
+  - {name: b, url: "http://127.0.0.1:8002", model: m}
+)");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_DOUBLE_EQ(c->workers[0].cpu_load_bytes_per_s, 5e9);
+  EXPECT_DOUBLE_EQ(c->workers[1].cpu_load_bytes_per_s, 0);  // 0: the engine model's
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_DOUBLE_EQ(again->workers[0].cpu_load_bytes_per_s, 5e9);
+}
+
+TEST(GatewayConfig, NegativeCpuLoadBandwidthIsRefused) {
+  auto c = ParseConfig(R"(
+workers: [{name: a, url: "http://127.0.0.1:8001", model: m, cpu_load_bytes_per_s: -1}]
+)");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().find("workers[0].cpu_load_bytes_per_s"), std::string::npos) << c.error();
 }
 
 TEST(GatewayConfig, EffectiveYamlRedactsApiKeys) {

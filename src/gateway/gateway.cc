@@ -268,6 +268,9 @@ std::expected<void, std::string> Gateway::Start() {
     spec.labels = w.labels;
     spec.profile = w.profile;
     spec.block_size = p.block_size;
+    if (w.cpu_load_bytes_per_s > 0) {
+      spec.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = w.cpu_load_bytes_per_s;
+    }
     if (!w.kv_events.endpoint.empty()) {
       spec.kv_events =
           KvEventSpec{w.kv_events.endpoint, w.kv_events.replay_endpoint, w.kv_events.topic};
@@ -332,6 +335,7 @@ std::expected<void, std::string> Gateway::Start() {
   pipe_opts.failure_mode = c.failure_mode;
   pipe_opts.block_size = p.block_size;
   pipe_opts.inject_schedule_error = c.debug_fault == "schedule_error";
+  pipe_opts.itl_slo_s = c.itl_slo_s;
   p.pipeline = std::make_unique<RequestPipeline>(std::move(deps), pipe_opts);
 
   // One pool of lanes for the server and the proxy (see Parts::lanes). proxy_threads used to

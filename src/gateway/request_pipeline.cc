@@ -244,6 +244,7 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
   profile.num_full_blocks = static_cast<std::uint32_t>(request.keys.size());
   profile.predicted_output_tokens =
       static_cast<std::uint64_t>(std::max<std::int64_t>(request.output_tokens, 0));
+  if (options_.itl_slo_s > 0) profile.itl_slo_s = options_.itl_slo_s;
   if (deps_.policy->RequiredInputs() & sched::kCacheView) {
     profile.cache_views = CacheViews(request.keys, now);
   }

@@ -70,6 +70,9 @@ struct PipelineOptions {
   // Approximate mode's keyer (precise mode uses the index's, so keys match the events).
   std::uint32_t block_size = kv::kDefaultBlockSize;
   bool inject_schedule_error = false;  // debug.fault: schedule_error
+  // scheduler.itl_slo_s: every request's ITL SLO for the policy (RequestProfile::itl_slo_s);
+  // 0: none, the policy's own applies.
+  double itl_slo_s = 0;
 };
 
 // Decode length assumed for the ITL guard and KV accounting when max_tokens is absent: vLLM's

@@ -45,6 +45,7 @@ class PipelineTest : public ::testing::Test {
     opts.failure_mode = failure;
     opts.block_size = kBlock;
     opts.inject_schedule_error = inject;
+    opts.itl_slo_s = itl_slo_s_;
     pipeline_ = std::make_unique<RequestPipeline>(std::move(deps), opts);
   }
 
@@ -74,6 +75,7 @@ class PipelineTest : public ::testing::Test {
   }
 
   Nanos now_ = seconds(100);
+  double itl_slo_s_ = 0;  // PipelineOptions::itl_slo_s of the next SetUpPipeline
   WorkerRegistry registry_;
   kv::KvIndex index_{kv::BlockKeyer(kBlock)};
   kv::PredictedBlocks predicted_{kv::PredictedOptions{.ttl = seconds(5)}};
@@ -132,6 +134,31 @@ TEST_F(PipelineTest, RoutesToTheWorkerHoldingThePrefix) {
   EXPECT_EQ(out->cached_any_blocks, r->keys.size());
   EXPECT_LT(out->uncached_tokens, static_cast<std::uint64_t>(r->prompt_tokens));
 }
+
+// scheduler.itl_slo_s reaches the policy: the prefix holder decodes 320k KV tokens (predicted
+// ITL ~30 ms on the default profile's seed, idle workers ~14 ms), within the default
+// preset's own 0.1 s but over a 20 ms per-user target.
+class PipelineSloTest : public PipelineTest, public ::testing::WithParamInterface<double> {};
+
+TEST_P(PipelineSloTest, ConfiguredItlTargetMovesARequestOffAWorkerOverIt) {
+  itl_slo_s_ = GetParam();
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  std::string prompt = LongPrompt("s");
+  StoreOnWorker(ids_[0], prompt);
+  ASSERT_TRUE(registry_.load().OnRouted(
+      99, RoutedRequest{.worker = ids_[0], .prompt_tokens = 320000, .kv_blocks = 20000}, now_));
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
+  ASSERT_TRUE(r.has_value());
+  auto out = pipeline_->Route(*r, {}, now_, state_);
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  if (itl_slo_s_ == 0) {
+    EXPECT_EQ(out->worker, ids_[0]);  // the preset's 0.1 s: the holder stays eligible
+  } else {
+    EXPECT_NE(out->worker, ids_[0]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PolicyOwnOrOperatorTarget, PipelineSloTest, ::testing::Values(0.0, 0.02));
 
 TEST_F(PipelineTest, ExcludedWorkersAreNeverChosen) {
   SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
