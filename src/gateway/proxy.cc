@@ -240,7 +240,8 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
         client_body_(std::move(body)),
         request_id_(std::move(request_id)),
         id_(proxy->next_id_.fetch_add(1)),
-        arrived_(arrived) {
+        arrived_(arrived),
+        offload_(client_body_.size() >= proxy->options_.compute_min_body_bytes) {
     proxy_->active_.fetch_add(1);
     proxy_->metrics_->InflightDelta(1);
   }
@@ -327,7 +328,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   template <typename R, typename Fn>
   asio::awaitable<R> OnCompute(Fn fn) {
     net::LanePool* compute = proxy_->compute_.get();
-    if (compute == nullptr) co_return fn(lane_->state);
+    if (compute == nullptr || !offload_) co_return fn(lane_->state);
     const int k = compute->NextLane();
     sched::PolicyState* state = proxy_->compute_states_[static_cast<std::size_t>(k)].get();
     // A named coroutine rather than a lambda coroutine, and no `co_return co_await`: both
@@ -739,6 +740,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   const std::string request_id_;
   const RequestId id_;
   const Nanos arrived_;
+  const bool offload_;  // Prepare/Route on the compute pool (a big body), else inline
 
   std::shared_ptr<net::DeferredSlot> slot_;
   RouteOutcome route_;

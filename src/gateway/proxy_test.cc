@@ -219,6 +219,7 @@ class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
     ProxyOptions opts;
     opts.lanes = 1;
     opts.compute_threads = GetParam().compute_threads;
+    opts.compute_min_body_bytes = 0;  // the tests' bodies are small: offload them all
     net::ServerOptions front_opts;
     if (GetParam().shared_lane) {
       lanes_ = std::make_shared<net::LanePool>(1);
