@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <thread>
 
 #include "gateway/request_pipeline.h"
@@ -188,6 +189,10 @@ struct ProxySetup {
   int compute_threads;  // ProxyOptions::compute_threads
   const char* name;
 };
+
+// gtest prints a parameter's bytes unless told otherwise; ctest's test list then carries
+// pointer values that change with every build. The name says all there is to say.
+void PrintTo(const ProxySetup& setup, std::ostream* os) { *os << setup.name; }
 
 class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
  protected:
