@@ -97,6 +97,19 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
   // only its own node's and its parent's holder lists.
   Entry* prev_entry = nullptr;
   std::uint32_t prev_node = kNoNode;
+  // One more reference of `node` in tier t, unless the count is saturated (then false). The
+  // previous block's entry is passed on when it is this node's parent's.
+  auto add_ref = [&](std::uint32_t node, Entry& entry) {
+    if (entry.ref[t] == kMaxRef) {
+      ++counters_.ref_overflow;
+      return false;
+    }
+    const bool hint =
+        prev_entry != nullptr && node != prev_node && nodes_[node].parent == prev_node;
+    AddRef(slot, node, entry, t, hint ? prev_entry : nullptr);
+    ++counters_.blocks_stored;
+    return true;
+  };
   for (std::size_t i = 0; i < n; ++i) {
     const BlockKey key = scratch_keys_[i];
     const EngineHash hash = e.block_hashes[i];
@@ -106,14 +119,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
       // refs: nothing to map, no conflict possible.
       const std::uint32_t node = GetOrCreateNode(key, parent_node);
       Entry& entry = GetOrCreateEntry(node, slot);
-      if (entry.ref[t] == kMaxRef) {
-        ++counters_.ref_overflow;
-      } else {
-        const bool hint =
-            prev_entry != nullptr && node != prev_node && nodes_[node].parent == prev_node;
-        AddRef(slot, node, entry, t, hint ? prev_entry : nullptr);
-        ++counters_.blocks_stored;
-      }
+      add_ref(node, entry);
       parent_node = node;
       prev_entry = &entry;
       prev_node = node;
@@ -137,17 +143,13 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
     // The entry keeps a ref afterwards (added now, or saturated before), so it never needs
     // erasing here.
     Entry& entry = GetOrCreateEntry(node, slot);
-    if (entry.ref[t] == kMaxRef) {
+    // The engine-map count is taken before AddRef, as before the helper existed.
+    const bool saturated = entry.ref[t] == kMaxRef;
+    if (!saturated && !inserted) engine.AddRef(hash, mapped);
+    if (!add_ref(node, entry) && inserted) {
       // A mapping exists only while its count is positive: a new one that could not take
       // its reference goes again (later runs naming it as parent count as unknown parent).
-      ++counters_.ref_overflow;
-      if (inserted) engine.Erase(hash);
-    } else {
-      if (!inserted) engine.AddRef(hash, mapped);
-      const bool hint =
-          prev_entry != nullptr && node != prev_node && nodes_[node].parent == prev_node;
-      AddRef(slot, node, entry, t, hint ? prev_entry : nullptr);
-      ++counters_.blocks_stored;
+      engine.Erase(hash);
     }
     parent_node = node;
     prev_entry = &entry;
