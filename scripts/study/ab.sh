@@ -16,7 +16,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 HERE="$ROOT/scripts/study"
 OUT="${1:-ab-results}"
-KVROUTE="${KVROUTE:-$ROOT/build/s3_study/kvroute-study}"
+KVROUTE="${KVROUTE:-$ROOT/build/release/kvroute}"
 TRACE="${TRACE:-$ROOT/../shared/data/mooncake/synthetic_trace.jsonl}"
 NICE="${NICE:-5}"
 LIMIT_S="${LIMIT_S:-600}"

@@ -4,7 +4,7 @@
 # in `kvroute simulate`. scripts/study/table.py turns the output folder into the doc's table.
 #
 # Usage: scripts/study/run.sh [OUT]              (default OUT: study-results)
-# Env:  KVROUTE   binary (default build/s3_study/kvroute-study: a copy, so that rebuilds of
+# Env:  KVROUTE   binary (default build/release/kvroute, what `make build` makes; better a copy, so that rebuilds of
 #                 the tree during a long study do not change it; note its commit)
 #       W         worker counts (default "8 64 256 512 1024")
 #       POLICIES  (default: all seven built-ins; a path ending in .yaml is a policy file,
@@ -21,7 +21,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${1:-study-results}"
-KVROUTE="${KVROUTE:-$ROOT/build/s3_study/kvroute-study}"
+KVROUTE="${KVROUTE:-$ROOT/build/release/kvroute}"
 W="${W:-8 64 256 512 1024}"
 POLICIES="${POLICIES:-round_robin random least_load approx_prefix dynamo_cost llmd_sticky predicted_latency}"
 WORKLOADS="${WORKLOADS:-agentic trace}"
