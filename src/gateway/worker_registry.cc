@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "client/client_types.h"
 #include "engine/engine.h"
@@ -134,18 +138,29 @@ std::vector<sched::WorkerSnapshot> WorkerRegistry::Snapshot(Nanos now,
   std::vector<sched::WorkerSnapshot> out;
   std::shared_lock lock(mu_);
   out.reserve(workers_.size());
-  // Learned rates of every worker, and per profile the pool of those that have enough
-  // samples to stand on their own (lock order registry -> learner).
-  std::map<WorkerId, RateEstimate> estimates;
-  std::map<std::string, PeerPool> pools;
+  // Learned rates of every worker (in workers_ order), and per profile the pool of those
+  // that have enough samples to stand on their own (lock order registry -> learner). Flat
+  // vectors: this runs for every routed request, and fleets have one or two profiles.
+  std::vector<std::optional<RateEstimate>> estimates;
+  estimates.reserve(workers_.size());
+  std::vector<std::pair<std::string_view, PeerPool>> pools;
+  auto pool_of = [&pools](std::string_view profile) -> PeerPool* {
+    for (auto& [name, pool] : pools) {
+      if (name == profile) return &pool;
+    }
+    return nullptr;
+  };
   const double min_samples = std::max(1.0, std::ceil(options_.peer_prior_min_samples));
   for (const auto& [id, e] : workers_) {
-    if (auto r = rates_.Estimate(id)) {
-      if (options_.peer_prior) pools[e.spec.profile].Add(*r, min_samples);
-      estimates.emplace(id, *r);
-    }
+    estimates.push_back(rates_.Estimate(id));
+    if (!estimates.back() || !options_.peer_prior) continue;
+    PeerPool* pool = pool_of(e.spec.profile);
+    if (pool == nullptr) pool = &pools.emplace_back(e.spec.profile, PeerPool{}).second;
+    pool->Add(*estimates.back(), min_samples);
   }
+  std::size_t position = 0;
   for (const auto& [id, e] : workers_) {
+    const std::optional<RateEstimate>& estimate = estimates[position++];
     const WorkerSpec& spec = e.spec;
     if (!model.empty() &&
         std::find(spec.models.begin(), spec.models.end(), model) == spec.models.end()) {
@@ -176,18 +191,18 @@ std::vector<sched::WorkerSnapshot> WorkerRegistry::Snapshot(Nanos now,
     if (e.metrics && now - e.metrics->scraped_at <= options_.metrics_max_age) {
       s.scraped = e.metrics->ToScraped(now);
     }
-    if (auto r = estimates.find(id); r != estimates.end()) {
-      s.prefill_tokens_per_s = r->second.prefill_tokens_per_s;
-      s.decode_step = r->second.decode;
+    if (estimate) {
+      s.prefill_tokens_per_s = estimate->prefill_tokens_per_s;
+      s.decode_step = estimate->decode;
       // A worker with too few samples of its own still sits near its profile's seed; its
       // measured peers are the better prior (PeerPrior in the header says why).
-      if (auto p = pools.find(spec.profile); p != pools.end()) {
-        const PeerPool& pool = p->second;
-        if (static_cast<double>(r->second.prefill_samples) < min_samples &&
+      if (const PeerPool* p = pool_of(spec.profile)) {
+        const PeerPool& pool = *p;
+        if (static_cast<double>(estimate->prefill_samples) < min_samples &&
             pool.prefill_weight > 0 && pool.prefill_s_per_token > 0) {
           s.prefill_tokens_per_s = pool.prefill_weight / pool.prefill_s_per_token;
         }
-        if (static_cast<double>(r->second.decode_samples) < min_samples && pool.decode_weight > 0) {
+        if (static_cast<double>(estimate->decode_samples) < min_samples && pool.decode_weight > 0) {
           s.decode_step = sched::StepTimeModel{pool.decode.base_s / pool.decode_weight,
                                                pool.decode.per_sequence_s / pool.decode_weight,
                                                pool.decode.per_kv_token_s / pool.decode_weight};
