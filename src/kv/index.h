@@ -177,6 +177,13 @@ class KvIndex {
     void PrefetchHeap() const {
       if (is_heap()) __builtin_prefetch(heap());
     }
+    // Hints the CPU to load every line of the entries (a lookup's exact step scans them).
+    void PrefetchAll() const {
+      if (!is_heap()) return;
+      const char* p = reinterpret_cast<const char*>(heap());
+      const char* end = reinterpret_cast<const char*>(heap()->entries() + size());
+      for (; p < end; p += 64) __builtin_prefetch(p);
+    }
     // Called after an entry's refs changed by `delta` lanes (inline: derived, nothing kept).
     void AddLanes(int delta) {
       if (is_heap()) heap()->lane_count += static_cast<std::uint32_t>(delta);
@@ -297,10 +304,28 @@ class KvIndex {
   static constexpr std::uint8_t kBigKids = 0xFF;  // the count is in big_kids_
 
   // --- everything below is guarded by mu_ ---
+  // Block keys of a call's stored runs, computed before the exclusive lock (PreKey in
+  // index_apply.cc): per event, the parent key they chain from and where they start in `keys`.
+  struct PreKeyed {
+    enum State : std::uint8_t { kNone, kFromIndex, kKeyed };
+    struct Run {
+      State state = kNone;
+      std::uint32_t offset = 0;
+      BlockKey parent = 0;
+    };
+    std::vector<Run> runs;  // by event index
+    std::vector<BlockKey> keys;
+  };
+  void ApplyEvents(WorkerId worker, std::span<const KvEvent> events, bool count_batch);
+  // Takes mu_ shared (only if a parent must be resolved in the index); no lock held after.
+  void PreKey(WorkerId worker, std::span<const KvEvent> events, PreKeyed* pre) const;
+
   std::uint32_t SlotFor(WorkerId worker);  // creates
   const std::uint32_t* FindSlot(WorkerId worker) const;
-  void ApplyLocked(std::uint32_t slot, const KvEvent& event);
-  void ApplyStored(std::uint32_t slot, const BlockStored& e);
+  void ApplyLocked(std::uint32_t slot, const KvEvent& event, const PreKeyed::Run* run,
+                   std::span<const BlockKey> pre_keys);
+  void ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKeyed::Run* run,
+                   std::span<const BlockKey> pre_keys);
   void ApplyRemoved(std::uint32_t slot, const BlockRemoved& e);
   void PurgeWorker(std::uint32_t slot);  // drops every entry of the worker, keeps the slot
   // The node `hash` names for this worker (a mapping exists while its count is positive),
@@ -356,6 +381,7 @@ class KvIndex {
   }
 
   const BlockKeyer keyer_;
+  const BlockKey plain_root_;  // keyer_.Root("", ""): the parent of block 0 without LoRA
   mutable std::shared_mutex mu_;
   NodeTable node_of_key_;  // BlockKey -> node id; keys are compared through nodes_
   NodeArena nodes_;

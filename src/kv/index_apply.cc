@@ -27,23 +27,100 @@ bool IsMainGroup(const std::optional<std::int64_t>& group_idx,
 
 }  // namespace
 
-KvIndex::KvIndex(const BlockKeyer& keyer) : keyer_(keyer) {}
+KvIndex::KvIndex(const BlockKeyer& keyer) : keyer_(keyer), plain_root_(keyer_.Root("", "")) {}
 
 void KvIndex::ApplyBatch(WorkerId worker, const KvEventBatch& batch) {
-  std::unique_lock lock(mu_);
-  std::uint32_t slot = SlotFor(worker);
-  ++counters_.batches;
-  for (const KvEvent& event : batch.events) ApplyLocked(slot, event);
+  ApplyEvents(worker, batch.events, /*count_batch=*/true);
 }
 
 void KvIndex::ApplyEvent(WorkerId worker, const KvEvent& event) {
-  std::unique_lock lock(mu_);
-  ApplyLocked(SlotFor(worker), event);
+  ApplyEvents(worker, std::span<const KvEvent>(&event, 1), /*count_batch=*/false);
 }
 
-void KvIndex::ApplyLocked(std::uint32_t slot, const KvEvent& event) {
+void KvIndex::ApplyEvents(WorkerId worker, std::span<const KvEvent> events, bool count_batch) {
+  // Keying (one XXH3 per block) needs no index state once the parent's key is known, so it
+  // runs before the exclusive lock: writers of different workers key in parallel, and only
+  // the table mutation is serialized (kv/README.md "Thread-safety contract").
+  thread_local PreKeyed pre;
+  PreKey(worker, events, &pre);
+  std::unique_lock lock(mu_);
+  const std::uint32_t slot = SlotFor(worker);
+  if (count_batch) ++counters_.batches;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    ApplyLocked(slot, events[i], i < pre.runs.size() ? &pre.runs[i] : nullptr, pre.keys);
+  }
+}
+
+// Stored runs that pass the cheap filters get keys chained from an ASSUMED parent key: the
+// root, the last key of the previous stored run of this call when it names that block as
+// parent (an engine step's runs chain), or what the index maps the parent hash to now (one
+// shared lock for the whole call). ApplyStored uses them only if the parent it resolves under
+// the exclusive lock has that very key; keys are a function of (parent key, tokens), so they
+// are then exactly what it would compute. Otherwise (the parent changed in between, or is
+// unknown) it keys under the lock as before.
+void KvIndex::PreKey(WorkerId worker, std::span<const KvEvent> events, PreKeyed* pre) const {
+  pre->runs.assign(events.size(), PreKeyed::Run{});
+  pre->keys.clear();
+  const std::uint32_t bs = keyer_.block_size();
+  auto keyable = [&](const BlockStored& e) {
+    return !e.block_hashes.empty() && e.block_size == bs &&
+           e.token_ids.size() == e.block_hashes.size() * bs;
+  };
+  // Pass 1: which parents come from the index (resolved together under one shared lock).
+  bool need_index = false;
+  const BlockStored* prev = nullptr;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto* st = std::get_if<BlockStored>(&events[i]);
+    if (st == nullptr || !keyable(*st)) continue;
+    if (st->parent_block_hash.has_value() &&
+        (prev == nullptr || *st->parent_block_hash != prev->block_hashes.back())) {
+      pre->runs[i].state = PreKeyed::kFromIndex;
+      need_index = true;
+    }
+    prev = st;
+  }
+  if (need_index) {
+    std::shared_lock lock(mu_);
+    const std::uint32_t* slot = FindSlot(worker);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      PreKeyed::Run& run = pre->runs[i];
+      if (run.state != PreKeyed::kFromIndex) continue;
+      const std::uint32_t node =
+          slot == nullptr ? kNoNode
+                          : ResolveHash(*slot, *std::get<BlockStored>(events[i]).parent_block_hash);
+      run.state = node == kNoNode ? PreKeyed::kNone : PreKeyed::kKeyed;
+      if (node != kNoNode) run.parent = nodes_[node].key;
+    }
+  }
+  // Pass 2: key, in order (a run chained to the previous one needs its last key).
+  prev = nullptr;
+  const PreKeyed::Run* prev_run = nullptr;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto* st = std::get_if<BlockStored>(&events[i]);
+    if (st == nullptr || !keyable(*st)) continue;
+    PreKeyed::Run& run = pre->runs[i];
+    if (!st->parent_block_hash.has_value()) {
+      run.parent = st->lora_name.has_value() && !st->lora_name->empty()
+                       ? keyer_.Root(*st->lora_name, "")
+                       : plain_root_;
+      run.state = PreKeyed::kKeyed;
+    } else if (prev != nullptr && *st->parent_block_hash == prev->block_hashes.back() &&
+               prev_run->state == PreKeyed::kKeyed) {
+      run.parent = pre->keys[prev_run->offset + prev->block_hashes.size() - 1];
+      run.state = PreKeyed::kKeyed;
+    }
+    prev = st;
+    prev_run = &run;
+    if (run.state != PreKeyed::kKeyed) continue;
+    run.offset = static_cast<std::uint32_t>(pre->keys.size());
+    keyer_.AppendKeys(st->token_ids, run.parent, &pre->keys);
+  }
+}
+
+void KvIndex::ApplyLocked(std::uint32_t slot, const KvEvent& event, const PreKeyed::Run* run,
+                          std::span<const BlockKey> pre_keys) {
   if (const auto* stored = std::get_if<BlockStored>(&event)) {
-    ApplyStored(slot, *stored);
+    ApplyStored(slot, *stored, run, pre_keys);
   } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
     ApplyRemoved(slot, *removed);
   } else {
@@ -53,7 +130,8 @@ void KvIndex::ApplyLocked(std::uint32_t slot, const KvEvent& event) {
   }
 }
 
-void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
+void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKeyed::Run* run,
+                          std::span<const BlockKey> pre_keys) {
   if (!IsMainGroup(e.group_idx, e.kv_cache_spec_kind)) {
     ++counters_.ignored_group;
     return;
@@ -85,10 +163,17 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
     }
     parent_key = nodes_[parent_node].key;
   } else {
-    parent_key = keyer_.Root(e.lora_name.value_or(""), "");
+    parent_key = e.lora_name.has_value() && !e.lora_name->empty() ? keyer_.Root(*e.lora_name, "")
+                                                                  : plain_root_;
   }
-  scratch_keys_.clear();
-  keyer_.AppendKeys(e.token_ids, parent_key, &scratch_keys_);
+  std::span<const BlockKey> keys;
+  if (run != nullptr && run->state == PreKeyed::kKeyed && run->parent == parent_key) {
+    keys = pre_keys.subspan(run->offset, n);  // keyed outside the lock, from this very parent
+  } else {
+    scratch_keys_.clear();
+    keyer_.AppendKeys(e.token_ids, parent_key, &scratch_keys_);
+    keys = scratch_keys_;
+  }
   const int t = static_cast<int>(*tier);
   WorkerState& w = workers_[slot];
   EngineMap& engine = w.engine;
@@ -111,7 +196,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e) {
     return true;
   };
   for (std::size_t i = 0; i < n; ++i) {
-    const BlockKey key = scratch_keys_[i];
+    const BlockKey key = keys[i];
     const EngineHash hash = e.block_hashes[i];
     if (w.hashes_are_keys && hash != key) MaterializeEngineMap(slot);
     if (w.hashes_are_keys) {

@@ -24,6 +24,7 @@
 //    by definition.
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "kv/index.h"
 
@@ -37,8 +38,30 @@ constexpr std::size_t kMaxDirtyForFastCount = 64;
 // Above this many holes in one tier, a worker's lanes are examined position by position
 // instead of listing barriers.
 constexpr std::size_t kMaxHolesForBarriers = 256;
-// Positions resolved together per search round (see `resolve` in Lookup).
+// Most probes one open interval gets in a search round, and the round's target size (see
+// `search_segment` in Lookup): rounds overlap their cache misses, so fewer, fuller rounds
+// are cheaper as long as probes are not wasted on intervals with a single drop.
 constexpr int kFan = 8;
+constexpr std::size_t kRoundBudget = 48;
+
+// A probed prompt position: its node (nullptr = absent) and the number of lanes alive at
+// the start of the search segment that hold it (-1: not resolved yet).
+struct Point {
+  std::size_t pos;
+  std::int64_t count;
+  const void* node;  // a KvIndex::Node (private to the index): see node_of()
+};
+
+// A worker with holes on the prompt. Counting a node's alive lanes from its lane count
+// needs a correction for such a worker only where it holds a lane that is not alive. It holds
+// keys[p] in tier t without holding keys[0] in t only if it has a hole in t on the prompt
+// (the last missing block before p), so while its lanes are still `initial` (those at
+// keys[0]) and all its hole tiers are among them, its held lanes at any node are alive.
+struct DirtyWorker {
+  std::uint32_t slot;
+  std::uint8_t initial;     // alive lanes at keys[0]
+  std::uint8_t hole_tiers;  // bit t: a hole of tier t on the prompt (or too many to list)
+};
 
 // Per-thread scratch indexed by worker slot, so a lookup allocates nothing in steady state
 // and resets only what it touched.
@@ -51,8 +74,11 @@ struct LookupScratch {
                                                          // between lookups
   std::vector<std::uint32_t> alive_list;                 // slots with alive lanes
   std::vector<std::uint32_t> touched;                    // slots reported
-  std::vector<std::uint32_t> dirty;                      // slots with holes, index-wide
+  std::vector<DirtyWorker> dirty;                        // workers with holes on the prompt
+  std::vector<std::uint32_t> corrected;                  // of those, counted one by one
   std::vector<std::uint32_t> barriers;                   // positions examined exactly
+  std::vector<Point> points, next_points, round;         // search_segment's probes
+  std::vector<std::size_t> fresh;                        // indices of a round's new points
   std::uint32_t generation = 0;
 
   void Prepare(std::size_t slots) {
@@ -66,6 +92,7 @@ struct LookupScratch {
     alive_list.clear();
     touched.clear();
     dirty.clear();
+    corrected.clear();
     barriers.clear();
   }
   std::uint32_t NextGeneration() {
@@ -86,11 +113,18 @@ constexpr std::array<std::uint8_t, 32> kLaneCount = [] {
 }();
 inline int Lanes(std::uint8_t mask) { return kLaneCount[mask & 31]; }
 
+// Lanes an entry holds: bit t for each tier with a ref, plus the any-tier lane. Branch-free
+// on the 4 ref bytes read as one word (exact steps call this for every holder of a node;
+// GCC kept the per-tier loop as a loop): the high bit of each non-zero byte, gathered into
+// bits 21..24 by one multiply (the partial products land on distinct bits, so no carries).
 template <typename EntryT>
 std::uint8_t HeldLanes(const EntryT& e) {
-  std::uint8_t m = 0;
-  for (int t = 0; t < kNumTiers; ++t) m |= static_cast<std::uint8_t>((e.ref[t] != 0) << t);
-  return m != 0 ? static_cast<std::uint8_t>(m | kAnyLane) : 0;
+  static_assert(sizeof(e.ref) == 4);
+  std::uint32_t x;
+  std::memcpy(&x, e.ref.data(), sizeof(x));
+  const std::uint32_t nonzero = (((x & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | x) & 0x80808080u;
+  const std::uint32_t m = (((nonzero >> 7) * 0x204081u) >> 21) & 0xFu;
+  return static_cast<std::uint8_t>(m != 0 ? (m | kAnyLane) : 0);
 }
 
 }  // namespace
@@ -128,35 +162,45 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   for (std::uint32_t slot = 0; slot < dirty_by_slot_.size(); ++slot) {
     if (dirty_by_slot_[slot] == 0) continue;
     const WorkerState& w = workers_[slot];
-    bool relevant = false;
+    std::uint8_t hole_tiers = 0;  // tiers with a hole on the prompt (or too many to list)
     for (int t = 0; t < kNumTiers; ++t) {
       if (w.holes[t].size() > kMaxHolesForBarriers) {
         s.exact[slot] |= static_cast<std::uint8_t>((1u << t) | kAnyLane);
-        relevant = true;
+        hole_tiers |= static_cast<std::uint8_t>(1u << t);
         continue;
       }
       w.holes[t].ForEach([&](std::uint64_t node, std::uint8_t) {
         const Node& h = nodes_[node];
         if (h.depth < n && keys[h.depth] == h.key) {
           s.barriers.push_back(h.depth);
-          relevant = true;
+          hole_tiers |= static_cast<std::uint8_t>(1u << t);
         }
       });
     }
-    if (relevant) s.dirty.push_back(slot);
+    if (hole_tiers != 0) s.dirty.push_back(DirtyWorker{slot, s.alive[slot], hole_tiers});
     exact_lanes += Lanes(s.alive[slot] & s.exact[slot]);
   }
   std::sort(s.barriers.begin(), s.barriers.end());
-  const bool fast_count = s.dirty.size() <= kMaxDirtyForFastCount;
+  // The dirty workers whose lanes may differ from their held lanes at some node of the
+  // search segment about to start; the others need no correction (see `DirtyWorker`).
+  bool fast_count = true;
+  auto select_corrected = [&] {
+    s.corrected.clear();
+    for (const DirtyWorker& d : s.dirty) {
+      const bool untouched = s.alive[d.slot] == d.initial;
+      if (!untouched || (d.hole_tiers & ~d.initial) != 0) s.corrected.push_back(d.slot);
+    }
+    fast_count = s.corrected.size() <= kMaxDirtyForFastCount;
+  };
 
   // Alive lanes holding `node` (the node at some prompt position; nullptr = absent).
   auto count_in = [&](const Node* node) -> std::int64_t {
     if (node == nullptr) return 0;
     std::int64_t c = 0;
     // O(1) plus a correction per dirty worker, unless scanning the holders is cheaper.
-    if (fast_count && node->holders.size() > 4 * s.dirty.size()) {
+    if (fast_count && node->holders.size() > 4 * s.corrected.size()) {
       c = node->holders.lane_count();
-      for (std::uint32_t slot : s.dirty) {
+      for (std::uint32_t slot : s.corrected) {
         const Entry* e = FindEntryIn(*node, slot);
         if (e == nullptr) continue;
         const std::uint8_t m = HeldLanes(*e);
@@ -169,26 +213,31 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     }
     return c;
   };
-  // Resolves several prompt positions to nodes at once. Each resolution is two dependent
-  // cache misses (table slot, then node); requesting every slot before reading any, and
-  // every node before counting any, overlaps the misses of one round instead of paying them
-  // one position after another.
-  const Node* resolved[kFan];
-  auto resolve = [&](const std::size_t* pos, int m) {
-    for (int k = 0; k < m; ++k) node_of_key_.Prefetch(keys[pos[k]]);
-    for (int k = 0; k < m; ++k) {
-      const std::uint32_t id = node_of_key_.Candidate(keys[pos[k]]);
-      resolved[k] = id == NodeTable::kEmpty ? nullptr : &nodes_[id];
-      if (resolved[k] != nullptr) __builtin_prefetch(resolved[k]);  // one line: 32-aligned
+  auto node_of = [](const Point& p) { return static_cast<const Node*>(p.node); };
+  // Resolves prompt positions to nodes, all of one round together. Each resolution is two
+  // dependent cache misses (table slot, then node); requesting every slot before reading
+  // any, and every node before counting any, overlaps the misses of a round instead of
+  // paying them one position after another.
+  auto resolve = [&](std::vector<Point>& pts, std::size_t from) {
+    const std::size_t m = pts.size();
+    for (std::size_t k = from; k < m; ++k) node_of_key_.Prefetch(keys[pts[k].pos]);
+    for (std::size_t k = from; k < m; ++k) {
+      const std::uint32_t id = node_of_key_.Candidate(keys[pts[k].pos]);
+      const Node* node = id == NodeTable::kEmpty ? nullptr : &nodes_[id];
+      if (node != nullptr) __builtin_prefetch(node);  // one line: 32-aligned
+      pts[k].node = node;
     }
     // Candidates were chosen by fingerprint; confirm the keys now that the nodes are on
     // their way (a mismatch is a fingerprint collision: search properly). Shared blocks keep
     // their lane count in the holders' heap block: request those too before counting.
-    for (int k = 0; k < m; ++k) {
-      if (resolved[k] == nullptr) continue;
-      if (resolved[k]->key != keys[pos[k]]) resolved[k] = node_at(pos[k]);
-      if (resolved[k] != nullptr) resolved[k]->holders.PrefetchHeap();
+    for (std::size_t k = from; k < m; ++k) {
+      Point& p = pts[k];
+      const Node* node = node_of(p);
+      if (node == nullptr) continue;
+      if (node->key != keys[p.pos]) p.node = node = node_at(p.pos);
+      if (node != nullptr) node->holders.PrefetchHeap();
     }
+    for (std::size_t k = from; k < m; ++k) pts[k].count = count_in(node_of(pts[k]));
   };
   // Examines keys[pos] (whose node is `node`) exactly: lanes that do not hold it stop at
   // depth pos.
@@ -223,10 +272,76 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   };
   auto exact_step = [&](std::size_t pos) { exact_step_at(pos, node_at(pos)); };
 
-  std::size_t i = 1;  // alive lanes hold keys[0..i-1]
-  std::size_t step = 1;
+  // Finds every position of [i, limit] where some alive lane drops, then examines those
+  // positions exactly, in order. Counts are taken against the lanes alive at i, so they are
+  // non-increasing in position (file comment): an interval whose two ends have equal counts
+  // has no drop inside, and one whose counts differ has at least one. The search keeps the
+  // probed positions sorted and splits every interval with a drop in each round, all rounds'
+  // probes resolved together: the cost is a few rounds of overlapped misses for the whole
+  // segment, not a search per drop. A drop is bracketed when its interval has length 1.
+  auto search_segment = [&](std::size_t i, std::size_t limit) {
+    std::vector<Point>& pts = s.points;
+    std::vector<Point>& next = s.next_points;
+    pts.clear();
+    pts.push_back(Point{i - 1, alive_lanes, nullptr});  // every alive lane holds keys[i-1]
+    // Round 1 gallops: i, i+1, i+3, i+7, ... up to the limit, so a segment whose lanes all
+    // drop early costs no probes far away.
+    for (std::size_t g = 1;; g *= 2) {
+      const std::size_t j = std::min(i - 1 + g, limit);
+      pts.push_back(Point{j, 0, nullptr});
+      if (j == limit) break;
+    }
+    resolve(pts, 1);
+    for (;;) {
+      std::size_t open = 0;
+      for (std::size_t k = 1; k < pts.size(); ++k) {
+        open += pts[k - 1].count > pts[k].count && pts[k].pos - pts[k - 1].pos > 1;
+      }
+      if (open == 0) break;
+      // Many open intervals: fewer probes each (closer to binary search, fewer probes in
+      // all); few: up to kFan - 1 each (fewer rounds). The round stays near kRoundBudget.
+      const std::size_t per =
+          std::clamp<std::size_t>(kRoundBudget / open, 1, static_cast<std::size_t>(kFan - 1));
+      next.clear();
+      next.push_back(pts[0]);
+      for (std::size_t k = 1; k < pts.size(); ++k) {
+        const Point& a = pts[k - 1];
+        const std::size_t gap = pts[k].pos - a.pos;
+        if (a.count > pts[k].count && gap > 1) {
+          // floor(q * gap / (c + 1)) is strictly increasing in q when c + 1 <= gap, so the
+          // probes are distinct and strictly inside (a.pos, pts[k].pos).
+          const std::size_t c = std::min(per, gap - 1);
+          for (std::size_t q = 1; q <= c; ++q) {
+            next.push_back(Point{a.pos + q * gap / (c + 1), -1, nullptr});
+          }
+        }
+        next.push_back(pts[k]);
+      }
+      // Resolve only the new points (count -1), kept in place so `next` stays sorted.
+      s.fresh.clear();
+      for (std::size_t k = 0; k < next.size(); ++k) {
+        if (next[k].count < 0) s.fresh.push_back(k);
+      }
+      s.round.clear();
+      for (std::size_t k : s.fresh) s.round.push_back(next[k]);
+      resolve(s.round, 0);
+      for (std::size_t k = 0; k < s.fresh.size(); ++k) next[s.fresh[k]] = s.round[k];
+      pts.swap(next);
+    }
+    // Every drop's holder list is read next: request them all first, so their misses
+    // overlap instead of coming one drop after another.
+    for (std::size_t k = 1; k < pts.size(); ++k) {
+      if (pts[k - 1].count > pts[k].count && pts[k].node != nullptr) {
+        node_of(pts[k])->holders.PrefetchAll();
+      }
+    }
+    for (std::size_t k = 1; k < pts.size() && alive_lanes > 0; ++k) {
+      if (pts[k - 1].count > pts[k].count) exact_step_at(pts[k].pos, node_of(pts[k]));
+    }
+  };
+
+  std::size_t i = 1;             // alive lanes hold keys[0..i-1]
   std::size_t next_barrier = 0;  // index into s.barriers
-  std::size_t pos[kFan];
   while (i < n && alive_lanes > 0) {
     if (exact_lanes > 0) {
       exact_step(i++);
@@ -237,57 +352,21 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
     if (next_barrier < s.barriers.size()) {
       if (s.barriers[next_barrier] == i) {
         exact_step(i++);
-        step = 1;
         continue;
       }
       limit = s.barriers[next_barrier] - 1;
     }
-    // Gallop, several steps per round: the positions a sequential gallop would probe if
-    // every probe succeeded (i+step-1, then 2x, 4x, ... further), up to the barrier. The
-    // first position where fewer lanes hold the block bounds the drop; counts are
-    // non-increasing in position between barriers (file comment), so every earlier
-    // position's success means all alive lanes hold everything up to it.
-    int m = 0;
-    for (std::size_t j = i - 1, g = step; m < kFan; g *= 2) {
-      j = std::min(j + g, limit);
-      pos[m++] = j;
-      if (j == limit) break;
-    }
-    resolve(pos, m);
-    int fail = 0;
-    while (fail < m && count_in(resolved[fail]) == alive_lanes) ++fail;
-    if (fail == m) {
-      i = pos[m - 1] + 1;
-      step <<= m;
-      continue;
-    }
-    // The first drop lies in [lo, hi]: every alive lane holds keys[..lo-1], fewer hold
-    // keys[hi]. Narrow it with kFan - 1 evenly spaced probes per round (a kFan-ary search).
-    std::size_t lo = fail == 0 ? i : pos[fail - 1] + 1;
-    std::size_t hi = pos[fail];
-    const Node* hi_node = resolved[fail];
-    while (lo < hi) {
-      const std::size_t span = hi - lo;
-      const int k = static_cast<int>(std::min<std::size_t>(kFan - 1, span));
-      for (int q = 0; q < k; ++q) pos[q] = lo + (q + 1) * span / (k + 1);
-      resolve(pos, k);
-      int f = 0;
-      while (f < k && count_in(resolved[f]) == alive_lanes) ++f;
-      if (f < k) {
-        hi = pos[f];
-        hi_node = resolved[f];
-      }
-      lo = f == 0 ? lo : pos[f - 1] + 1;
-    }
-    exact_step_at(lo, hi_node);
-    // Drop points tend to be spread evenly: resume with the last gap instead of from 1.
-    step = std::max<std::size_t>(1, lo - i);
-    i = lo + 1;
+    select_corrected();
+    search_segment(i, limit);
+    i = limit + 1;
   }
 
-  for (std::uint32_t slot : s.dirty) s.exact[slot] = 0;
+  for (const DirtyWorker& d : s.dirty) s.exact[d.slot] = 0;
   out.reserve(s.touched.size());
-  for (std::uint32_t slot : s.touched) {
+  for (std::size_t k = 0; k < s.touched.size(); ++k) {
+    // A worker's state is a few hundred bytes: its id and flag are one line per worker.
+    if (k + 8 < s.touched.size()) __builtin_prefetch(&workers_[s.touched[k + 8]]);
+    const std::uint32_t slot = s.touched[k];
     if (s.alive[slot] != 0) {
       for (int lane = 0; lane < kLanes; ++lane) {
         if (s.alive[slot] & (1u << lane)) s.depth[slot][lane] = static_cast<std::uint32_t>(i);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
 
 #include "kv/index.h"
 #include "kv/index_test_util.h"
@@ -174,6 +175,67 @@ TEST_F(IndexLookupTest, ReferenceCountSaturationIsCountedAndIgnored) {
   index_.ApplyBatch(1, Batch({Remove({1})}));
   EXPECT_TRUE(index_.Lookup(PromptKeys(keyer_, {1})).empty());
   EXPECT_EQ(index_.stats().engine_hashes, 0u);
+}
+
+// The lookup finds every drop of a search segment in rounds that split all intervals with a
+// drop at once; adjacent and equal depths in one gallop interval must each come out exact.
+TEST_F(IndexLookupTest, AdjacentAndEqualDropsInOneIntervalAreEachExact) {
+  const std::vector<std::uint32_t> depths = {700, 701, 702, 702, 703, 705, 1000, 1023, 1024};
+  for (std::size_t w = 0; w < depths.size(); ++w) {
+    const std::uint64_t base = 100'000 * (w + 1);
+    index_.ApplyBatch(
+        w, Batch({Store(Hashes(base, base + depths[w]), std::nullopt, Range(0, depths[w]))}));
+  }
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 1024))));
+  ASSERT_EQ(m.size(), depths.size());
+  for (std::size_t w = 0; w < depths.size(); ++w) {
+    EXPECT_EQ(m[w], Match(w, depths[w], 0, 0, 0, depths[w])) << "worker " << w;
+  }
+}
+
+// Many workers with random GPU and CPU depths and random evicted GPU blocks (holes, hence
+// barriers) against depths computed from what each worker was given.
+TEST_F(IndexLookupTest, RandomDepthsAndHolesOverManyWorkersAreExact) {
+  constexpr std::uint32_t kBlocks = 300;
+  constexpr WorkerId kWorkers = 48;
+  std::mt19937_64 rng(11);
+  std::vector<WorkerMatch> expected;
+  for (WorkerId w = 0; w < kWorkers; ++w) {
+    const std::uint64_t base = 10'000 * (w + 1);
+    const std::uint32_t gpu = static_cast<std::uint32_t>(rng() % (kBlocks + 1));
+    const std::uint32_t cpu = static_cast<std::uint32_t>(rng() % 4 == 0 ? rng() % kBlocks : 0);
+    std::vector<bool> in_gpu(kBlocks, false), in_cpu(kBlocks, false);
+    // One batch per event (GCC 12 warns falsely on a conditional push_back of a variant).
+    if (gpu > 0) {
+      index_.ApplyBatch(w, Batch({Store(Hashes(base, base + gpu), std::nullopt, Range(0, gpu))}));
+    }
+    if (cpu > 0) {
+      index_.ApplyBatch(
+          w, Batch({Store(Hashes(base, base + cpu), std::nullopt, Range(0, cpu), "CPU")}));
+    }
+    for (std::uint32_t k = 0; k < gpu; ++k) in_gpu[k] = true;
+    for (std::uint32_t k = 0; k < cpu; ++k) in_cpu[k] = true;
+    if (gpu > 2 && rng() % 3 == 0) {
+      for (int h = 0; h < 3; ++h) {
+        const std::uint32_t k = static_cast<std::uint32_t>(rng() % (gpu - 1));
+        if (!in_gpu[k]) continue;
+        index_.ApplyBatch(w, Batch({Remove({base + k})}));
+        in_gpu[k] = false;
+      }
+    }
+    auto prefix = [&](auto held) {
+      std::uint32_t d = 0;
+      while (d < kBlocks && held(d)) ++d;
+      return d;
+    };
+    const std::uint32_t g = prefix([&](std::uint32_t k) { return in_gpu[k]; });
+    const std::uint32_t c = prefix([&](std::uint32_t k) { return in_cpu[k]; });
+    const std::uint32_t any = prefix([&](std::uint32_t k) { return in_gpu[k] || in_cpu[k]; });
+    if (in_gpu[0] || in_cpu[0]) expected.push_back(Match(w, g, c, 0, 0, any));
+  }
+  auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, kBlocks))));
+  ASSERT_EQ(m.size(), expected.size());
+  for (const WorkerMatch& e : expected) EXPECT_EQ(m[e.worker], e) << "worker " << e.worker;
 }
 
 }  // namespace
