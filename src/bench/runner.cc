@@ -143,7 +143,7 @@ class Runner {
   asio::awaitable<void> AgenticLevel(LevelState& level, int concurrency, int level_index);
   asio::awaitable<void> AgenticWorker(LevelState& level,
                                       const std::vector<AgenticSession>& sessions,
-                                      int& next_session);
+                                      std::uint64_t seed, int& next_session);
   // Open loop: job i is sent at arrivals[i] seconds after the level starts.
   asio::awaitable<void> OpenLoopLevel(LevelState& level, std::vector<double> arrivals,
                                       std::function<std::pair<std::string, std::string>(int)> job,
@@ -276,18 +276,32 @@ asio::awaitable<void> Runner::WaitFinished(LevelState& level) {
 
 asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
                                             const std::vector<AgenticSession>& sessions,
-                                            int& next_session) {
+                                            std::uint64_t seed, int& next_session) {
+  // The pause owed since this worker's previous request ended (keyed by that request's
+  // session and turn, as the simulator keys it); the next session is taken at once, as the
+  // simulator assigns it when the previous request ends.
+  std::optional<std::chrono::duration<double>> pause;
+  asio::steady_timer timer(ioc_);
   while (next_session < static_cast<int>(sessions.size())) {
     const int si = next_session++;
     const AgenticSession& session = sessions[si];
     std::vector<Message> messages{{"system", session.system_prompt}};
     for (std::size_t turn = 0; turn < session.user_turns.size(); ++turn) {
+      if (pause && pause->count() > 0) {
+        timer.expires_after(
+            std::chrono::duration_cast<std::chrono::steady_clock::duration>(*pause));
+        co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      pause.reset();
       if (!level.TryLaunch()) co_return;
       messages.push_back({"user", session.user_turns[turn]});
       auto [result, reply] = co_await SendStreamed(
           "/v1/chat/completions", ChatRequestBody(model_, messages, session.output_tokens));
       const bool ok = result.ok;
       level.Record(RequestRecord{std::move(result), si, static_cast<int>(turn)});
+      if (options_.turn_pause.enabled()) {
+        pause = AgenticWallPause(options_, seed, si, static_cast<int>(turn));
+      }
       if (!ok) break;  // the history is broken: move on to the next session
       messages.push_back({"assistant", std::move(reply)});
     }
@@ -308,7 +322,7 @@ asio::awaitable<void> Runner::AgenticLevel(LevelState& level, int concurrency, i
     asio::co_spawn(
         ioc_,
         [&]() -> asio::awaitable<void> {
-          co_await AgenticWorker(level, sessions, next_session);
+          co_await AgenticWorker(level, sessions, a.seed, next_session);
           --workers;
         },
         [](std::exception_ptr e) {
@@ -510,6 +524,13 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
 }
 
 }  // namespace
+
+std::chrono::duration<double> AgenticWallPause(const RunnerOptions& options, std::uint64_t seed,
+                                               int session, int turn) {
+  const double scale = options.time_scale > 0 ? options.time_scale : 1.0;
+  return std::chrono::duration<double>(
+      ToSeconds(AgenticTurnPause(options.turn_pause, seed, session, turn)) / scale);
+}
 
 std::vector<TokenId> VocabularyPalette(const tokenize::Tokenizer& tokenizer, std::uint64_t seed) {
   const std::string text = MakeText(tokenizer, 4096, seed ^ 0x9e3779b97f4a7c15ull);

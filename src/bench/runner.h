@@ -24,6 +24,7 @@
 // may be called from several threads with separate options.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <expected>
 #include <string>
@@ -48,6 +49,10 @@ struct RunnerOptions {
     return a;
   }();
   std::vector<int> concurrency = {1};
+  // Agentic: the client's pause after each request, in model time (bench::AgenticTurnPause,
+  // the same draws `kvroute simulate --think-time/--turn-jitter` makes); waited in wall time
+  // divided by time_scale. Zero (the default): the next request goes out at once.
+  TurnPause turn_pause;
 
   SharedPrefixOptions shared_prefix;
   std::vector<double> rates = {1};
@@ -75,6 +80,11 @@ struct RunnerOptions {
 
 inline constexpr int kHardMaxRequests = 1'000'000;
 inline constexpr double kHardMaxLevelSeconds = 4 * 3600;
+
+// The wall-clock wait of the agentic client after turn `turn` of session `session` of a level
+// whose workload seed is `seed`: AgenticTurnPause in model time, divided by time_scale.
+std::chrono::duration<double> AgenticWallPause(const RunnerOptions& options, std::uint64_t seed,
+                                               int session, int turn);
 
 // Runs every level in turn (agentic: until the stop rule ends the sweep, recorded in
 // `report.sweep_stop`). Fills `report.levels`, `target`, `workload`, `started_at`,

@@ -162,6 +162,38 @@ TEST(RunBenchmark, AgenticTurnsCarryTheWholeHistoryWithTheRealReply) {
   EXPECT_TRUE(bodies[2].at("ignore_eos").as_bool());
 }
 
+// The client waits AgenticTurnPause (model time) after each request before its next one:
+// every gap between a request's end and the same worker's next send is at least that pause
+// (a lower bound the timer guarantees; nothing here asserts how fast anything is).
+TEST(RunBenchmark, AgenticClientPausesTheSharedTurnPauseBetweenRequests) {
+  FakeOpenAi fake;
+  RunnerOptions o = SmallAgentic(fake);
+  o.agentic.sessions = 2;  // one worker runs two sessions: the pause also precedes session 1
+  o.turn_pause = {std::chrono::milliseconds(20), std::chrono::milliseconds(40)};
+  o.time_scale = 2;  // waited 1/2 in wall time; the report is in model time
+  RunReport report;
+  ASSERT_TRUE(RunBenchmark(o, report).has_value());
+  ASSERT_EQ(report.levels.size(), 1u);
+  const auto& reqs = report.levels[0].requests;
+  ASSERT_EQ(reqs.size(), 6u);
+  for (std::size_t i = 1; i < reqs.size(); ++i) {
+    const auto& prev = reqs[i - 1];
+    const double end = prev.result.start_s + prev.result.e2e_s;
+    const double pause = ToSeconds(AgenticTurnPause(o.turn_pause, o.seed, prev.session, prev.turn));
+    EXPECT_GE(reqs[i].result.start_s - end, pause - 1e-6) << "request " << i;
+  }
+}
+
+TEST(RunBenchmark, AgenticWallPauseIsTheModelPauseOverTheTimeScale) {
+  RunnerOptions o;
+  o.turn_pause = {std::chrono::milliseconds(10), std::chrono::milliseconds(50)};
+  o.time_scale = 4;
+  for (int turn = 0; turn < 4; ++turn) {
+    EXPECT_DOUBLE_EQ(AgenticWallPause(o, 5, 2, turn).count(),
+                     ToSeconds(AgenticTurnPause(o.turn_pause, 5, 2, turn)) / 4);
+  }
+}
+
 TEST(RunBenchmark, AgenticResultsCountEveryTokenAndCachedTokensGrow) {
   FakeOpenAi fake;
   RunReport report;

@@ -20,12 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "common/types.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::bench {
 
 // Seeded text of about `tokens` tokens under `tokenizer` (within a few tokens, never fewer).
-std::string MakeText(const tokenize::Tokenizer& tokenizer, std::uint32_t tokens, std::uint64_t seed);
+std::string MakeText(const tokenize::Tokenizer& tokenizer, std::uint32_t tokens,
+                     std::uint64_t seed);
 
 struct AgenticOptions {
   int sessions = 8;
@@ -45,6 +47,22 @@ struct AgenticSession {
 
 std::vector<AgenticSession> MakeAgenticSessions(const tokenize::Tokenizer& tokenizer,
                                                 const AgenticOptions& options);
+
+// The pause of a closed-loop agentic client between requests, in MODEL time: after turn
+// `turn` of session `session` ends, the client waits think_time + a seeded uniform draw in
+// [0, turn_jitter) before it sends its next request (that session's next turn, or the first
+// turn of the next session it takes). The one definition behind `kvroute bench` (runner.cc
+// waits it in wall time, divided by --speedup) and `kvroute simulate` (simulate/workload.cc
+// schedules it in virtual time), so the same seed, session and turn give the same pause on
+// both sides. The jitter breaks the lockstep of sessions whose turns end in the same engine
+// step (docs/simulation.md "Fidelity"). Zero for both: no pause (the default).
+struct TurnPause {
+  Nanos think_time{0};
+  Nanos turn_jitter{0};
+  bool enabled() const { return think_time.count() > 0 || turn_jitter.count() > 0; }
+};
+// `seed` is the level's workload seed (AgenticOptions::seed of the sessions being run).
+Nanos AgenticTurnPause(const TurnPause& pause, std::uint64_t seed, int session, int turn);
 
 struct SharedPrefixOptions {
   int groups = 150;

@@ -40,14 +40,8 @@ class AgenticWorkload final : public Workload {
 
   std::optional<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output, bool ok,
                                 Nanos now) override {
-    Nanos at = now + o_.think_time;
-    if (o_.turn_jitter.count() > 0) {
-      const std::uint64_t draw =
-          Mix(Mix(o_.shape.seed ^ 0x6a177e4ULL) + (static_cast<std::uint64_t>(done.session) << 20) +
-              static_cast<std::uint64_t>(done.turn));
-      at +=
-          Nanos(static_cast<Nanos::rep>(draw % static_cast<std::uint64_t>(o_.turn_jitter.count())));
-    }
+    const Nanos at = now + bench::AgenticTurnPause({o_.think_time, o_.turn_jitter}, o_.shape.seed,
+                                                   done.session, done.turn);
     if (done.turn + 1 < o_.shape.turns) {
       Arrival next;
       next.at = at;

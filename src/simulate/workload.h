@@ -66,11 +66,12 @@ struct AgenticSimOptions {
   bench::AgenticOptions shape;  // sessions <= 0: as many as the concurrency
   int concurrency = 1;
   Nanos think_time{0};
-  // Each follow-up request waits think_time + a seeded uniform draw in [0, turn_jitter): the
-  // client, network and router delays that a live run has and a zero-latency model lacks.
-  // Without it, sessions that start together stay in lockstep forever (every turn of every
-  // session ends in the same engine step, so their prefills always batch together and never
-  // overlap another session's decode), which a live cluster never does.
+  // Each follow-up request waits think_time + a seeded uniform draw in [0, turn_jitter)
+  // (bench::AgenticTurnPause, the function `kvroute bench` waits too): the client, network
+  // and router delays that a live run has and a zero-latency model lacks. Without it,
+  // sessions that start together stay in lockstep forever (every turn of every session ends
+  // in the same engine step, so their prefills always batch together and never overlap
+  // another session's decode), which a live cluster never does.
   Nanos turn_jitter{0};
 };
 std::unique_ptr<Workload> NewAgenticWorkload(const AgenticSimOptions& options);

@@ -112,6 +112,38 @@ TEST(SimWorkloadTest, ZeroTurnJitterSendsAfterExactlyTheThinkTime) {
   EXPECT_EQ(next->at, now + o.think_time);
 }
 
+// Fidelity (docs/simulation.md): `kvroute bench` and `kvroute simulate` pause the same time
+// after the same (seed, session, turn): the simulator schedules exactly bench::AgenticTurnPause.
+TEST(SimWorkloadTest, FollowUpArrivesAfterTheBenchClientsOwnPause) {
+  for (std::uint64_t seed : {1u, 2u, 99u}) {
+    AgenticSimOptions o = SmallAgentic();
+    o.shape.seed = seed;
+    o.shape.sessions = 6;
+    o.shape.turns = 3;
+    o.think_time = std::chrono::milliseconds(3);
+    o.turn_jitter = std::chrono::milliseconds(100);
+    auto w = NewAgenticWorkload(o);
+    std::vector<Arrival> pending;
+    while (auto a = w->Next()) pending.push_back(std::move(*a));
+    Nanos now = std::chrono::seconds(1);
+    int checked = 0;
+    while (!pending.empty() && checked < 100) {
+      Arrival a = std::move(pending.back());
+      pending.pop_back();
+      auto next = w->OnDone(a.request, {}, true, now);
+      if (next) {
+        EXPECT_EQ(next->at - now, bench::AgenticTurnPause({o.think_time, o.turn_jitter}, seed,
+                                                          a.request.session, a.request.turn))
+            << "seed " << seed << " session " << a.request.session << " turn " << a.request.turn;
+        pending.push_back(std::move(*next));
+        ++checked;
+      }
+      now += std::chrono::milliseconds(7);
+    }
+    EXPECT_EQ(checked, 6 * 3 - 2);  // every request but each worker's last is followed
+  }
+}
+
 // Fidelity (docs/simulation.md): a simulated shared-prefix level sends kvroute bench's groups
 // in kvroute bench's order at kvroute bench's arrival times for the same seed and rate.
 TEST(SimWorkloadTest, SharedPrefixSendsBenchOrderAtBenchArrivalTimes) {
