@@ -14,7 +14,9 @@
 namespace kvroute::simulate {
 namespace {
 
-constexpr std::uint64_t kFromNext = 1;  // arrival event operand: pulled from Workload::Next
+// Arrival event operand bits.
+constexpr std::uint64_t kFromNext = 1;  // pulled from Workload::Next
+constexpr std::uint64_t kRouted = 2;    // sent earlier; now past the router delay: route it
 
 struct WorkerState {
   WorkerSpec spec;
@@ -106,7 +108,13 @@ struct Simulator::Impl {
   void StartWorker(WorkerId w);
   void StartStep(WorkerId w, Nanos now);
   void OnStepEnd(WorkerId w, Nanos now);
-  std::expected<void, std::string> OnArrival(std::uint32_t slot, bool from_next, Nanos now);
+  // `routed`: the router delay has passed (the request was sent at its Arrival::at).
+  std::expected<void, std::string> OnArrival(std::uint32_t slot, bool from_next, bool routed,
+                                             Nanos now);
+  Nanos RouterDelay(const SimRequest& r) const {
+    return options.router_delay + Nanos(options.router_delay_per_1k_tokens.count() *
+                                        static_cast<Nanos::rep>(r.prompt.size()) / 1000);
+  }
   void Finish(std::uint64_t id, bool ok, const char* error_kind, Nanos now);
   void FailWorker(WorkerId w, Nanos now);
   void RestartWorker(WorkerId w, Nanos now);
@@ -286,19 +294,30 @@ void Simulator::Impl::Schedule(std::optional<Arrival> a, bool from_next) {
 void Simulator::Impl::PullNext() { Schedule(workload->Next(), true); }
 
 std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, bool from_next,
-                                                            Nanos now) {
+                                                            bool routed, Nanos now) {
+  if (!routed) {
+    // The client's send: the level's clock starts, the next open-loop arrival is pulled, and
+    // the request reaches the engine after the router's delay (same slot, pending still).
+    if (first_arrival.count() < 0) first_arrival = now;
+    const Nanos delay = RouterDelay(arrival_slots[slot].request);
+    if (delay.count() > 0) {
+      queue.Push(now + delay, EventKind::kArrival, slot, kRouted);
+      if (from_next) PullNext();
+      return {};
+    }
+  }
   Arrival a = std::move(arrival_slots[slot]);
   arrival_slots[slot] = {};
   free_arrival_slots.push_back(slot);
   --pending_arrivals;
-  if (from_next) PullNext();
-  if (first_arrival.count() < 0) first_arrival = now;
+  if (from_next && !routed) PullNext();
+  const Nanos sent = routed ? a.at : now;
 
   const std::uint64_t id = result.level.requests.size();
   bench::RequestRecord record;
   record.session = a.request.session;
   record.turn = a.request.turn;
-  record.result.start_s = ToSeconds(now);
+  record.result.start_s = ToSeconds(sent);
   record.result.prompt_tokens = static_cast<std::uint32_t>(a.request.prompt.size());
   // One allocation for every gap (growing by push_back dominated malloc time at scale).
   record.result.itl_s.reserve(a.request.max_tokens > 0 ? a.request.max_tokens - 1 : 0);
@@ -387,7 +406,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
 
   LiveRequest lr;
   lr.worker = w;
-  lr.arrival = now;
+  lr.arrival = sent;  // TTFT and E2E count from the client's send, router delay included
   lr.last_token = now;
   router.OnRouted(id, {w, prompt_tokens, prompt_tokens - cached_any, kv_blocks}, now);
   ++workers[w].routed;
@@ -493,7 +512,7 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
     ++result.events;
     switch (e.kind) {
       case EventKind::kArrival:
-        if (auto ok = OnArrival(e.a, e.b == kFromNext, now); !ok) {
+        if (auto ok = OnArrival(e.a, (e.b & kFromNext) != 0, (e.b & kRouted) != 0, now); !ok) {
           if (options.progress) Progress(now, true);
           return std::unexpected(ok.error());
         }

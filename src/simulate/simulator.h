@@ -54,6 +54,12 @@ struct SimOptions {
   bool predicted_overlay = true;  // predict-on-route entries until events confirm them
   Nanos predicted_ttl{std::chrono::seconds(5)};
   std::uint64_t seed = 1;
+  // The router's own time between a client's send and the engine seeing the request (live:
+  // request parse, chat template, tokenization, lookup, Decide, forward): each arrival is
+  // routed and handed to its engine router_delay + router_delay_per_1k_tokens × prompt/1000
+  // after it was sent, and its TTFT and E2E count from the send. Zero (the default): at once.
+  Nanos router_delay{0};
+  Nanos router_delay_per_1k_tokens{0};
   // Bounds of one level: arrivals after `duration` (when > 0) or beyond `max_requests`
   // (when > 0) are not sent; in-flight requests still finish.
   Nanos duration{0};

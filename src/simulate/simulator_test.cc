@@ -84,6 +84,35 @@ TEST(SimulatorTest, SingleWorkerTtftEqualsTheEnginePrefillPrediction) {
   EXPECT_EQ(q.cached_tokens, 0u);
 }
 
+// One 3,000-token request alone on one worker, sent at 0, with a router delay of
+// 2 ms + 1 ms per 1,000 prompt tokens (docs/simulation.md "Fidelity": the live proxy's time).
+SimResult LoneRequestWithRouterDelay() {
+  SimOptions o = Options(1, "round_robin");
+  o.router_delay = std::chrono::milliseconds(2);
+  o.router_delay_per_1k_tokens = std::chrono::milliseconds(1);
+  auto trace = std::make_shared<bench::Trace>();
+  trace->hash_block_tokens = 512;
+  trace->requests = {{0.0, 3000, 5, {1, 2, 3, 4, 5}}};
+  return RunOrDie(std::move(o), NewTraceWorkload(trace, {}));
+}
+
+TEST(SimulatorTest, RouterDelayIsPartOfTheTtftCountedFromTheSend) {
+  const engine::Profile profile = Options(1, "round_robin").fleet.workers[0].profile;
+  SimResult r = LoneRequestWithRouterDelay();
+  ASSERT_EQ(r.level.requests.size(), 1u);
+  const auto& q = r.level.requests[0].result;
+  ASSERT_TRUE(q.ok);
+  EXPECT_DOUBLE_EQ(q.start_s, 0.0);
+  const engine::StepTimeModel model(profile);
+  EXPECT_NEAR(q.ttft_s, 0.005 + ToSeconds(model.PrefillTime(3000)), 1e-9);
+}
+
+TEST(SimulatorTest, RouterDelayDefersTheRoutingDecision) {
+  SimResult r = LoneRequestWithRouterDelay();
+  ASSERT_EQ(r.decisions.size(), 1u);
+  EXPECT_NEAR(r.decisions[0].at_s, 0.005, 1e-9);
+}
+
 TEST(SimulatorTest, ClosedLoopTurnsStayOnTheirWorkerUnderPrefixAwarePolicy) {
   SimResult r = RunOrDie(Options(4, "predicted_latency"), NewAgenticWorkload(SmallAgentic(4, 5)));
   ASSERT_EQ(r.level.requests.size(), 20u);
