@@ -45,8 +45,7 @@ bool Ready(const EndpointContext& c) { return !c.draining->load() && !RoutableWo
 // refuses far larger bodies with a plain 413 before reading them). The Messages API route
 // (`anthropic`) also takes Anthropic's "x-api-key: <key>" and answers in Anthropic's shape.
 net::Handler Guarded(Ctx c, bool needs_key, net::Handler inner, bool anthropic = false) {
-  return [c, needs_key, anthropic,
-          inner = std::move(inner)](const HttpRequest& r) -> HandlerResult {
+  return [c, needs_key, anthropic, inner = std::move(inner)](HttpRequest&& r) -> HandlerResult {
     auto error = [anthropic](const api::ApiError& e) {
       return anthropic ? net::JsonResponse(e.status, AnthropicErrorBody(e)) : Error(e);
     };
@@ -60,7 +59,7 @@ net::Handler Guarded(Ctx c, bool needs_key, net::Handler inner, bool anthropic =
       return error(
           api::ApiError::BodyTooLarge(static_cast<std::size_t>(c->config->limits.max_body_bytes)));
     }
-    return inner(r);
+    return inner(std::move(r));  // the request (and its body) moves on, never copied
   };
 }
 
@@ -198,16 +197,17 @@ bool AuthorizedApiKey(std::string_view token, const std::vector<std::string>& ke
 }
 
 void RegisterEndpoints(net::HttpServer& server, Ctx c) {
-  server.Handle("POST", "/v1/completions", Guarded(c, true, [c](const HttpRequest& r) {
-                  return c->proxy->Handle(api::Endpoint::kCompletions, r);
+  server.Handle("POST", "/v1/completions", Guarded(c, true, [c](HttpRequest&& r) {
+                  return c->proxy->Handle(api::Endpoint::kCompletions, std::move(r));
                 }));
-  server.Handle("POST", "/v1/chat/completions", Guarded(c, true, [c](const HttpRequest& r) {
-                  return c->proxy->Handle(api::Endpoint::kChatCompletions, r);
+  server.Handle("POST", "/v1/chat/completions", Guarded(c, true, [c](HttpRequest&& r) {
+                  return c->proxy->Handle(api::Endpoint::kChatCompletions, std::move(r));
                 }));
-  server.Handle("POST", "/v1/messages",
-                Guarded(
-                    c, true, [c](const HttpRequest& r) { return c->proxy->HandleMessages(r); },
-                    /*anthropic=*/true));
+  server.Handle(
+      "POST", "/v1/messages",
+      Guarded(
+          c, true, [c](HttpRequest&& r) { return c->proxy->HandleMessages(std::move(r)); },
+          /*anthropic=*/true));
   server.Handle("GET", "/v1/models",
                 Guarded(c, true, [c](const HttpRequest&) { return Models(*c); }));
   server.Handle("POST", "/tokenize",

@@ -775,13 +775,14 @@ std::int64_t Proxy::active() const { return impl_->active_.load(); }
 namespace {
 
 // Starts the exchange and answers later: even a client error is found on the compute pool
-// (parsing is the costly part), so the handler itself only copies the body.
+// (parsing is the costly part), so the handler itself only moves the body into the exchange.
 net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_, ApiSurface surface,
-                                 api::Endpoint endpoint, const net::HttpRequest& request) {
+                                 api::Endpoint endpoint, net::HttpRequest&& request) {
   const Nanos now = impl_->clock_->Now();
   Lane& lane = impl_->LaneFor(request);
-  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, surface, endpoint, request.body,
-                                             RequestIdFor(request), now);
+  std::string request_id = RequestIdFor(request);  // before the body leaves the request
+  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, surface, endpoint,
+                                             std::move(request.body), std::move(request_id), now);
   auto slot = exchange->MakeSlot();
   exchange->Start();
   return std::shared_ptr<net::DeferredResponse>(slot);
@@ -789,12 +790,13 @@ net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_, ApiS
 
 }  // namespace
 
-net::HandlerResult Proxy::Handle(api::Endpoint endpoint, const net::HttpRequest& request) {
-  return StartExchange(impl_, ApiSurface::kOpenAi, endpoint, request);
+net::HandlerResult Proxy::Handle(api::Endpoint endpoint, net::HttpRequest&& request) {
+  return StartExchange(impl_, ApiSurface::kOpenAi, endpoint, std::move(request));
 }
 
-net::HandlerResult Proxy::HandleMessages(const net::HttpRequest& request) {
-  return StartExchange(impl_, ApiSurface::kAnthropic, api::Endpoint::kChatCompletions, request);
+net::HandlerResult Proxy::HandleMessages(net::HttpRequest&& request) {
+  return StartExchange(impl_, ApiSurface::kAnthropic, api::Endpoint::kChatCompletions,
+                       std::move(request));
 }
 
 }  // namespace kvroute::gateway

@@ -123,13 +123,14 @@ class Proxy {
   Proxy& operator=(const Proxy&) = delete;
 
   // Parses, schedules and proxies one /v1/completions or /v1/chat/completions request.
-  // Client errors are answered at once; otherwise a DeferredResponse.
-  net::HandlerResult Handle(api::Endpoint endpoint, const net::HttpRequest& request);
+  // Client errors are answered at once; otherwise a DeferredResponse. Takes the request by
+  // rvalue: its body moves into the exchange (no copy of a large prompt per request).
+  net::HandlerResult Handle(api::Endpoint endpoint, net::HttpRequest&& request);
 
   // POST /v1/messages (Anthropic Messages API): routed like chat, forwarded to the worker as
   // /v1/chat/completions, its answer translated back (gateway/anthropic_bridge.h). Errors,
   // kvroute's and the worker's, are in Anthropic's shape.
-  net::HandlerResult HandleMessages(const net::HttpRequest& request);
+  net::HandlerResult HandleMessages(net::HttpRequest&& request);
 
   // Requests started and not yet finished (answered and, for streams, fully relayed).
   std::int64_t active() const;

@@ -125,7 +125,7 @@ class HttpServer::Impl {
   asio::awaitable<void> AcceptLoop();
   // REQUIRE: lifecycle_mu_ held.
   void StopAcceptingLocked();
-  HandlerResult Dispatch(const HttpRequest& request) const;
+  HandlerResult Dispatch(HttpRequest&& request) const;
   void RequestStarted() {
     std::lock_guard lock(mu_);
     ++in_flight_;
@@ -282,7 +282,7 @@ asio::awaitable<bool> HttpServer::Impl::Session::Serve(
   auto remote = stream_.socket().remote_endpoint(rec);
   if (!rec) request.remote = remote.address().to_string() + ":" + std::to_string(remote.port());
 
-  HandlerResult result = server_->Dispatch(request);
+  HandlerResult result = server_->Dispatch(std::move(request));
   if (auto* deferred = std::get_if<std::shared_ptr<DeferredResponse>>(&result)) {
     active_deferred_ = *deferred;
     StartWatching();
@@ -446,7 +446,8 @@ asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
   }
 }
 
-HandlerResult HttpServer::Impl::Dispatch(const HttpRequest& request) const {
+// Takes the request by rvalue and passes it on: the handler owns it (no body copy).
+HandlerResult HttpServer::Impl::Dispatch(HttpRequest&& request) const {
   auto path_it = routes_.find(request.path);
   if (path_it == routes_.end()) {
     return JsonResponse(
@@ -463,10 +464,11 @@ HandlerResult HttpServer::Impl::Dispatch(const HttpRequest& request) const {
     return r;
   }
   try {
-    return method_it->second(request);
+    return method_it->second(std::move(request));
   } catch (const std::exception& e) {
-    // Handlers must not throw; if one does, only this request fails and nothing leaks.
-    spdlog::error("http: handler for {} {} threw: {}", request.method, request.path, e.what());
+    // Handlers must not throw; if one does, only this request fails and nothing leaks. The
+    // route's own key names it: the handler may have moved from the request.
+    spdlog::error("http: handler for {} {} threw: {}", method_it->first, path_it->first, e.what());
     return JsonResponse(
         500,
         R"({"error":{"message":"Internal Server Error","type":"InternalServerError","param":null,"code":500}})");

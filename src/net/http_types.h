@@ -82,7 +82,11 @@ using HandlerResult = std::variant<HttpResponse, std::shared_ptr<DeferredRespons
 
 // Runs on a server thread: must not block (hand long work to another thread and return a
 // DeferredResponse or a streaming HttpResponse).
-using Handler = std::function<HandlerResult(const HttpRequest&)>;
+//
+// The request is handed over as an rvalue: the handler owns it and may move from it (the
+// proxy moves the body into its exchange instead of copying a possibly multi-MiB string per
+// request). A handler that only reads it may still take `const HttpRequest&`.
+using Handler = std::function<HandlerResult(HttpRequest&&)>;
 
 // Convenience for handlers.
 HttpResponse JsonResponse(int status, std::string body);
