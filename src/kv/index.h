@@ -19,8 +19,10 @@
 // Ownership: owns all index state; the BlockKeyer is copied in.
 // Thread safety: every public method may be called from any thread concurrently. Writers
 // (ApplyBatch, RemoveWorker, MarkStale, ClearStale, Restore) take an exclusive lock per call;
-// readers (Lookup, counters, Dump) a shared one. The caller preserves per-worker event order
-// (one subscriber thread per worker, or one for all).
+// readers (Lookup, counters, Dump) a shared one. ApplyBatch keys its token blocks before the
+// exclusive lock (parents read under a shared one, checked again under the exclusive one), so
+// batches of different workers applied from several threads key in parallel. The caller
+// preserves per-worker event order (one subscriber thread per worker, or one for all).
 #pragma once
 
 #include <array>

@@ -3,12 +3,12 @@
 // The search tracks "lanes": (worker, tier) pairs for the 4 tiers plus lane 4 = any tier.
 // A lane is alive at position i when the worker holds keys[0..i-1] in it. The search gallops:
 // probing keys[j], it asks whether every alive lane holds it; if so, every alive lane holds
-// keys[i..j] and depths advance by j - i + 1 for one probe. When fewer lanes hold keys[j], a
-// search finds the first position where some lane drops, and that position is examined
-// exactly. Both phases resolve up to kFan positions per round with their cache misses
-// overlapped (a gallop of several doublings at once, then a kFan-ary search): the cost is
-// memory latency per round, not per probe. Why this is exact (kv/README.md "Index" has the
-// long form):
+// keys[i..j] and depths advance by j - i + 1 for one probe. Where fewer lanes hold keys[j],
+// the positions where some lane drops are searched for, all of a segment's drops in shared
+// rounds (search_segment), and each drop position is then examined exactly, in order. A
+// round resolves all its positions with their cache misses overlapped: the cost is memory
+// latency per round, not per probe. Why this is exact (kv/README.md "Index" has the long
+// form):
 //
 //  * If a lane holds keys[j] but misses some keys[k], i <= k < j, take the largest such k:
 //    keys[k] is not held but its child keys[k+1] is, so keys[k] is one of the worker's hole
