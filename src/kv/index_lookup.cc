@@ -315,7 +315,10 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
           const std::size_t c = std::min(per, gap - 1);
           const std::size_t inc = (gap << 16) / (c + 1);
           for (std::size_t q = 1; q <= c; ++q) {
-            next.push_back(Point{a.pos + ((q * inc) >> 16), -1, nullptr});
+            Point& p = next.emplace_back();  // fields stored directly (see the output)
+            p.pos = a.pos + ((q * inc) >> 16);
+            p.count = -1;
+            p.node = nullptr;
           }
         }
         next.push_back(pts[k]);
@@ -365,7 +368,9 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   }
 
   for (const DirtyWorker& d : s.dirty) s.exact[d.slot] = 0;
-  out.reserve(s.touched.size());
+  // Filled in place: a WorkerMatch built on the stack and copied was read back as 16-byte
+  // words right after narrower stores (a store-forwarding stall per worker in perf).
+  out.resize(s.touched.size());
   for (std::size_t k = 0; k < s.touched.size(); ++k) {
     // A worker's state is a few hundred bytes: its id and flag are one line per worker.
     if (k + 32 < s.touched.size()) __builtin_prefetch(&workers_[s.touched[k + 32]]);
@@ -376,12 +381,11 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
       }
       s.alive[slot] = 0;
     }
-    WorkerMatch m;
+    WorkerMatch& m = out[k];
     m.worker = workers_[slot].id;
     for (int t = 0; t < kNumTiers; ++t) m.depth[t] = s.depth[slot][t];
     m.any_depth = s.depth[slot][kNumTiers];
     m.stale = workers_[slot].stale;
-    out.push_back(m);
   }
   return out;
 }
