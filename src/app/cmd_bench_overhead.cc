@@ -90,6 +90,14 @@ void RegisterBenchOverheadCommand(CLI::App* bench, int* exit_code) {
   cmd->add_option("--cpus-client", r.cpus_client, "Pin the load generator: taskset list, e.g. 0");
   cmd->add_option("--cpus-router", r.cpus_router, "Pin nginx and kvroute serve, e.g. 1");
   cmd->add_option("--cpus-sims", r.cpus_sims, "Pin the sims, e.g. 0-1");
+  cmd->add_flag("--fair-pinning", r.fair_pinning,
+                "The fair side-by-side protocol: every router (nginx and kvroute) on the last "
+                "CPU, the load generator and the sims on the others (a --cpus-* list given "
+                "explicitly wins)");
+  cmd->add_option("--router-lanes", r.router_lanes,
+                  "Event-loop threads of every router alike: kvroute serve's lanes and nginx's "
+                  "worker processes (0: the routers' CPU count when pinned, else 1)")
+      ->capture_default_str();
   cmd->add_option("--router-exe", r.router_exe,
                   "kvroute binary to run as the kvroute:<policy> routers (default: this one): "
                   "compares another build's proxy against the same sims and nginx");

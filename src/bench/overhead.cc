@@ -146,7 +146,8 @@ std::string OverheadTable(const OverheadReport& report) {
   o << "load average (1 min) " << Fixed(c.load_before, 2) << " before, " << Fixed(c.load_after, 2)
     << " after, " << c.cpus
     << " CPUs; placement: " << (c.pinning.empty() ? std::string("left to the OS") : c.pinning)
-    << "\n";
+    << "; router lanes (kvroute lanes = nginx workers): "
+    << (c.router_lanes > 0 ? std::to_string(c.router_lanes) : std::string("defaults")) << "\n";
   o << "latency = " << lat << " (ms); +p50/+p99 = target - direct at the same percentile and "
     << "concurrency (percentiles of each run, not paired differences);\n"
     << "proxyCPU / allCPU = CPU microseconds per request of the proxy / of proxy + sims + "
@@ -199,6 +200,7 @@ std::string OverheadJson(const OverheadReport& report) {
                       {"duration_cap_s", c.duration_s},
                       {"policy", c.policy},
                       {"pinning", c.pinning},
+                      {"router_lanes", c.router_lanes},
                       {"started_at", c.started_at},
                       {"load_average_1m_before", c.load_before},
                       {"load_average_1m_after", c.load_after},

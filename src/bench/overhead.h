@@ -100,6 +100,7 @@ struct OverheadRunConfig {
   double duration_s = 0;    // cap per level
   std::string policy;       // kvroute's default policy
   std::string pinning;      // how processes were placed on CPUs ("" none)
+  int router_lanes = 0;     // kvroute serve lanes = nginx worker processes (0 unknown)
   std::string started_at;   // ISO 8601 UTC
   double load_before = -1;  // 1-minute load average when the run started (-1 unknown)
   double load_after = -1;

@@ -9,8 +9,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench/nginx.h"
-
 namespace kvroute::bench {
 namespace {
 
@@ -82,6 +80,36 @@ std::expected<void, std::string> PinProcess(pid_t pid, const std::vector<int>& c
   return {};
 }
 
+std::vector<pid_t> ProcessTree(pid_t pid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  if (!std::filesystem::exists("/proc/" + std::to_string(pid), ec)) return out;
+  out.push_back(pid);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    pid_t child = 0;
+    auto [end, perr] = std::from_chars(name.data(), name.data() + name.size(), child);
+    if (perr != std::errc() || end != name.data() + name.size() || child == pid) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = stat.rfind(')');  // the name may hold spaces: fields resume after it
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    if (fields >> state >> ppid && ppid == pid) out.push_back(child);
+  }
+  return out;
+}
+
+std::expected<CpuPlacement, std::string> FairPlacement(int cpus) {
+  if (cpus < 2) {
+    return std::unexpected("--fair-pinning needs at least 2 CPUs (routers apart from the load)");
+  }
+  const std::string rest = cpus == 2 ? "0" : "0-" + std::to_string(cpus - 2);
+  return CpuPlacement{rest, std::to_string(cpus - 1), rest};
+}
+
 std::optional<double> ProcessCpuSeconds(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -130,10 +158,35 @@ std::optional<SchedSeconds> ProcessSchedSeconds(pid_t pid) {
   return sum;
 }
 
+std::optional<double> TreeCpuSeconds(pid_t pid) {
+  const auto own = ProcessCpuSeconds(pid);
+  if (!own) return std::nullopt;
+  double sum = *own;
+  for (pid_t p : ProcessTree(pid)) {
+    if (p != pid) sum += ProcessCpuSeconds(p).value_or(0);  // a child that just exited: 0
+  }
+  return sum;
+}
+
+std::optional<SchedSeconds> TreeSchedSeconds(pid_t pid) {
+  auto sum = ProcessSchedSeconds(pid);
+  if (!sum) return std::nullopt;
+  for (pid_t p : ProcessTree(pid)) {
+    if (p == pid) continue;
+    if (auto s = ProcessSchedSeconds(p)) {
+      sum->run_s += s->run_s;
+      sum->runq_s += s->runq_s;
+    }
+  }
+  return sum;
+}
+
 std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                              std::uint64_t seed) {
+                              std::uint64_t seed, int lanes) {
   std::ostringstream y;
-  y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
+  y << "listen: {host: 127.0.0.1, port: 0";
+  if (lanes > 0) y << ", http_threads: " << lanes << ", proxy_threads: " << lanes;
+  y << "}\nworkers:\n";
   for (std::size_t i = 0; i < sims.size(); ++i) {
     const SimInfo& s = sims[i];
     y << "  - name: sim" << i << "\n    url: " << s.url << "\n    model: " << s.model << "\n";
@@ -146,8 +199,23 @@ std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::strin
   return y.str();
 }
 
-OverheadRouters::OverheadRouters(std::string exe, std::string dir)
-    : exe_(std::move(exe)), dir_(std::move(dir)) {
+std::string OverheadNginxConfig(const NginxOptions& options, int workers) {
+  std::string conf = NginxConfig(options);
+  if (workers <= 1) return conf;
+  const std::string one = "master_process off;\nworker_processes 1;\n";
+  const auto at = conf.find(one);
+  if (at == std::string::npos) return conf;  // a config of another shape: left as it is
+  // `user root`: run as root (the bench runs as root in CI), the master would otherwise drop
+  // its workers to `nobody`, who cannot write the prefix folder; as another user nginx only
+  // warns that the directive is ignored.
+  conf.replace(
+      at, one.size(),
+      "master_process on;\nuser root;\nworker_processes " + std::to_string(workers) + ";\n");
+  return conf;
+}
+
+OverheadRouters::OverheadRouters(std::string exe, std::string dir, int lanes)
+    : exe_(std::move(exe)), dir_(std::move(dir)), lanes_(lanes) {
   if (exe_.empty()) exe_ = SelfExe();
 }
 
@@ -169,7 +237,7 @@ std::expected<void, std::string> OverheadRouters::Start(const std::string& name,
     n.listen_port = *port;
     n.dir = dir;
     const std::string conf = dir + "/nginx.conf";
-    std::ofstream(conf) << NginxConfig(n);
+    std::ofstream(conf) << OverheadNginxConfig(n, lanes_);
     auto child = ChildProcess::Spawn({kNginx, "-e", dir + "/error.log", "-p", dir, "-c", conf},
                                      dir + "/nginx.log");
     if (!child) return std::unexpected("nginx: " + child.error());
@@ -177,7 +245,7 @@ std::expected<void, std::string> OverheadRouters::Start(const std::string& name,
     r.url = "http://127.0.0.1:" + std::to_string(*port);
   } else if (name.starts_with("kvroute:") && name.size() > 8) {
     const std::string conf = dir + "/serve.yaml";
-    std::ofstream(conf) << OverheadServeYaml(sims, name.substr(8), seed);
+    std::ofstream(conf) << OverheadServeYaml(sims, name.substr(8), seed, lanes_);
     const std::string log = dir + "/serve.log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn({exe_, "serve", "--config", conf}, log);

@@ -21,6 +21,7 @@
 
 #include "bench/cluster.h"
 #include "bench/cluster_process.h"
+#include "bench/nginx.h"
 
 namespace kvroute::bench {
 
@@ -30,6 +31,18 @@ std::expected<std::vector<int>, std::string> ParseCpuList(const std::string& lis
 // Sets the CPU affinity of every thread of process `pid` (from /proc/<pid>/task), so threads
 // a server started before it was pinned move too. Threads started later inherit the mask.
 std::expected<void, std::string> PinProcess(pid_t pid, const std::vector<int>& cpus);
+
+// `pid` and its direct children (nginx's master and its worker processes), from the parent
+// field of /proc/<child>/stat. Just `pid` when it has none; empty when it does not exist.
+std::vector<pid_t> ProcessTree(pid_t pid);
+
+// The fair side-by-side placement of `bench overhead --fair-pinning` on a machine with `cpus`
+// CPUs (>= 2): every router on the last CPU, the load generator and the sims on the others,
+// so nginx and kvroute get the same CPU budget and neither competes with the load it serves.
+struct CpuPlacement {
+  std::string client, router, sims;  // taskset lists
+};
+std::expected<CpuPlacement, std::string> FairPlacement(int cpus);
 
 // User + system CPU seconds process `pid` (all its threads) has used so far, from
 // /proc/<pid>/stat (clock-tick resolution); nullopt when it cannot be read.
@@ -49,10 +62,22 @@ std::optional<SchedSeconds> ParseSchedStat(std::string_view line);
 // nullopt when none can be read (no such process, or a kernel without schedstat).
 std::optional<SchedSeconds> ProcessSchedSeconds(pid_t pid);
 
+// The same two, summed over ProcessTree(pid): nginx with worker processes does its work in
+// the children. nullopt when the process itself cannot be read.
+std::optional<double> TreeCpuSeconds(pid_t pid);
+std::optional<SchedSeconds> TreeSchedSeconds(pid_t pid);
+
 // The `kvroute serve` configuration in front of `sims` with a policy preset: precise mode,
-// each sim's KV events subscribed (the sim binds; kvroute connects to its port).
+// each sim's KV events subscribed (the sim binds; kvroute connects to its port). `lanes` > 0
+// sets listen.http_threads (the lanes the server and proxy share); 0 leaves serve's default
+// (one lane per CPU it may run on when it starts, i.e. before it is pinned).
 std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                              std::uint64_t seed);
+                              std::uint64_t seed, int lanes = 0);
+
+// nginx's configuration for `bench overhead` (bench/nginx.h's) with `workers` worker
+// processes: 1 keeps nginx in one process (master_process off); more turns the master on,
+// since nginx ignores worker_processes without it.
+std::string OverheadNginxConfig(const NginxOptions& options, int workers);
 
 class OverheadRouters {
  public:
@@ -62,8 +87,10 @@ class OverheadRouters {
     ChildProcess process;
   };
 
-  // `exe`: the kvroute binary; `dir`: logs and configs (one folder per router).
-  OverheadRouters(std::string exe, std::string dir);
+  // `exe`: the kvroute binary; `dir`: logs and configs (one folder per router); `lanes`: the
+  // event-loop threads of every router alike — kvroute serve's lanes and nginx's worker
+  // processes (0: each one's default, kvroute one lane per CPU and nginx one process).
+  OverheadRouters(std::string exe, std::string dir, int lanes = 0);
   ~OverheadRouters() { Stop(); }
   OverheadRouters(const OverheadRouters&) = delete;
   OverheadRouters& operator=(const OverheadRouters&) = delete;
@@ -78,6 +105,7 @@ class OverheadRouters {
 
  private:
   std::string exe_, dir_;
+  int lanes_ = 0;
   std::vector<Router> routers_;
 };
 

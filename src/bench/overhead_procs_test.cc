@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
 
 namespace kvroute::bench {
@@ -90,6 +93,78 @@ TEST(OverheadServeYaml, ListsEverySimWithItsKvEventsAndThePolicy) {
   EXPECT_EQ(y.find("tcp://*:\""), std::string::npos) << y;  // no endpoint for the second
   EXPECT_NE(y.find("scheduler: {policy: round_robin, seed: 5}"), std::string::npos) << y;
   EXPECT_NE(y.find("mode: precise"), std::string::npos) << y;
+}
+
+TEST(OverheadServeYaml, SetsTheLaneCountWhenGiven) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "", "m"}};
+  EXPECT_NE(OverheadServeYaml(sims, "round_robin", 1, 3)
+                .find("listen: {host: 127.0.0.1, port: 0, http_threads: 3, proxy_threads: 3}"),
+            std::string::npos);
+  EXPECT_EQ(OverheadServeYaml(sims, "round_robin", 1).find("http_threads"), std::string::npos);
+}
+
+NginxOptions OneUpstream() {
+  NginxOptions n;
+  n.upstreams = {"127.0.0.1:9001"};
+  n.listen_port = 9000;
+  n.dir = "/tmp/x";
+  return n;
+}
+
+TEST(OverheadNginxConfig, OneWorkerStaysASingleProcess) {
+  const std::string c = OverheadNginxConfig(OneUpstream(), 1);
+  EXPECT_EQ(c, NginxConfig(OneUpstream()));
+  EXPECT_NE(c.find("master_process off;"), std::string::npos);
+}
+
+TEST(OverheadNginxConfig, MoreWorkersTurnTheMasterOn) {
+  // nginx ignores worker_processes without a master process.
+  const std::string c = OverheadNginxConfig(OneUpstream(), 3);
+  EXPECT_NE(c.find("master_process on;"), std::string::npos) << c;
+  EXPECT_NE(c.find("worker_processes 3;"), std::string::npos) << c;
+  EXPECT_EQ(c.find("master_process off;"), std::string::npos) << c;
+  EXPECT_EQ(c.find("worker_processes 1;"), std::string::npos) << c;
+}
+
+TEST(FairPlacement, RoutersOnTheLastCpuAndTheLoadOnTheOthers) {
+  const auto two = FairPlacement(2);
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->router, "1");
+  EXPECT_EQ(two->client, "0");
+  EXPECT_EQ(two->sims, "0");
+  const auto eight = FairPlacement(8);
+  ASSERT_TRUE(eight);
+  EXPECT_EQ(eight->router, "7");
+  EXPECT_EQ(eight->client, "0-6");
+  EXPECT_EQ(*ParseCpuList(eight->sims), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+}
+
+TEST(FairPlacement, NeedsTwoCpus) { EXPECT_FALSE(FairPlacement(1)); }
+
+TEST(ProcessTree, FindsAChildProcess) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();  // until the parent kills it
+    _exit(0);
+  }
+  const auto tree = ProcessTree(getpid());
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_FALSE(tree.empty());
+  EXPECT_EQ(tree.front(), getpid());
+  EXPECT_NE(std::find(tree.begin(), tree.end(), child), tree.end());
+}
+
+TEST(ProcessTree, UnknownPidIsEmpty) { EXPECT_TRUE(ProcessTree(0x3fffffff).empty()); }
+
+TEST(TreeCpuSeconds, CountsAtLeastTheProcessItself) {
+  const auto own = ProcessCpuSeconds(getpid());
+  const auto tree = TreeCpuSeconds(getpid());
+  ASSERT_TRUE(own);
+  ASSERT_TRUE(tree);
+  EXPECT_GE(*tree, *own);
+  EXPECT_FALSE(TreeCpuSeconds(0x3fffffff));
 }
 
 }  // namespace

@@ -36,6 +36,17 @@ std::string NowIso8601() {
   return buf;
 }
 
+// The options with --fair-pinning applied to the --cpus-* lists not given explicitly.
+std::expected<OverheadOptions, std::string> ApplyFairPinning(OverheadOptions o) {
+  if (!o.fair_pinning) return o;
+  auto fair = FairPlacement(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  if (!fair) return std::unexpected(fair.error());
+  if (o.cpus_client.empty()) o.cpus_client = fair->client;
+  if (o.cpus_router.empty()) o.cpus_router = fair->router;
+  if (o.cpus_sims.empty()) o.cpus_sims = fair->sims;
+  return o;
+}
+
 std::string Pinning(const OverheadOptions& o) {
   std::string s;
   auto add = [&s](const char* who, const std::string& cpus) {
@@ -75,10 +86,10 @@ struct CpuSnapshot {
 
 CpuSnapshot TakeCpuSnapshot(pid_t proxy_pid, const std::vector<pid_t>& sim_pids) {
   CpuSnapshot s;
-  s.proxy = proxy_pid > 0 ? ProcessCpuSeconds(proxy_pid) : std::optional<double>(0.0);
+  s.proxy = proxy_pid > 0 ? TreeCpuSeconds(proxy_pid) : std::optional<double>(0.0);
   s.proxy_runq = std::optional<double>(0.0);
   if (proxy_pid > 0) {
-    const auto sched = ProcessSchedSeconds(proxy_pid);
+    const auto sched = TreeSchedSeconds(proxy_pid);
     s.proxy_runq = sched ? std::optional<double>(sched->runq_s) : std::nullopt;
   }
   double sims = 0;
@@ -105,7 +116,16 @@ std::vector<std::string> DefaultOverheadTargets(const std::string& policy) {
   return t;
 }
 
-std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o) {
+int EffectiveRouterLanes(int router_lanes, const std::vector<int>& router_cpus) {
+  if (router_lanes > 0) return router_lanes;
+  return router_cpus.empty() ? 1 : static_cast<int>(router_cpus.size());
+}
+
+std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& given) {
+  auto fair = ApplyFairPinning(given);
+  if (!fair) return std::unexpected(fair.error());
+  const OverheadOptions& o = *fair;
+  if (o.router_lanes < 0) return std::unexpected("--router-lanes must be >= 0");
   if (o.workers < 1) return std::unexpected("--workers must be >= 1");
   if (o.concurrency.empty()) return std::unexpected("no --concurrency level");
   for (int c : o.concurrency) {
@@ -138,6 +158,7 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o)
   c.duration_s = o.duration_s;
   c.policy = o.policy;
   c.pinning = Pinning(o);
+  c.router_lanes = EffectiveRouterLanes(o.router_lanes, placement->router);
   c.started_at = NowIso8601();
   c.load_before = LoadAverage1m();
   c.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
@@ -152,7 +173,7 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o)
   if (o.progress) std::cerr << "[overhead] starting " << o.workers << " sims" << std::endl;
   Cluster cluster(co);
   if (auto ok = cluster.StartSims(); !ok) return std::unexpected("sims: " + ok.error());
-  OverheadRouters routers(o.router_exe.empty() ? o.exe : o.router_exe, co.dir);
+  OverheadRouters routers(o.router_exe.empty() ? o.exe : o.router_exe, co.dir, c.router_lanes);
   for (const auto& t : targets) {
     if (t == "direct") continue;
     if (o.progress) std::cerr << "[overhead] starting " << t << std::endl;
@@ -164,8 +185,8 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& o)
     if (auto ok = PinProcess(pid, placement->sims); !ok) return std::unexpected(ok.error());
   }
   for (auto& r : routers.routers()) {
-    if (auto ok = PinProcess(r.process.pid(), placement->router); !ok) {
-      return std::unexpected(ok.error());
+    for (pid_t pid : ProcessTree(r.process.pid())) {  // nginx's workers too
+      if (auto ok = PinProcess(pid, placement->router); !ok) return std::unexpected(ok.error());
     }
   }
   if (auto ok = PinProcess(getpid(), placement->client); !ok) return std::unexpected(ok.error());

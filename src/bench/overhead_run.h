@@ -49,11 +49,21 @@ struct OverheadOptions {
   // CPU placement (taskset lists, "" = leave to the OS): the load generator (this process),
   // the routers, the sims.
   std::string cpus_client, cpus_router, cpus_sims;
+  // The fair side-by-side protocol: every router on the last CPU, client and sims on the
+  // others (FairPlacement); a --cpus-* list given explicitly wins over it.
+  bool fair_pinning = false;
+  // Event-loop threads of every router alike: kvroute serve's lanes (listen.http_threads) and
+  // nginx's worker processes. 0: as many as the routers' CPUs when they are pinned, else 1.
+  int router_lanes = 0;
   bool progress = true;
 };
 
 // The default target list for a policy.
 std::vector<std::string> DefaultOverheadTargets(const std::string& policy);
+
+// The routers' lane count a run uses: `router_lanes` when > 0, else the number of CPUs in
+// `cpus_router` (after --fair-pinning), else 1.
+int EffectiveRouterLanes(int router_lanes, const std::vector<int>& router_cpus);
 
 // Errors are setup failures (a child that does not start, bad flags); request failures are
 // counted in the levels.
