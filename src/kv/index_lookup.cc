@@ -243,32 +243,45 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   // depth pos.
   auto exact_step_at = [&](std::size_t pos, const Node* node) {
     const std::uint32_t gen = s.NextGeneration();
+    // Raw pointers in locals: through the vectors of a thread_local, every byte store
+    // (which may alias anything) made the compiler reload each vector's data pointer from
+    // thread-local storage, per holder (perf).
+    std::uint8_t* const alive = s.alive.data();
+    std::uint32_t* const stamp = s.stamp.data();
+    std::uint8_t* const held_at = s.held.data();
     if (node != nullptr) {
       for (const Entry& e : node->holders) {
-        if (s.alive[e.slot] == 0) continue;
-        s.stamp[e.slot] = gen;
-        s.held[e.slot] = HeldLanes(e);
+        if (alive[e.slot] == 0) continue;
+        stamp[e.slot] = gen;
+        held_at[e.slot] = HeldLanes(e);
       }
     }
-    for (std::size_t k = 0; k < s.alive_list.size();) {
-      const std::uint32_t slot = s.alive_list[k];
-      const std::uint8_t held = s.stamp[slot] == gen ? s.held[slot] : 0;
-      const std::uint8_t drop = s.alive[slot] & static_cast<std::uint8_t>(~held);
+    std::uint32_t* const list = s.alive_list.data();
+    std::size_t len = s.alive_list.size();
+    const std::uint8_t* const exact = s.exact.data();
+    std::array<std::uint32_t, kLanes>* const depth = s.depth.data();
+    std::int64_t dropped = 0, dropped_exact = 0;
+    for (std::size_t k = 0; k < len;) {
+      const std::uint32_t slot = list[k];
+      const std::uint8_t held = stamp[slot] == gen ? held_at[slot] : 0;
+      const std::uint8_t drop = alive[slot] & static_cast<std::uint8_t>(~held);
       if (drop != 0) {
         for (int lane = 0; lane < kLanes; ++lane) {
-          if (drop & (1u << lane)) s.depth[slot][lane] = static_cast<std::uint32_t>(pos);
+          if (drop & (1u << lane)) depth[slot][lane] = static_cast<std::uint32_t>(pos);
         }
-        alive_lanes -= Lanes(drop);
-        exact_lanes -= Lanes(drop & s.exact[slot]);
-        s.alive[slot] &= held;
+        dropped += Lanes(drop);
+        dropped_exact += Lanes(drop & exact[slot]);
+        alive[slot] &= held;
       }
-      if (s.alive[slot] == 0) {
-        s.alive_list[k] = s.alive_list.back();
-        s.alive_list.pop_back();
+      if (alive[slot] == 0) {
+        list[k] = list[--len];
       } else {
         ++k;
       }
     }
+    s.alive_list.resize(len);  // only shrinks
+    alive_lanes -= dropped;
+    exact_lanes -= dropped_exact;
   };
   auto exact_step = [&](std::size_t pos) { exact_step_at(pos, node_at(pos)); };
 
