@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include "app/commands.h"
 #include "bench/compare_run.h"
@@ -10,6 +11,7 @@
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "bench/sweep_stop.h"
+#include "simulate/fleet.h"
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -22,6 +24,8 @@ struct BenchFlags {
   std::string out_dir = "bench-results";
   std::string tokenizer_dir;
   int output_tokens = 0;  // 0: each workload's own default
+  // Agentic client pause after each request, model time (as `kvroute simulate`'s flags).
+  std::string think_time = "0", turn_jitter = "0";
   int gpus_per_worker = 1;
   int workers = 0;  // 0: one per --metrics-url (at least 1)
   std::vector<double> itl_targets = {30, 50};
@@ -46,6 +50,17 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
   if (f.output_tokens > 0) {
     f.run.agentic.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
     f.run.shared_prefix.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
+  }
+  for (auto [text, out, name] :
+       {std::tuple{&f.think_time, &f.run.turn_pause.think_time, "--think-time"},
+        {&f.turn_jitter, &f.run.turn_pause.turn_jitter, "--turn-jitter"}}) {
+    auto d = simulate::ParseDuration(*text);
+    if (!d || d->count() < 0) {
+      std::cerr << "kvroute bench: " << name << ": " << (d ? "must not be negative" : d.error())
+                << "\n";
+      return false;
+    }
+    *out = *d;
   }
   f.run.progress = !f.no_progress;
   if (f.stop_mean_itl_ms < 0) {
@@ -80,6 +95,8 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
                           {"turns", static_cast<double>(a.turns)},
                           {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
                           {"output_tokens", static_cast<double>(a.output_tokens)},
+                          {"think_time_s", ToSeconds(f.run.turn_pause.think_time)},
+                          {"turn_jitter_s", ToSeconds(f.run.turn_pause.turn_jitter)},
                           {"stop_mean_itl_ms", f.stop_mean_itl_ms}});
   } else if (f.run.workload == "shared-prefix") {
     report.config.insert(report.config.end(),
@@ -222,6 +239,15 @@ void AddWorkloadFlags(CLI::App* cmd, BenchFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--turns", r.agentic.turns, "User turns per session")->capture_default_str();
   cmd->add_option("--turn-input-tokens", r.agentic.turn_input_tokens, "New tokens per user turn")
+      ->capture_default_str();
+  cmd->add_option("--think-time", flags->think_time,
+                  "Agentic: the client's pause after each request, in model time (100ms, 1s; "
+                  "waited for 1/--speedup of it), as `kvroute simulate --think-time`")
+      ->capture_default_str();
+  cmd->add_option("--turn-jitter", flags->turn_jitter,
+                  "Agentic: each pause also adds a seeded uniform draw in [0, J) of model time, "
+                  "the same draw `kvroute simulate --turn-jitter` makes for that seed, session "
+                  "and turn (breaks the lockstep of sessions that start together)")
       ->capture_default_str();
   cmd->add_option("--output-tokens", flags->output_tokens,
                   "max_tokens of every request (agentic default 900, shared-prefix 1000)");

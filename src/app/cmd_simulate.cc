@@ -29,6 +29,7 @@ struct SimulateFlags {
   std::string policy = "predicted_latency";
   std::string policy_file;
   std::string event_delay = "0", scrape_interval = "1s", predicted_ttl = "5s";
+  std::string router_delay = "0", router_delay_per_1k = "0";
   bool no_overlay = false;
   // Workload.
   std::string workload = "agentic";
@@ -126,7 +127,10 @@ int RunSimulate(SimulateFlags f) {
   for (auto [text, out, name] : {std::tuple{&f.event_delay, &base.event_delay, "--event-delay"},
                                  {&f.scrape_interval, &base.scrape_interval, "--scrape-interval"},
                                  {&f.predicted_ttl, &base.predicted_ttl, "--predicted-ttl"},
-                                 {&f.duration, &base.duration, "--duration"}}) {
+                                 {&f.duration, &base.duration, "--duration"},
+                                 {&f.router_delay, &base.router_delay, "--router-delay"},
+                                 {&f.router_delay_per_1k, &base.router_delay_per_1k_tokens,
+                                  "--router-delay-per-1k-tokens"}}) {
     auto d = simulate::ParseDuration(*text);
     if (!d) return fail(std::string(name) + ": " + d.error());
     *out = *d;
@@ -195,6 +199,8 @@ int RunSimulate(SimulateFlags f) {
       {"profile", f.fleet_file.empty() ? f.profile : f.fleet_file},
       {"workers", static_cast<double>(base.fleet.workers.size())},
       {"event_delay_s", ToSeconds(base.event_delay)},
+      {"router_delay_s", ToSeconds(base.router_delay)},
+      {"router_delay_per_1k_tokens_s", ToSeconds(base.router_delay_per_1k_tokens)},
       {"scrape_interval_s", ToSeconds(base.scrape_interval)},
       {"predicted_overlay", f.no_overlay ? std::string("off") : std::string("on")},
       {"seed", static_cast<double>(f.seed)},
@@ -312,6 +318,13 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "llmd_sticky, predicted_latency")
       ->capture_default_str();
   cmd->add_option("--policy-file", f.policy_file, "Policy YAML (sched/registry.h format)");
+  cmd->add_option("--router-delay", f.router_delay,
+                  "Router time per request between the client's send and the engine seeing it "
+                  "(parse, tokenize, route, forward; e.g. 1ms); TTFT counts it")
+      ->capture_default_str();
+  cmd->add_option("--router-delay-per-1k-tokens", f.router_delay_per_1k,
+                  "Router time added per 1,000 prompt tokens (tokenization), e.g. 200us")
+      ->capture_default_str();
   cmd->add_option("--event-delay", f.event_delay, "Engine KV event -> index delay (e.g. 20ms)")
       ->capture_default_str();
   cmd->add_option("--scrape-interval", f.scrape_interval, "Engine /metrics scrape interval")
@@ -339,7 +352,9 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--turn-input-tokens", f.agentic.turn_input_tokens,
                   "Agentic: new user tokens per turn")
       ->capture_default_str();
-  cmd->add_option("--think-time", f.think_time, "Agentic: pause between turns")
+  cmd->add_option("--think-time", f.think_time,
+                  "Agentic: pause after each request (bench::AgenticTurnPause, as `kvroute bench "
+                  "--think-time`)")
       ->capture_default_str();
   cmd->add_option("--turn-jitter", f.turn_jitter,
                   "Agentic: each follow-up turn also waits a seeded uniform draw in [0, J) "
