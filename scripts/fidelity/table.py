@@ -89,6 +89,9 @@ def main():
     out.append("|" + "---|" * (3 + len(METRICS) + len(EXTRA)))
     checks = []
     outside = 0
+    within_all = {}  # workload -> [policies within tolerance on every judged metric]
+    workloads = {}  # workload -> [policies]
+    within_by_metric = {key: 0 for key, _, _ in METRICS}
     for row in a.rows:
         workload, policy, live_spec, sim_path = row.split(":", 3)
         lives = [level_metrics(p) for p in live_spec.split(",")]
@@ -96,11 +99,19 @@ def main():
         if live["gpus"] != sim["gpus"]:
             sys.exit(f"{row}: live counts {live['gpus']} GPUs, the simulation {sim['gpus']}")
         cells = []
+        row_ok = True
         for key, _, fmt in METRICS:
             cells.append(cell(live[key], sim[key], fmt, a.tolerance))
             g = gap(live[key], sim[key])
             if g is not None and abs(g) > a.tolerance:
                 outside += 1
+            if g is None or abs(g) > a.tolerance:
+                row_ok = False
+            else:
+                within_by_metric[key] += 1
+        workloads.setdefault(workload, []).append(policy)
+        if row_ok:
+            within_all.setdefault(workload, []).append(policy)
         for key, _, fmt in EXTRA:
             cells.append(cell(live[key], sim[key], fmt, float("inf")))
         out.append(f"| {workload} | {policy} | {live['ok']} / {sim['ok']} | " +
@@ -112,7 +123,16 @@ def main():
                 " | ".join(cell(live[k], slow[k], f, a.tolerance) for k, _, f in METRICS) + " |")
     print("\n".join(out))
     print(f"\n{outside} of {len(a.rows) * len(METRICS)} values outside ±{a.tolerance:.0%} "
-          "(marked **; the gap is (sim − live) / live).")
+          "(marked **; the gap is (sim − live) / live). Within it, by metric: " +
+          ", ".join(f"{title} {within_by_metric[key]} of {len(a.rows)}"
+                    for key, title, _ in METRICS) + ".")
+    # Issue 7's criterion: per workload, at least three policies with every metric within.
+    for workload, policies in workloads.items():
+        ok = within_all.get(workload, [])
+        verdict = "met" if len(ok) >= 3 else "not met"
+        print(f"\n{workload}: {len(ok)} of {len(policies)} policies within ±{a.tolerance:.0%} on "
+              f"all {len(METRICS)} metrics ({', '.join(ok) if ok else 'none'}): "
+              f"target (≥ 3 policies) {verdict}.")
     if checks:
         print("\nLive at speedup S against S/2 (model time; S / S/2 in each cell):\n")
         print("| workload | policy | speedups | " + " | ".join(t for _, t, _ in METRICS) + " |")
