@@ -146,14 +146,24 @@ std::vector<WorkerMatch> KvIndex::Lookup(std::span<const BlockKey> keys) const {
   if (first == nullptr) return out;
   std::int64_t alive_lanes = 0;  // popcount of all alive masks
   std::int64_t exact_lanes = 0;  // alive lanes examined one position at a time
-  for (const Entry& e : first->holders) {
-    const std::uint8_t m = HeldLanes(e);
-    if (m == 0) continue;
-    s.alive[e.slot] = m;
-    s.depth[e.slot].fill(0);
-    s.alive_list.push_back(e.slot);
-    s.touched.push_back(e.slot);
-    alive_lanes += Lanes(m);
+  {
+    // Raw pointers in locals, as in exact_step_at below (no reloads from thread-local
+    // storage after each byte store).
+    s.touched.resize(first->holders.size());
+    std::uint32_t* const touched = s.touched.data();
+    std::uint8_t* const alive = s.alive.data();
+    std::array<std::uint32_t, kLanes>* const depth = s.depth.data();
+    std::size_t count = 0;
+    for (const Entry& e : first->holders) {
+      const std::uint8_t m = HeldLanes(e);
+      if (m == 0) continue;
+      alive[e.slot] = m;
+      depth[e.slot].fill(0);
+      touched[count++] = e.slot;
+      alive_lanes += Lanes(m);
+    }
+    s.touched.resize(count);
+    s.alive_list.assign(s.touched.begin(), s.touched.end());
   }
   // Dirty workers matter only through their holes on this prompt: a (worker, tier) with no
   // hole at any keys[k] holds a prefix of the prompt (if it held keys[j] but not some earlier
