@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <future>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "client/async_http_client.h"
 #include "gateway/anthropic_bridge.h"
 #include "gateway/parity.h"
+#include "gateway/proxy_sse_count.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "gateway/worker_registry.h"
@@ -135,6 +137,27 @@ struct Lane {
   asio::io_context& ctx;  // owned by the LanePool
   std::unique_ptr<client::AsyncHttpClient> client;
   sched::PolicyState state;  // touched only on this lane's thread
+
+  // A model's latency histograms. A RouterMetrics lookup builds a label map and a throwaway
+  // histogram and takes the family's lock (prometheus-cpp's Family::Add); streams on this
+  // lane look each model up once, not once per relayed chunk.
+  struct Histograms {
+    prometheus::Histogram* ttft;
+    prometheus::Histogram* itl;
+  };
+  Histograms& HistogramsFor(RouterMetrics& metrics, std::string_view model) {
+    auto it = histograms.find(model);
+    if (it == histograms.end()) {
+      it = histograms
+               .emplace(std::string(model),
+                        Histograms{&metrics.TtftHistogram(model), &metrics.ItlHistogram(model)})
+               .first;
+    }
+    return it->second;
+  }
+  // Touched only on this lane's thread; one entry per model served (a request's model is
+  // checked against the workers' before it is relayed), node addresses stable.
+  std::map<std::string, Histograms, std::less<>> histograms;
 };
 
 class Proxy::Impl {
@@ -382,7 +405,9 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::string Relay(std::string piece) {
     Observe(piece);
     if (!translator_) return piece;
+    events_.clear();
     std::string out;
+    if (!sse_.Feed(piece, events_)) return out;
     for (const auto& e : events_) translator_->OnEvent(e, &out);
     return out;
   }
@@ -502,30 +527,23 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   }
 
   // Counts output tokens in relayed SSE bytes (one event with a choice = one token piece).
+  // (SseTokenCounter scans the bytes in place: no event values are built for this.)
   void Observe(std::string_view piece) {
-    events_.clear();
-    if (!sse_.Feed(piece, events_)) return;
-    std::uint32_t n = 0;
-    for (const auto& e : events_) {
-      if (e.done) continue;
-      if (e.data.starts_with("{\"error\"")) {
-        stream_error_ = true;
-        continue;
-      }
-      if (e.data.find("\"choices\":[]") != std::string::npos) continue;  // usage-only chunk
-      ++n;
-    }
+    const SseTokenCounter::Counts counts = token_counter_.Feed(piece);
+    if (counts.error) stream_error_ = true;
+    const std::uint32_t n = counts.tokens;
     if (n == 0) return;
     Nanos now = proxy_->clock_->Now();
     if (!first_token_at_) {
       first_token_at_ = now;
       proxy_->registry_->load().OnFirstToken(id_, now);
       if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, now);
-      proxy_->metrics_->ObserveTtft(request_.model, ToSeconds(now - arrived_));
+      histograms_ = &lane_->HistogramsFor(*proxy_->metrics_, request_.model);
+      histograms_->ttft->Observe(ToSeconds(now - arrived_));
       if (n > 1) proxy_->registry_->load().OnToken(id_, now, n - 1);
     } else {
       proxy_->registry_->load().OnToken(id_, now, n);
-      proxy_->metrics_->ObserveItl(request_.model, ToSeconds(now - *last_token_at_) / n);
+      histograms_->itl->Observe(ToSeconds(now - *last_token_at_) / n);
     }
     last_token_at_ = now;
     tokens_ += n;
@@ -747,6 +765,9 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::unique_ptr<client::ResponseStream> upstream_;
   std::optional<asio::steady_timer> cancel_signal_;  // cancelled when the client leaves
   std::optional<std::string> preloaded_;
+  SseTokenCounter token_counter_;           // counts the relayed tokens
+  Lane::Histograms* histograms_ = nullptr;  // the model's, from the first token on
+  // Messages API streams only: the events the translator turns into Anthropic's.
   api::SseParser sse_;
   std::vector<api::SseMessage> events_;
   std::optional<Nanos> first_token_at_;

@@ -122,10 +122,16 @@ void RouterMetrics::OnSchedulingFailure(std::string_view failure_mode) {
   sched_failures_->Add({{"failure_mode", S(failure_mode)}}).Increment();
 }
 void RouterMetrics::ObserveTtft(std::string_view model, double seconds) {
-  ttft_->Add({{"model", S(model)}}, kTtftBuckets).Observe(seconds);
+  TtftHistogram(model).Observe(seconds);
+}
+prometheus::Histogram& RouterMetrics::TtftHistogram(std::string_view model) {
+  return ttft_->Add({{"model", S(model)}}, kTtftBuckets);
 }
 void RouterMetrics::ObserveItl(std::string_view model, double seconds) {
-  itl_->Add({{"model", S(model)}}, kItlBuckets).Observe(seconds);
+  ItlHistogram(model).Observe(seconds);
+}
+prometheus::Histogram& RouterMetrics::ItlHistogram(std::string_view model) {
+  return itl_->Add({{"model", S(model)}}, kItlBuckets);
 }
 void RouterMetrics::ObserveDecision(double seconds) { decision_->Observe(seconds); }
 void RouterMetrics::AddPredictedCached(std::string_view tier, double tokens) {

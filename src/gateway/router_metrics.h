@@ -53,6 +53,11 @@ class RouterMetrics {
   void OnSchedulingFailure(std::string_view failure_mode);
   void ObserveTtft(std::string_view model, double seconds);
   void ObserveItl(std::string_view model, double seconds);
+  // The TTFT / ITL histogram of `model`, for a caller that observes many times for one model
+  // (the proxy caches them per lane: ITL is observed once per relayed chunk). Each call is
+  // a label lookup under the family's lock; the reference stays valid as long as this object.
+  prometheus::Histogram& TtftHistogram(std::string_view model);
+  prometheus::Histogram& ItlHistogram(std::string_view model);
   void ObserveDecision(double seconds);
   void AddPredictedCached(std::string_view tier, double tokens);
   void AddPromptTokens(double tokens);

@@ -1,0 +1,90 @@
+#include "gateway/proxy_sse_count.h"
+
+#include <cstring>
+
+namespace kvroute::gateway {
+namespace {
+
+// Index of the first '\r' or '\n' at or after `from`, or npos: two vectorised memchr passes
+// (the '\r' one only up to the '\n'), as in api::SseParser.
+std::size_t FindLineEnd(std::string_view bytes, std::size_t from) {
+  const char* begin = bytes.data() + from;
+  const std::size_t n = bytes.size() - from;
+  const void* lf = std::memchr(begin, '\n', n);
+  const std::size_t lf_at = lf ? static_cast<std::size_t>(static_cast<const char*>(lf) - begin) : n;
+  const void* cr = std::memchr(begin, '\r', lf_at);
+  if (cr) return from + static_cast<std::size_t>(static_cast<const char*>(cr) - begin);
+  return lf ? from + lf_at : std::string_view::npos;
+}
+
+bool Contains(std::string_view haystack, std::string_view needle) {
+  return memmem(haystack.data(), haystack.size(), needle.data(), needle.size()) != nullptr;
+}
+
+}  // namespace
+
+SseTokenCounter::Counts SseTokenCounter::Feed(std::string_view bytes) {
+  Counts counts;
+  if (failed_) return counts;
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    if (skip_lf_) {
+      skip_lf_ = false;
+      if (bytes[i] == '\n') {
+        ++i;
+        continue;
+      }
+    }
+    const std::size_t end = FindLineEnd(bytes, i);
+    if (end == std::string_view::npos) {  // the line continues in the next piece
+      if (partial_.size() + (bytes.size() - i) > kMaxLineBytes) {
+        failed_ = true;
+        partial_.clear();
+        return Counts{};
+      }
+      partial_.append(bytes.substr(i));
+      break;
+    }
+    skip_lf_ = bytes[end] == '\r';
+    if (partial_.empty()) {
+      Line(bytes.substr(i, end - i), counts);
+    } else {
+      partial_.append(bytes.substr(i, end - i));
+      Line(partial_, counts);
+      partial_.clear();
+    }
+    i = end + 1;
+  }
+  return counts;
+}
+
+void SseTokenCounter::Line(std::string_view line, Counts& counts) {
+  if (line.empty()) {  // the event ends
+    if (has_data_ && !done_) {
+      if (error_) {
+        counts.error = true;
+      } else if (!usage_only_) {
+        ++counts.tokens;
+      }
+    }
+    has_data_ = done_ = error_ = usage_only_ = false;
+    return;
+  }
+  if (!line.starts_with("data")) return;  // comments and other fields
+  std::string_view value = line.substr(4);
+  if (!value.empty()) {
+    if (value.front() != ':') return;  // another field whose name starts with "data"
+    value.remove_prefix(1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  }
+  if (!has_data_) {
+    has_data_ = true;
+    done_ = value == "[DONE]";
+    error_ = value.starts_with("{\"error\"");
+  } else {
+    done_ = false;  // the joined data is no longer exactly [DONE]
+  }
+  if (!usage_only_ && Contains(value, "\"choices\":[]")) usage_only_ = true;
+}
+
+}  // namespace kvroute::gateway
