@@ -147,12 +147,15 @@ std::shared_ptr<const Filter> NewItlGuardFilter(const ItlGuardOptions& options) 
                 std::expected<double, std::string> itl = PredictItl(r, c.cache, *c.worker);
                 if (!itl) return std::unexpected(Missing("itl_guard", itl.error()));
                 const double slo = r.itl_slo_s.value_or(options.itl_slo_s);
-                if (*itl > slo) {
-                  return Drop(reason, [&] {
-                    return fmt::format("predicted ITL {:.4f}s > SLO {:.4f}s", *itl, slo);
-                  });
+                if (*itl <= slo) return true;
+                // The conversation's holder stays eligible within the bounded factor.
+                if (options.holder_threshold <= 1 && *itl <= slo * options.holder_max_itl_factor &&
+                    PrefixHitRatio(r, c.cache) >= options.holder_threshold) {
+                  return true;
                 }
-                return true;
+                return Drop(reason, [&] {
+                  return fmt::format("predicted ITL {:.4f}s > SLO {:.4f}s", *itl, slo);
+                });
               });
 }
 

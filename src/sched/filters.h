@@ -7,7 +7,8 @@
 //   prefix_affinity llm-d's "sticky until saturated": keeps workers whose prefix hit ratio
 //                   is >= threshold, unless that worker's look-ahead pending uncached prefill
 //                   exceeds tau = prefill_tokens_per_s * max_ttft_penalty_s
-//   itl_guard       drops workers whose predicted ITL with this request exceeds the ITL SLO
+//   itl_guard       drops workers whose predicted ITL with this request exceeds the ITL SLO,
+//                   except the conversation's holder within a bounded factor of it
 //
 // prefix_affinity and itl_guard are meant to be soft (policy: if_all_dropped: keep_all):
 // when nobody qualifies, the request goes on with everyone.
@@ -40,6 +41,14 @@ struct ItlGuardOptions {
   // Inter-token latency SLO, seconds; RequestProfile::itl_slo_s overrides it. An operator
   // target, not a calibration constant.
   double itl_slo_s = 0.1;
+  // The worker holding the conversation (prefix hit ratio >= holder_threshold) is kept while
+  // its predicted ITL stays within holder_max_itl_factor x the SLO: moving a long session
+  // re-prefills its whole context elsewhere (~4 s for 75k tokens at 17k tokens/s) and evicts
+  // another session there, which costs more than a somewhat slower ITL. 1.25: at a 33 ms
+  // per-user target the holder keeps its session up to ~41 ms, about where Infera's sweep
+  // stop rule (mean ITL 40 ms) ends a run. threshold > 1: no exemption.
+  double holder_threshold = 0.90;
+  double holder_max_itl_factor = 1.25;
 };
 std::shared_ptr<const Filter> NewItlGuardFilter(const ItlGuardOptions& options);
 

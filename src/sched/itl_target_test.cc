@@ -34,7 +34,8 @@ class ItlTargetTest : public ::testing::Test {
     std::vector<WorkerSnapshot> ws;
     for (WorkerId id : {0u, 1u, 2u, 3u}) {
       WorkerSnapshot w = Worker(id);
-      w.kv_capacity_blocks = 20000;
+      // Room for 12 sessions (480k tokens): the KV-wait term stays out of these tests.
+      w.kv_capacity_blocks = 40000;
       w.prefill_tokens_per_s = 17000;
       w.decode_step = StepTimeModel{.base_s = 0.014, .per_sequence_s = 0, .per_kv_token_s = 5e-8};
       ws.push_back(w);

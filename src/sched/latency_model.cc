@@ -1,6 +1,7 @@
 #include "sched/latency_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kvroute::sched {
 namespace {
@@ -65,9 +66,20 @@ LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
   return plan;
 }
 
+double HeldKvBlocks(const WorkerSnapshot& worker, std::uint32_t block_size) {
+  const auto booked = static_cast<double>(worker.active_kv_blocks);
+  if (!worker.scraped || !worker.scraped->kv_usage || worker.kv_capacity_blocks == 0) {
+    return booked;
+  }
+  const double engine = *worker.scraped->kv_usage * static_cast<double>(worker.kv_capacity_blocks) +
+                        static_cast<double>(worker.pending_prefill_tokens) / block_size;
+  return std::min(booked, engine);
+}
+
 std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& request,
                                                        const CacheView& view,
-                                                       const WorkerSnapshot& worker) {
+                                                       const WorkerSnapshot& worker,
+                                                       const TtftTerms& terms) {
   if (!worker.prefill_tokens_per_s || !(*worker.prefill_tokens_per_s > 0)) {
     return std::unexpected("worker '" + worker.name + "' has no prefill_tokens_per_s");
   }
@@ -77,6 +89,36 @@ std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& req
   p.queue_s = static_cast<double>(worker.pending_prefill_tokens) / rate;
   p.prefill_s = static_cast<double>(plan.uncached_tokens) / rate;
   p.load_s = plan.load_s;
+  if (terms.decode_load <= 0 && terms.kv_wait <= 0) return p;
+
+  const auto missing_decode = [&] {
+    return std::unexpected("worker '" + worker.name + "' has no decode_step model");
+  };
+  const double batch = worker.inflight_requests;
+  const double kv_tokens = static_cast<double>(worker.active_kv_blocks) * request.block_size;
+  if (terms.decode_load > 0 && worker.inflight_requests > 0) {
+    if (!worker.decode_step) return missing_decode();
+    const StepTimeModel& m = *worker.decode_step;
+    const double marginal = m.Seconds(batch, kv_tokens) - m.Seconds(0, 0);
+    const double tokens = static_cast<double>(worker.pending_prefill_tokens + plan.uncached_tokens);
+    const double steps = std::ceil(tokens / std::max<std::uint32_t>(terms.chunk_tokens, 1));
+    p.decode_s = terms.decode_load * steps * std::max(0.0, marginal);
+  }
+  if (terms.kv_wait > 0 && worker.kv_capacity_blocks > 0) {
+    const double held = HeldKvBlocks(worker, request.block_size);
+    const std::uint64_t total_blocks =
+        (request.prompt_tokens + request.predicted_output_tokens + request.block_size - 1) /
+        request.block_size;
+    const std::uint64_t gpu_hit = plan.load_blocks[kGpu];
+    const double need = static_cast<double>(total_blocks > gpu_hit ? total_blocks - gpu_hit : 0);
+    const double deficit = held + need - static_cast<double>(worker.kv_capacity_blocks);
+    if (deficit > 0 && held > 0) {
+      if (!worker.decode_step) return missing_decode();
+      const double horizon = static_cast<double>(request.predicted_output_tokens) *
+                             worker.decode_step->Seconds(batch, kv_tokens);
+      p.kv_wait_s = terms.kv_wait * std::min(1.0, deficit / held) * horizon;
+    }
+  }
   return p;
 }
 

@@ -41,20 +41,57 @@ struct LoadPlan {
 LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
                   const WorkerSnapshot& worker);
 
+// Which load terms PredictTtft adds to queue + prefill + tier load, with their weights
+// (0 turns a term off; 1 is the model as written). Both need the worker's decode_step when
+// they contribute (an error naming it otherwise).
+struct TtftTerms {
+  // decode_s: vLLM schedules the running decodes first in every step and fills the rest of
+  // the token budget with prefill chunks, so each chunk step of the work ahead of us and of
+  // our own prefill also carries the decode batch. Charged as the batch's marginal step time
+  // (decode_step(B, K) − decode_step(0, 0): the chunk step already pays the fixed cost) per
+  // chunk step, B = inflight_requests, K = active_kv_blocks · block_size.
+  double decode_load = 0;
+  // kv_wait_s: the request's KV at its final size (prompt + predicted output − the GPU-resident
+  // prefix) does not fit beside what the worker holds, so it waits for blocks (or, admitted,
+  // preempts a running request later). The wait is the deficit's share of the held blocks
+  // times the batch's turnover horizon (predicted_output_tokens decode steps: the running
+  // requests free their blocks as they finish).
+  double kv_wait = 0;
+  // Prefill tokens per engine step (vLLM's max_num_batched_tokens; an engine setting, not a
+  // rate): how many chunk steps a prefill takes.
+  std::uint32_t chunk_tokens = 8192;
+};
+// The terms the default policy's scorer uses (both at weight 1).
+inline constexpr TtftTerms kFullTtftModel{.decode_load = 1, .kv_wait = 1};
+
+// Blocks the worker holds for its in-flight requests, for the KV term: the router's booking
+// (active_kv_blocks: every request at its final size, a shared prefix counted once per
+// request, so an over-estimate) capped by the engine's scraped usage plus the prefill queued
+// since (kv_usage · capacity + pending_prefill_tokens / block_size; the scrape is up to an
+// interval old). Without a scrape: the booking.
+double HeldKvBlocks(const WorkerSnapshot& worker, std::uint32_t block_size);
+
 // Predicted time to first token on this worker, seconds:
 //   queue_s   = pending_prefill_tokens / prefill_tokens_per_s   (work routed ahead of us)
 //   prefill_s = uncached_tokens / prefill_tokens_per_s          (our own recompute)
 //   load_s    = sum over lower tiers of blocks * kv_bytes_per_block / bandwidth
+//   decode_s  = decode_load · ceil((pending + uncached) / chunk) · (decode_step(B, K) − base)
+//   kv_wait_s = kv_wait · max(0, held + need − capacity) / held · output · decode_step(B, K)
+//               (0 with an unknown capacity; need = ceil((prompt + output) / block) − GPU hit)
 struct TtftPrediction {
   double queue_s = 0;
   double prefill_s = 0;
   double load_s = 0;
-  double total_s() const { return queue_s + prefill_s + load_s; }
+  double decode_s = 0;
+  double kv_wait_s = 0;
+  double total_s() const { return queue_s + prefill_s + load_s + decode_s + kv_wait_s; }
 };
-// Error text names the missing input (prefill_tokens_per_s) when the worker has no rate.
+// Error text names the missing input (prefill_tokens_per_s, or decode_step when a term needs
+// it) when the worker has no rate.
 std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& request,
                                                        const CacheView& view,
-                                                       const WorkerSnapshot& worker);
+                                                       const WorkerSnapshot& worker,
+                                                       const TtftTerms& terms = {});
 
 // Predicted decode inter-token latency on this worker if the request is added, seconds:
 // decode_step(batch = inflight_requests + 1,

@@ -217,9 +217,11 @@ std::expected<Decision, SchedError> Policy::Decide(const RequestProfile& request
     trace.total_cost = totals[k];
     if (!picked->probabilities.empty()) trace.probability = picked->probabilities[k];
     if (inputs_ & kRates) {
-      if (auto ttft = PredictTtft(request, rows[k].cache, *rows[k].worker)) {
-        trace.predicted_ttft_s = ttft->total_s();
-      }
+      // The full model when the worker has what it needs (the decode and KV terms need a
+      // decode model), the basic one otherwise.
+      auto ttft = PredictTtft(request, rows[k].cache, *rows[k].worker, kFullTtftModel);
+      if (!ttft) ttft = PredictTtft(request, rows[k].cache, *rows[k].worker);
+      if (ttft) trace.predicted_ttft_s = ttft->total_s();
       if (auto itl = PredictItl(request, rows[k].cache, *rows[k].worker))
         trace.predicted_itl_s = *itl;
     }

@@ -74,16 +74,26 @@ picker: {name: argmin}
     // rate (~80-100k tokens on the default profile), is about what a move costs at the
     // issue's p50 context: re-prefill of the ~55k session tokens (~3 s) plus the share of
     // another session it evicts; llm-d's 14 s favours hit rate over TTFT more than a
-    // latency-first default should. itl_guard runs first so stickiness never overrides the SLO.
+    // latency-first default should. itl_guard runs first so stickiness never overrides the SLO
+    // by much: it keeps the conversation's holder (the same 0.90) up to 1.25x the SLO, because
+    // moving the session costs more than a somewhat slower ITL. predicted_ttft counts the
+    // decode batch each prefill chunk step carries and the wait for KV blocks when the request
+    // would not fit (latency_model.h): without them a worker busy decoding, or with its KV
+    // full, looked idle and took the next long prefill (Mooncake trace: SLO attainment 0.33
+    // vs llmd_sticky 0.50; shared prefix: TTFT p99 16-33 s from preemption).
     {"predicted_latency", R"(
 name: predicted_latency
 filters:
   - {name: healthy}
   - {name: not_draining}
   - {name: model}
-  - {name: itl_guard, itl_slo_s: 0.1, if_all_dropped: keep_all}
+  - name: itl_guard
+    itl_slo_s: 0.1
+    holder_threshold: 0.90
+    holder_max_itl_factor: 1.25
+    if_all_dropped: keep_all
   - {name: prefix_affinity, threshold: 0.90, max_ttft_penalty_s: 5.0, if_all_dropped: keep_all}
-scorers: [{name: predicted_ttft}]
+scorers: [{name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}]
 picker: {name: softmax, temperature: 0.0}
 )"},
 }};

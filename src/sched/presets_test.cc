@@ -222,9 +222,10 @@ TEST_F(PredictedLatencyTest, MovesAwayWhenQueueWaitExceedsRecomputeElsewhere) {
 
 TEST_F(PredictedLatencyTest, ItlGuardRejectsWorkerThatWouldBreakTheSlo) {
   request_.cache_views = {View(1, 200)};  // w1 has the best TTFT (0 s) ...
-  ws_[0].inflight_requests = 50;          // ... but batch 51 and 5000 blocks:
-  ws_[0].active_kv_blocks = 5000;
-  // itl(w1) = 0.01 + 0.001*51 + 1e-6*(80000 + 0 + 100) = 0.1411 s > 0.1 s SLO
+  ws_[0].inflight_requests = 50;          // ... but batch 51 and 9000 blocks:
+  ws_[0].active_kv_blocks = 9000;
+  // itl(w1) = 0.01 + 0.001*51 + 1e-6*(144000 + 0 + 100) = 0.2051 s > 0.1 s SLO, and beyond
+  // the 1.25x the guard allows the conversation's holder (w1 holds the whole prompt)
   // itl(w2) = 0.01 + 0.001*1 + 1e-6*(3200 + 100) = 0.0143 s
   const Decision d = Run();
   EXPECT_EQ(d.Find(1)->dropped_by, "itl_guard");

@@ -66,7 +66,13 @@ Registry MakeBuiltin() {
         ItlGuardOptions o;
         auto slo = p.Number("itl_slo_s", o.itl_slo_s, 0, kInf);
         if (!slo) return Unexpected(slo.error());
+        auto holder = p.Number("holder_threshold", o.holder_threshold, 0, kInf);
+        if (!holder) return Unexpected(holder.error());
+        auto factor = p.Number("holder_max_itl_factor", o.holder_max_itl_factor, 1, kInf);
+        if (!factor) return Unexpected(factor.error());
         o.itl_slo_s = *slo;
+        o.holder_threshold = *holder;
+        o.holder_max_itl_factor = *factor;
         return NewItlGuardFilter(o);
       },
       IfAllDropped::kKeepAll);
@@ -78,7 +84,19 @@ Registry MakeBuiltin() {
   r.AddScorer("engine_queue", [](Params&) -> Made<Scorer> { return NewEngineQueueScorer(); });
   r.AddScorer("kv_usage", [](Params&) -> Made<Scorer> { return NewKvUsageScorer(); });
   r.AddScorer("prefix_miss", [](Params&) -> Made<Scorer> { return NewPrefixMissScorer(); });
-  r.AddScorer("predicted_ttft", [](Params&) -> Made<Scorer> { return NewPredictedTtftScorer(); });
+  r.AddScorer("predicted_ttft", [](Params& p) -> Made<Scorer> {
+    TtftTerms t = kFullTtftModel;
+    auto decode = p.Number("decode_load", t.decode_load, 0, kInf);
+    if (!decode) return Unexpected(decode.error());
+    auto kv = p.Number("kv_wait", t.kv_wait, 0, kInf);
+    if (!kv) return Unexpected(kv.error());
+    auto chunk = p.Number("chunk_tokens", t.chunk_tokens, 1, 1 << 24);
+    if (!chunk) return Unexpected(chunk.error());
+    t.decode_load = *decode;
+    t.kv_wait = *kv;
+    t.chunk_tokens = static_cast<std::uint32_t>(*chunk);
+    return NewPredictedTtftScorer(t);
+  });
   r.AddScorer("token_load", [](Params& p) -> Made<Scorer> {
     TokenLoadOptions o;
     auto limit = p.Number("token_limit", o.token_limit, 1, kInf);

@@ -162,11 +162,13 @@ std::shared_ptr<const Scorer> NewDynamoCostScorer(const DynamoCostOptions& o) {
       });
 }
 
-std::shared_ptr<const Scorer> NewPredictedTtftScorer() {
+std::shared_ptr<const Scorer> NewPredictedTtftScorer(const TtftTerms& terms) {
+  // The KV term reads the engine's scraped usage when there is one (HeldKvBlocks).
+  const Inputs needs =
+      kCacheView | kRouterLoad | kRates | (terms.kv_wait > 0 ? kScrapedMetrics : kNoInputs);
   return Make(
-      "predicted_ttft", kCacheView | kRouterLoad | kRates,
-      [](const RequestProfile& r, const Candidate& c) -> Result {
-        std::expected<TtftPrediction, std::string> p = PredictTtft(r, c.cache, *c.worker);
+      "predicted_ttft", needs, [terms](const RequestProfile& r, const Candidate& c) -> Result {
+        std::expected<TtftPrediction, std::string> p = PredictTtft(r, c.cache, *c.worker, terms);
         if (!p) {
           return std::unexpected(SchedError{SchedError::Code::kMissingInput,
                                             fmt::format("scorer 'predicted_ttft': {}", p.error())});

@@ -10,13 +10,15 @@
 //   token_load          llm-d's look-ahead token load: min(1, (pending_prefill_tokens +
 //                       prompt_tokens * (1 - hit ratio)) / token_limit)
 //   dynamo_cost         Dynamo's additive cost in blocks (DynamoCostOptions below)
-//   predicted_ttft      predicted TTFT in seconds (latency_model.h)
+//   predicted_ttft      predicted TTFT in seconds (latency_model.h), with the decode-load and
+//                       KV-wait terms at the weights of TtftTerms
 //
 // Thread safety: const methods only; share freely.
 #pragma once
 
 #include <memory>
 
+#include "sched/latency_model.h"
 #include "sched/plugin.h"
 
 namespace kvroute::sched {
@@ -51,6 +53,6 @@ struct DynamoCostOptions {
 };
 std::shared_ptr<const Scorer> NewDynamoCostScorer(const DynamoCostOptions& options);
 
-std::shared_ptr<const Scorer> NewPredictedTtftScorer();
+std::shared_ptr<const Scorer> NewPredictedTtftScorer(const TtftTerms& terms = kFullTtftModel);
 
 }  // namespace kvroute::sched

@@ -1,7 +1,8 @@
 // The default policy's session hysteresis (issues 5/6): a follow-up turn stays on the worker
 // that holds its conversation while that worker's backlog is within the prefix_affinity bound,
 // even when predicted_ttft alone would move it to a worker holding only the common prefix; it
-// still moves when the holder is unhealthy, would break the ITL SLO, or is saturated.
+// still moves when the holder is unhealthy, would break the ITL SLO by more than the guard's
+// holder allowance (1.25x), or is saturated.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -23,8 +24,8 @@ filters:
   - {name: healthy}
   - {name: not_draining}
   - {name: model}
-  - {name: itl_guard, itl_slo_s: 0.1, if_all_dropped: keep_all}
-scorers: [{name: predicted_ttft}]
+  - {name: itl_guard, itl_slo_s: 0.1, holder_threshold: 2, if_all_dropped: keep_all}
+scorers: [{name: predicted_ttft, decode_load: 0, kv_wait: 0}]
 picker: {name: softmax, temperature: 0.0}
 )";
 
@@ -95,12 +96,32 @@ TEST_F(SessionAffinityTest, DefaultMovesWhenTheHolderIsUnhealthy) {
   EXPECT_EQ(d.Find(1)->dropped_by, "healthy");
 }
 
-TEST_F(SessionAffinityTest, ItlGuardRunsBeforeAffinitySoStickinessNeverBreaksTheSlo) {
-  // itl(w1) = 0.01 + 0.001 * 1 + 1e-6 * (6000 * 16 + 2,048 + 100) = 0.1091 s > 0.1 s.
+TEST_F(SessionAffinityTest, ItlGuardKeepsTheHolderSomewhatOverTheSlo) {
+  // itl(w1) = 0.01 + 0.001 * 1 + 1e-6 * (6000 * 16 + 2,048 + 100) = 0.1091 s > 0.1 s but
+  // within 1.25x: moving the 62k-token session would cost more than the slower ITL.
   ws_[0].active_kv_blocks = 6000;
+  for (WorkerSnapshot& w : ws_) w.kv_capacity_blocks = 100000;  // room: no KV wait
+  const Decision d = Run(*policy_);
+  EXPECT_EQ(d.chosen, 1u);
+  EXPECT_FALSE(d.Find(1)->dropped_by.has_value()) << *d.Find(1)->dropped_by;
+}
+
+TEST_F(SessionAffinityTest, ItlGuardDropsTheHolderBeyondTheBoundSoStickinessNeverBreaksIt) {
+  // itl(w1) = 0.011 + 1e-6 * (9000 * 16 + 2,148) = 0.157 s > 1.25 x 0.1 s.
+  ws_[0].active_kv_blocks = 9000;
+  for (WorkerSnapshot& w : ws_) w.kv_capacity_blocks = 100000;
   const Decision d = Run(*policy_);
   EXPECT_EQ(d.Find(1)->dropped_by, "itl_guard");
   EXPECT_NE(d.chosen, 1u);
+}
+
+TEST_F(SessionAffinityTest, ItlGuardExemptsOnlyTheHolder) {
+  // w2 holds only the common prefix (0.31): itl(w2) = 0.011 + 1e-6 * (4000 * 16 + 44,000 +
+  // 100) = 0.119 s, within 1.25x of the SLO as the holder's was, and dropped.
+  ws_[1].active_kv_blocks = 4000;
+  for (WorkerSnapshot& w : ws_) w.kv_capacity_blocks = 100000;
+  const Decision d = Run(*policy_);
+  EXPECT_EQ(d.Find(2)->dropped_by, "itl_guard");
 }
 
 TEST_F(SessionAffinityTest, ASharedSystemPromptAloneIsNotSticky) {
