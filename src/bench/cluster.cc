@@ -80,8 +80,13 @@ std::vector<std::string> SimArgv(const ClusterOptions& options) {
   return argv;
 }
 
+double WallItlSlo(double target_tokens_per_s, double speedup) {
+  if (!(target_tokens_per_s > 0) || !(speedup > 0)) return 0;
+  return 1.0 / target_tokens_per_s / speedup;
+}
+
 std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                      std::uint64_t seed, const std::string& profile) {
+                      std::uint64_t seed, const std::string& profile, double itl_slo_s) {
   std::ostringstream y;
   y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
   for (std::size_t i = 0; i < sims.size(); ++i) {
@@ -96,8 +101,15 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& polic
       y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
     }
   }
-  y << "scheduler: {policy: " << policy << ", seed: " << seed << "}\n"
-    << "mode: precise\n";
+  y << "scheduler: {policy: " << policy << ", seed: " << seed;
+  if (itl_slo_s > 0) {
+    // Full precision: a 33 ms target at speedup 10 is 0.00333... s.
+    std::ostringstream slo;
+    slo.precision(17);
+    slo << itl_slo_s;
+    y << ", itl_slo_s: " << slo.str();
+  }
+  y << "}\nmode: precise\n";
   return y.str();
 }
 
@@ -172,7 +184,8 @@ std::expected<void, std::string> Cluster::StartNginx(bool least_conn, const std:
 
 std::expected<void, std::string> Cluster::StartServe(const std::string& policy,
                                                      const std::string& dir) {
-  const std::string yaml = ServeYaml(sims_, policy, options_.seed, options_.profile);
+  const std::string yaml =
+      ServeYaml(sims_, policy, options_.seed, options_.profile, options_.itl_slo_s);
   const std::string conf = dir + "/serve.yaml";
   std::ofstream(conf) << yaml;
   const std::string log = dir + "/serve.log";

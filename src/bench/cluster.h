@@ -33,6 +33,11 @@ struct ClusterOptions {
   // KV blocks of each sim's host-memory (CPU) tier, vLLM's CPU offload; 0: none. Evicted
   // blocks go there and come back at the profile's host-to-GPU bandwidth.
   std::int64_t num_cpu_blocks = 0;
+  // `kvroute serve`'s scheduler.itl_slo_s, wall seconds (the per-user ITL target the ITL
+  // guard judges against); 0: not written, the policy's own SLO applies. bench compare sets
+  // it to 1 / (first Infera target tokens/s) / speedup: the sims run `speedup` times faster
+  // than the model, so the router, which measures wall time, sees ITLs that much shorter.
+  double itl_slo_s = 0;
   std::string dir;  // logs and configs; created
   double ready_timeout_s = 30;
 };
@@ -53,9 +58,13 @@ std::expected<std::string, std::string> ParseServeReadyLine(const std::string& l
 // too, so no event would ever flow.
 std::vector<std::string> SimArgv(const ClusterOptions& options);
 // `kvroute serve`'s configuration in front of `sims`: precise mode, every sim's KV events,
-// `policy` (a preset name), `profile` on every worker when not empty.
+// `policy` (a preset name), `profile` on every worker when not empty, scheduler.itl_slo_s
+// when `itl_slo_s` > 0.
 std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                      std::uint64_t seed, const std::string& profile);
+                      std::uint64_t seed, const std::string& profile, double itl_slo_s = 0);
+// The wall-time ITL SLO for a per-user target of `target_tokens_per_s` (model time) on sims
+// running `speedup` times faster; 0 when either is not positive.
+double WallItlSlo(double target_tokens_per_s, double speedup);
 // Whether `router` is a name this file knows how to start.
 bool IsKnownRouterName(const std::string& router);
 

@@ -97,6 +97,24 @@ TEST(ServeYamlTest, EveryWorkerNamesTheSimsProfile) {
   EXPECT_EQ(ServeYaml(sims, "llmd_sticky", 7, "").find("profile:"), std::string::npos);
 }
 
+TEST(ServeYamlTest, WritesTheItlSloOnlyWhenGiven) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"}};
+  EXPECT_EQ(ServeYaml(sims, "predicted_latency", 7, "").find("itl_slo_s"), std::string::npos);
+  const std::string yaml = ServeYaml(sims, "predicted_latency", 7, "", 1.0 / 300);
+  const auto at = yaml.find("itl_slo_s: ");
+  ASSERT_NE(at, std::string::npos) << yaml;
+  // Inside the scheduler map, at full precision.
+  EXPECT_LT(yaml.find("scheduler: {policy: predicted_latency, seed: 7"), at);
+  EXPECT_DOUBLE_EQ(std::stod(yaml.substr(at + 11)), 1.0 / 300);
+}
+
+TEST(WallItlSloTest, IsThePerUserTargetDividedByTheSpeedup) {
+  EXPECT_DOUBLE_EQ(WallItlSlo(30, 1), 1.0 / 30);
+  EXPECT_DOUBLE_EQ(WallItlSlo(30, 10), 1.0 / 300);
+  EXPECT_EQ(WallItlSlo(0, 10), 0);
+  EXPECT_EQ(WallItlSlo(30, 0), 0);
+}
+
 TEST(ChildProcessTest, ReadsTheReadyLineFromTheLog) {
   const std::string log = TempLog("ready.log");
   std::filesystem::remove(log);

@@ -6,6 +6,21 @@
 
 namespace kvroute::bench {
 
+ClusterOptions ClusterOptionsFor(const CompareOptions& options, const RunReport& report,
+                                 const std::string& router) {
+  ClusterOptions c = options.cluster;
+  if (c.itl_slo_s <= 0 && !report.itl_targets_tps.empty()) {
+    // The ITL guard judges against the headline per-user target, in the router's wall time.
+    c.itl_slo_s = WallItlSlo(report.itl_targets_tps.front(), c.speedup);
+  }
+  std::string safe = router;
+  for (char& ch : safe) {
+    if (ch == ':') ch = '_';
+  }
+  c.dir = options.out_dir + "/cluster/" + safe;
+  return c;
+}
+
 std::expected<CompareResult, std::string> RunCompare(const CompareOptions& options,
                                                      const RunnerOptions& run,
                                                      const RunReport& report) {
@@ -20,13 +35,7 @@ std::expected<CompareResult, std::string> RunCompare(const CompareOptions& optio
       std::cerr << "[compare " << (i + 1) << "/" << n << "] " << router << ": starting "
                 << options.cluster.workers << " cold sims + router" << std::endl;
     }
-    ClusterOptions cluster_options = options.cluster;
-    std::string safe = router;
-    for (char& c : safe) {
-      if (c == ':') c = '_';
-    }
-    cluster_options.dir = options.out_dir + "/cluster/" + safe;
-    Cluster cluster(cluster_options);
+    Cluster cluster(ClusterOptionsFor(options, report, router));
     if (auto ok = cluster.StartSims(); !ok) return std::unexpected(router + ": " + ok.error());
     if (auto ok = cluster.StartRouter(router); !ok) {
       return std::unexpected(router + ": " + ok.error());

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <boost/json.hpp>
 
+#include "bench/compare_run.h"
+
 namespace kvroute::bench {
 namespace {
 
@@ -189,6 +191,29 @@ TEST(CompareChartTest, RouterNamesAreNotEnhancedText) {
   }
   EXPECT_EQ(terminals, 2u);
   EXPECT_EQ(plain, terminals);
+}
+
+TEST(ClusterOptionsForTest, ServeGetsTheHeadlineTargetAsAWallTimeItlSlo) {
+  CompareOptions o;
+  o.cluster.speedup = 10;
+  o.out_dir = "out";
+  RunReport report;
+  report.itl_targets_tps = {30, 50};
+  const ClusterOptions c = ClusterOptionsFor(o, report, "kvroute:predicted_latency");
+  EXPECT_DOUBLE_EQ(c.itl_slo_s, 1.0 / 30 / 10);  // 33 ms per token in model time
+  EXPECT_EQ(c.dir, "out/cluster/kvroute_predicted_latency");
+}
+
+TEST(ClusterOptionsForTest, AnExplicitSloOrNoTargetIsLeftAlone) {
+  CompareOptions o;
+  o.cluster.speedup = 10;
+  o.cluster.itl_slo_s = 0.05;
+  RunReport report;
+  report.itl_targets_tps = {30};
+  EXPECT_DOUBLE_EQ(ClusterOptionsFor(o, report, "nginx-rr").itl_slo_s, 0.05);
+  o.cluster.itl_slo_s = 0;
+  report.itl_targets_tps.clear();
+  EXPECT_EQ(ClusterOptionsFor(o, report, "nginx-rr").itl_slo_s, 0);
 }
 
 }  // namespace
