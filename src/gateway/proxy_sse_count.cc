@@ -17,8 +17,23 @@ std::size_t FindLineEnd(std::string_view bytes, std::size_t from) {
   return lf ? from + lf_at : std::string_view::npos;
 }
 
-bool Contains(std::string_view haystack, std::string_view needle) {
-  return memmem(haystack.data(), haystack.size(), needle.data(), needle.size()) != nullptr;
+// Whether `data` contains "choices":[] — found from its '[' characters (one or two in a
+// chunk, located by memchr) rather than by a general substring search (glibc memmem cost
+// ~430 instructions per chunk here, more than the rest of the scan).
+bool HasEmptyChoices(std::string_view data) {
+  constexpr std::string_view kKey = "\"choices\":";
+  std::size_t from = 0;
+  while (from < data.size()) {
+    const void* hit = std::memchr(data.data() + from, '[', data.size() - from);
+    if (hit == nullptr) return false;
+    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(hit) - data.data());
+    if (at + 1 < data.size() && data[at + 1] == ']' && at >= kKey.size() &&
+        data.substr(at - kKey.size(), kKey.size()) == kKey) {
+      return true;
+    }
+    from = at + 1;
+  }
+  return false;
 }
 
 }  // namespace
@@ -84,7 +99,7 @@ void SseTokenCounter::Line(std::string_view line, Counts& counts) {
   } else {
     done_ = false;  // the joined data is no longer exactly [DONE]
   }
-  if (!usage_only_ && Contains(value, "\"choices\":[]")) usage_only_ = true;
+  if (!usage_only_ && HasEmptyChoices(value)) usage_only_ = true;
 }
 
 }  // namespace kvroute::gateway

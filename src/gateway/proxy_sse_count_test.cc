@@ -54,6 +54,15 @@ TEST(SseTokenCounter, DoneUsageOnlyAndCommentsAreNotTokens) {
   EXPECT_FALSE(c.error);
 }
 
+TEST(SseTokenCounter, OnlyAnEmptyChoicesArrayMakesAUsageOnlyChunk) {
+  EXPECT_EQ(CountAll("data: {\"choices\":[],\"usage\":{}}\n\n").tokens, 0u);
+  EXPECT_EQ(CountAll("data: [\"choices\":[]]\n\n").tokens, 0u);  // after another '['
+  EXPECT_EQ(CountAll("data: {\"x\":[],\"choices\":[{}]}\n\n").tokens, 1u);
+  EXPECT_EQ(CountAll("data: {\"choices\":[ ]}\n\n").tokens, 1u);  // not the exact bytes
+  EXPECT_EQ(CountAll("data: []\n\n").tokens, 1u);
+  EXPECT_EQ(CountAll("data: {\"choices\":[\n\n").tokens, 1u);
+}
+
 TEST(SseTokenCounter, AnErrorEventIsFlaggedAndNotCounted) {
   const auto c = CountAll("data: {\"error\":{\"message\":\"x\"}}\n\n");
   EXPECT_EQ(c.tokens, 0u);
