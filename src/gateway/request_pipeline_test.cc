@@ -137,7 +137,8 @@ TEST_F(PipelineTest, RoutesToTheWorkerHoldingThePrefix) {
 
 // scheduler.itl_slo_s reaches the policy: the prefix holder decodes 320k KV tokens (predicted
 // ITL ~30 ms on the default profile's seed, idle workers ~14 ms), within the default
-// preset's own 0.1 s but over a 20 ms per-user target.
+// preset's own 0.1 s but over a 15 ms per-user target even with the holder's allowance
+// (itl_guard keeps the conversation's holder up to 1.25x the SLO: 18.75 ms).
 class PipelineSloTest : public PipelineTest, public ::testing::WithParamInterface<double> {};
 
 TEST_P(PipelineSloTest, ConfiguredItlTargetMovesARequestOffAWorkerOverIt) {
@@ -158,7 +159,7 @@ TEST_P(PipelineSloTest, ConfiguredItlTargetMovesARequestOffAWorkerOverIt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(PolicyOwnOrOperatorTarget, PipelineSloTest, ::testing::Values(0.0, 0.02));
+INSTANTIATE_TEST_SUITE_P(PolicyOwnOrOperatorTarget, PipelineSloTest, ::testing::Values(0.0, 0.015));
 
 TEST_F(PipelineTest, ExcludedWorkersAreNeverChosen) {
   SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
