@@ -150,6 +150,8 @@ bool GoodCount(double v) { return std::isfinite(v) && v >= 0 && v < 1e12; }
 
 struct RateLearner::State {
   RateSeed seed;
+  double attention_q = 0;  // q = c2 / c1 of the seed: work(t) = t + q·t², fixed per worker
+  double Work(double tokens) const { return tokens + attention_q * tokens * tokens; }
   double prefill_y0 = 1;  // seed TTFT at kTokenScale tokens, seconds
   double decode_y0 = 1;   // seed step time at (kBatchScale, kKvScale), seconds
   Rls<2> prefill;
@@ -161,14 +163,19 @@ struct RateLearner::State {
 
 std::expected<RateSeed, std::string> SeedFromProfile(const engine::Profile& profile) {
   engine::StepTimeModel model(profile);
-  std::vector<Vec<2>> px;
+  // Up to 128k tokens: long-context prompts are where attention's quadratic share shows, and
+  // the learner keeps this curve's shape (see rate_learner.h). Tokens in units of 1024 keep
+  // the normal equations well conditioned.
+  std::vector<Vec<3>> px;
   std::vector<double> py;
-  for (std::uint32_t t : {256u, 512u, 1024u, 2048u, 4096u, 8192u}) {
-    px.push_back({1.0, static_cast<double>(t)});
+  for (std::uint32_t t = 256; t <= 131072; t *= 2) {
+    const double k = t / 1024.0;
+    px.push_back({1.0, k, k * k});
     py.push_back(ToSeconds(model.PrefillTime(t, 0)));
   }
-  Vec<2> pc{};
-  if (!LeastSquares<2>(px, py, pc) || !(pc[1] > 0) || !std::isfinite(pc[1])) {
+  Vec<3> pc{};
+  if (!LeastSquares<3>(px, py, pc) || !(pc[1] > 0) || !std::isfinite(pc[1]) ||
+      !std::isfinite(pc[2])) {
     return std::unexpected("profile " + profile.name + ": prefill time does not grow with tokens");
   }
   std::vector<Vec<3>> dx;
@@ -185,12 +192,22 @@ std::expected<RateSeed, std::string> SeedFromProfile(const engine::Profile& prof
   }
   RateSeed seed;
   seed.prefill_overhead_s = std::max(0.0, pc[0]);
-  seed.prefill_s_per_token = pc[1];
+  seed.prefill_s_per_token = pc[1] / 1024;
+  seed.prefill_s_per_token_sq = std::max(0.0, pc[2]) / (1024.0 * 1024.0);
   seed.decode = {std::max(0.0, dc[0]), std::max(0.0, dc[1]), std::max(0.0, dc[2])};
   if (seed.decode.Seconds(kBatchScale, kKvScale) <= 0) {
     return std::unexpected("profile " + profile.name + ": decode step time is zero");
   }
   return seed;
+}
+
+double ShrinkTowardPeers(double own_rate, double own_samples, double peer_rate,
+                         double prior_samples) {
+  if (!(own_rate > 0) || !(peer_rate > 0) || !(prior_samples > 0) || !(own_samples >= 0)) {
+    return own_rate;
+  }
+  const double w = own_samples / (own_samples + prior_samples);
+  return std::exp((1 - w) * std::log(peer_rate) + w * std::log(own_rate));
 }
 
 RateLearner::RateLearner(RateLearnerOptions options) : options_(options) {
@@ -206,7 +223,11 @@ void RateLearner::Seed(WorkerId worker, const RateSeed& seed) {
   auto st = std::make_unique<State>();
   st->seed = seed;
   st->seed.prefill_s_per_token = std::max(seed.prefill_s_per_token, 1e-12);
-  st->prefill_y0 = st->seed.prefill_overhead_s + st->seed.prefill_s_per_token * kTokenScale;
+  st->seed.prefill_s_per_token_sq = std::max(seed.prefill_s_per_token_sq, 0.0);
+  if (!std::isfinite(st->seed.prefill_s_per_token_sq)) st->seed.prefill_s_per_token_sq = 0;
+  st->attention_q = st->seed.prefill_s_per_token_sq / st->seed.prefill_s_per_token;
+  st->prefill_y0 =
+      st->seed.prefill_overhead_s + st->seed.prefill_s_per_token * st->Work(kTokenScale);
   st->decode_y0 = std::max(seed.decode.Seconds(kBatchScale, kKvScale), 1e-9);
   const double d = options_.max_drift;
   Vec<2> p0{st->seed.prefill_overhead_s / st->prefill_y0,
@@ -239,8 +260,8 @@ void RateLearner::ObservePrefill(WorkerId worker, double tokens, Nanos ttft) {
     ++st.rejected;
     return;
   }
-  st.prefill.Update({1.0, tokens / kTokenScale}, y / st.prefill_y0, options_, st.prefill_lo,
-                    st.prefill_hi);
+  st.prefill.Update({1.0, st.Work(tokens) / kTokenScale}, y / st.prefill_y0, options_,
+                    st.prefill_lo, st.prefill_hi);
 }
 
 void RateLearner::ObserveDecode(WorkerId worker, double batch, double kv_tokens, Nanos itl) {
@@ -265,8 +286,10 @@ std::optional<RateEstimate> RateLearner::Estimate(WorkerId worker) const {
   const State& st = *it->second;
   RateEstimate e;
   e.prefill_overhead_s = st.prefill.theta[0] * st.prefill_y0;
-  double s_per_token = st.prefill.theta[1] * st.prefill_y0 / kTokenScale;
-  e.prefill_tokens_per_s = 1.0 / s_per_token;
+  const double s_per_token = st.prefill.theta[1] * st.prefill_y0 / kTokenScale;
+  e.prefill_s_per_token = s_per_token;
+  e.prefill_s_per_token_sq = st.attention_q * s_per_token;
+  e.prefill_tokens_per_s = kRateReferenceTokens / (s_per_token * st.Work(kRateReferenceTokens));
   e.decode.base_s = st.decode.theta[0] * st.decode_y0;
   e.decode.per_sequence_s = st.decode.theta[1] * st.decode_y0 / kBatchScale;
   e.decode.per_kv_token_s = st.decode.theta[2] * st.decode_y0 / kKvScale;

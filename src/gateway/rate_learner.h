@@ -2,10 +2,20 @@
 // the timings the gateway observes and seeded from the worker's model x hardware profile, so
 // no saturation constant is hand-calibrated.
 //
-//   prefill:  TTFT_s      ≈ c0 + c1 · tokens           (tokens = uncached prompt tokens of the
+//   prefill:  TTFT_s      ≈ c0 + c1 · work(tokens)     (tokens = uncached prompt tokens of the
 //                                                       request + uncached tokens queued ahead
 //                                                       of it on that worker at route time)
-//             prefill_tokens_per_s = 1 / c1
+//             work(t) = t + q · t²,  q = c2 / c1 of the seed, fixed (the profile's attention
+//             share: the shape of the prefill curve is a property of the model, only its
+//             scale c1 and the overhead c0 are learned)
+//             prefill_tokens_per_s = kRateReferenceTokens / (c1 · work(kRateReferenceTokens))
+//
+// Why the shape is fixed: prefill time grows faster than linearly (attention), and a line
+// fitted to a superlinear curve is the secant of the prompt lengths a worker happened to see:
+// identical workers fed different prompt mixes learn different rates (a line fed the same
+// superlinear physics: 8.1k to 16.6k tokens/s by mix alone). With the curve's shape from the
+// profile every mix identifies the same scale. The remaining scatter between identical
+// workers is sampling noise (queue, decode interference), handled by ShrinkTowardPeers.
 //   decode:   ITL_s       ≈ base + per_seq · batch + per_kv · kv_tokens   (sched::StepTimeModel)
 //
 // Estimator: recursive least squares with exponential forgetting (factor `forgetting`, an
@@ -40,9 +50,10 @@ namespace kvroute::gateway {
 
 // The seed of one worker: the prefill line and the decode step model.
 struct RateSeed {
-  double prefill_overhead_s = 0;   // c0, seconds
-  double prefill_s_per_token = 0;  // c1, seconds per uncached token; > 0
-  sched::StepTimeModel decode;     // coefficients >= 0, not all 0
+  double prefill_overhead_s = 0;      // c0, seconds
+  double prefill_s_per_token = 0;     // c1, seconds per uncached token; > 0
+  double prefill_s_per_token_sq = 0;  // c2, seconds per token² (attention); >= 0, 0 = a line
+  sched::StepTimeModel decode;        // coefficients >= 0, not all 0
 };
 
 // Fits a RateSeed to a profile's roofline predictions (engine::StepTimeModel::PrefillTime
@@ -57,14 +68,33 @@ struct RateLearnerOptions {
   double max_drift = 1000;    // coefficients stay within seed/max_drift .. seed·max_drift
 };
 
+// The prompt length at which the exported prefill rate is quoted: one engine chunk
+// (vLLM's default max_num_batched_tokens for long-context serving).
+inline constexpr double kRateReferenceTokens = 8192;
+
 struct RateEstimate {
-  double prefill_tokens_per_s = 0;
-  double prefill_overhead_s = 0;
+  double prefill_tokens_per_s = 0;    // at kRateReferenceTokens (1 / c1 when c2 = 0)
+  double prefill_overhead_s = 0;      // c0
+  double prefill_s_per_token = 0;     // c1
+  double prefill_s_per_token_sq = 0;  // c2 = q · c1 (the seed's shape, scaled)
   sched::StepTimeModel decode;
   std::uint64_t prefill_samples = 0;   // accepted TTFT samples behind the prefill estimate
   std::uint64_t decode_samples = 0;    // accepted ITL samples behind the decode estimate
   std::uint64_t rejected_samples = 0;  // garbage samples ignored (both kinds)
 };
+
+// Peer shrinkage of the prefill rate (used by WorkerRegistry::Snapshot and kvroute simulate's
+// RouterLoad, the same way): a worker's learned rate is a noisy estimate from its own few
+// dozen samples, each mixing queue, decode interference and prompt mix; identical workers'
+// estimates scatter up to 1.4x (simulated Mooncake trace, 8 workers: 11.9k..17.1k tokens/s for
+// the same physics), and predicted_ttft reads the scatter as real speed differences. So the
+// snapshot carries the posterior of a worker's rate with its same-profile peers' pooled rate
+// as the prior, worth `prior_samples` samples, combined in log space:
+//   log r = (prior_samples · log peer_rate + own_samples · log own_rate) / (prior + own)
+// A genuinely different worker overrides the prior as its samples accumulate (2,000 samples
+// of a 2x faster worker: 1.93x at prior 100). Returns own_rate if an input is not positive.
+double ShrinkTowardPeers(double own_rate, double own_samples, double peer_rate,
+                         double prior_samples);
 
 class RateLearner {
  public:
@@ -78,6 +108,8 @@ class RateLearner {
   void Remove(WorkerId worker);
 
   // One TTFT observation: `tokens` uncached prefill tokens (own + queued ahead) took `ttft`.
+  // The queue ahead is several prompts, not one: work(sum) over-counts its attention share
+  // (a bounded bias, the same on identical workers with the same queues).
   // Ignored for an unseeded worker.
   void ObservePrefill(WorkerId worker, double tokens, Nanos ttft);
   // One inter-token interval of a decode step with `batch` running sequences holding

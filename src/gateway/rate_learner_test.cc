@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "engine/step_time.h"
@@ -208,6 +210,107 @@ TEST(RateLearnerTest, SeedFromProfileFollowsTheRooflineModel) {
   EXPECT_GE(seed->decode.base_s, 0);
   EXPECT_GE(seed->decode.per_sequence_s, 0);
   EXPECT_GE(seed->decode.per_kv_token_s, 0);
+}
+
+TEST(RateLearnerTest, SeedFromProfileFollowsTheRooflineForLongPrompts) {
+  auto profile = engine::LoadProfile(engine::kDefaultProfileName);
+  ASSERT_TRUE(profile.has_value()) << profile.error();
+  auto seed = SeedFromProfile(*profile);
+  ASSERT_TRUE(seed.has_value()) << seed.error();
+  engine::StepTimeModel model(*profile);
+  EXPECT_GT(seed->prefill_s_per_token_sq, 0);  // attention makes long prompts superlinear
+  for (double t : {16384.0, 65536.0, 131072.0}) {
+    double predicted = seed->prefill_overhead_s + t * seed->prefill_s_per_token +
+                       t * t * seed->prefill_s_per_token_sq;
+    double roofline = ToSeconds(model.PrefillTime(static_cast<std::uint32_t>(t), 0));
+    EXPECT_NEAR(predicted, roofline, roofline * 0.1) << t << " tokens";
+  }
+}
+
+// The engine's prefill time (roofline) at `speed` times the profile's hardware.
+class PrefillPhysics {
+ public:
+  PrefillPhysics() {
+    auto profile = engine::LoadProfile(engine::kDefaultProfileName);
+    EXPECT_TRUE(profile.has_value());
+    model_.emplace(*profile);
+    seed_ = *SeedFromProfile(*profile);
+  }
+  Nanos Ttft(double tokens, double speed) const {
+    return FromSeconds(ToSeconds(model_->PrefillTime(static_cast<std::uint32_t>(tokens), 0)) /
+                       speed);
+  }
+  const RateSeed& seed() const { return seed_; }
+
+ private:
+  std::optional<engine::StepTimeModel> model_;
+  RateSeed seed_;
+};
+
+// Diagnosis of the simulator's 2x spread between identical workers (rate_learner.h): a line
+// fitted to a superlinear curve depends on the prompt mix. Here: the same physics, three
+// mixes a router produces (session turns with cache hits, long cold prompts, a heavy tail).
+TEST(RateLearnerTest, IdenticalWorkersWithDifferentPromptMixesLearnTheSameRate) {
+  PrefillPhysics physics;
+  RateLearner learner;
+  for (WorkerId w = 0; w < 3; ++w) learner.Seed(w, physics.seed());
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> short_prompts(30, 2000), long_prompts(8000, 60000);
+  std::lognormal_distribution<double> heavy_tail(7.5, 2.0);
+  for (int i = 0; i < 400; ++i) {
+    double a = short_prompts(rng), b = long_prompts(rng);
+    double c = std::clamp(heavy_tail(rng), 1.0, 131072.0);
+    learner.ObservePrefill(0, a, physics.Ttft(a, 1));
+    learner.ObservePrefill(1, b, physics.Ttft(b, 1));
+    learner.ObservePrefill(2, c, physics.Ttft(c, 1));
+  }
+  const double r0 = learner.Estimate(0)->prefill_tokens_per_s;
+  const double r1 = learner.Estimate(1)->prefill_tokens_per_s;
+  const double r2 = learner.Estimate(2)->prefill_tokens_per_s;
+  const double lo = std::min({r0, r1, r2}), hi = std::max({r0, r1, r2});
+  EXPECT_LT(hi / lo, 1.10) << r0 << " " << r1 << " " << r2;  // was 2x with a line
+}
+
+TEST(RateLearnerTest, ATwiceAsFastWorkerIsLearnedAboutTwiceAsFast) {
+  PrefillPhysics physics;
+  RateLearner learner;
+  learner.Seed(0, physics.seed());
+  learner.Seed(1, physics.seed());
+  std::mt19937 rng(8);
+  std::lognormal_distribution<double> prompts(7.5, 2.0);
+  for (int i = 0; i < 400; ++i) {
+    double t = std::clamp(prompts(rng), 1.0, 131072.0);
+    learner.ObservePrefill(0, t, physics.Ttft(t, 1));
+    t = std::clamp(prompts(rng), 1.0, 131072.0);
+    learner.ObservePrefill(1, t, physics.Ttft(t, 2));
+  }
+  const double ratio =
+      learner.Estimate(1)->prefill_tokens_per_s / learner.Estimate(0)->prefill_tokens_per_s;
+  EXPECT_NEAR(ratio, 2.0, 0.2);
+}
+
+TEST(RateLearnerTest, ExportedRateIsQuotedAtTheReferencePromptLength) {
+  RateLearner learner;
+  RateSeed seed = TestSeed();
+  seed.prefill_s_per_token_sq = seed.prefill_s_per_token / 80000;
+  learner.Seed(kW, seed);
+  auto e = learner.Estimate(kW);
+  EXPECT_NEAR(e->prefill_s_per_token, 1.0 / 20000, 1e-15);
+  EXPECT_NEAR(e->prefill_s_per_token_sq, 1.0 / 20000 / 80000, 1e-20);
+  EXPECT_NEAR(e->prefill_tokens_per_s, 20000 / (1 + kRateReferenceTokens / 80000), 1e-6);
+}
+
+TEST(ShrinkTowardPeersTest, IsTheSampleWeightedGeometricMean) {
+  EXPECT_NEAR(ShrinkTowardPeers(20000, 0, 10000, 100), 10000, 1e-6);
+  EXPECT_NEAR(ShrinkTowardPeers(20000, 100, 10000, 100), std::sqrt(2.0) * 10000, 1e-6);
+  EXPECT_NEAR(ShrinkTowardPeers(20000, 2000, 10000, 100), 10000 * std::pow(2.0, 2000.0 / 2100),
+              1e-6);
+}
+
+TEST(ShrinkTowardPeersTest, ReturnsTheOwnRateWithoutAPriorOrAValidPeer) {
+  EXPECT_DOUBLE_EQ(ShrinkTowardPeers(20000, 50, 10000, 0), 20000);
+  EXPECT_DOUBLE_EQ(ShrinkTowardPeers(20000, 50, 0, 100), 20000);
+  EXPECT_DOUBLE_EQ(ShrinkTowardPeers(20000, 50, std::nan(""), 100), 20000);
 }
 
 }  // namespace

@@ -198,9 +198,13 @@ std::vector<sched::WorkerSnapshot> WorkerRegistry::Snapshot(Nanos now,
       // measured peers are the better prior (PeerPrior in the header says why).
       if (const PeerPool* p = pool_of(spec.profile)) {
         const PeerPool& pool = *p;
-        if (static_cast<double>(estimate->prefill_samples) < min_samples &&
-            pool.prefill_weight > 0 && pool.prefill_s_per_token > 0) {
-          s.prefill_tokens_per_s = pool.prefill_weight / pool.prefill_s_per_token;
+        if (pool.prefill_weight > 0 && pool.prefill_s_per_token > 0) {
+          const double peer_rate = pool.prefill_weight / pool.prefill_s_per_token;
+          const auto own = static_cast<double>(estimate->prefill_samples);
+          s.prefill_tokens_per_s =
+              own < min_samples ? peer_rate
+                                : ShrinkTowardPeers(estimate->prefill_tokens_per_s, own, peer_rate,
+                                                    options_.peer_prefill_prior_samples);
         }
         if (static_cast<double>(estimate->decode_samples) < min_samples && pool.decode_weight > 0) {
           s.decode_step = sched::StepTimeModel{pool.decode.base_s / pool.decode_weight,

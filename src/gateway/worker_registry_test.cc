@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/engine.h"
 #include "engine/step_time.h"
 
@@ -171,12 +173,44 @@ TEST(WorkerRegistryTest, WorkerWithEnoughSamplesKeepsItsOwnRates) {
   const WorkerId fast = *r.Add(Spec("fast"), seconds(0));
   const WorkerId slow = *r.Add(Spec("slow"), seconds(0));
   const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), fast).prefill_tokens_per_s;
-  Teach(&r, fast, 50, 4 * seed_rate, 0.01);
-  Teach(&r, slow, 50, seed_rate / 2, 0.04);
+  // 2,000 samples each: far more than the peers' prior of 100, so each keeps (almost) its own.
+  Teach(&r, fast, 2000, 4 * seed_rate, 0.01);
+  Teach(&r, slow, 2000, seed_rate / 2, 0.04);
   auto snaps = r.Snapshot(seconds(0), "m");
   EXPECT_GT(*ById(snaps, fast).prefill_tokens_per_s, 4 * *ById(snaps, slow).prefill_tokens_per_s);
   EXPECT_GT(ById(snaps, slow).decode_step->Seconds(1, 30000),
             2 * ById(snaps, fast).decode_step->Seconds(1, 30000));
+}
+
+TEST(WorkerRegistryTest, ScatteredRatesOfIdenticalWorkersAreShrunkTowardTheirPeers) {
+  WorkerRegistry r;
+  const WorkerId a = *r.Add(Spec("a"), seconds(0));
+  const WorkerId b = *r.Add(Spec("b"), seconds(0));
+  const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), a).prefill_tokens_per_s;
+  // A few dozen samples each, 1.4x apart: the scatter seen between identical simulated workers.
+  Teach(&r, a, 50, 1.2 * seed_rate, 0.01);
+  Teach(&r, b, 50, seed_rate / 1.2, 0.01);
+  const double own_a = r.rates().Estimate(a)->prefill_tokens_per_s;
+  const double own_b = r.rates().Estimate(b)->prefill_tokens_per_s;
+  auto snaps = r.Snapshot(seconds(0), "m");
+  const double snap_a = *ById(snaps, a).prefill_tokens_per_s;
+  const double snap_b = *ById(snaps, b).prefill_tokens_per_s;
+  EXPECT_GT(own_a / own_b, 1.3);
+  // 50 own samples against a prior of 100: a third of the log spread is left.
+  EXPECT_NEAR(std::log(snap_a / snap_b), std::log(own_a / own_b) / 3, 0.01);
+}
+
+TEST(WorkerRegistryTest, PeerShrinkageCanBeTurnedOff) {
+  RegistryOptions options;
+  options.peer_prefill_prior_samples = 0;
+  WorkerRegistry r(options);
+  const WorkerId a = *r.Add(Spec("a"), seconds(0));
+  const WorkerId b = *r.Add(Spec("b"), seconds(0));
+  const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), a).prefill_tokens_per_s;
+  Teach(&r, a, 50, 2 * seed_rate, 0.01);
+  Teach(&r, b, 50, seed_rate, 0.01);
+  EXPECT_DOUBLE_EQ(*ById(r.Snapshot(seconds(0), "m"), a).prefill_tokens_per_s,
+                   r.rates().Estimate(a)->prefill_tokens_per_s);
 }
 
 TEST(WorkerRegistryTest, PeerPriorPoolsOnlyTheSameProfile) {

@@ -1,5 +1,7 @@
 #include "simulate/router_load.h"
 
+#include <algorithm>
+
 #include "engine/step_time.h"
 
 namespace kvroute::simulate {
@@ -16,12 +18,44 @@ std::expected<void, std::string> RouterLoad::AddWorker(WorkerId worker,
   if (dirty_.size() <= worker) {
     dirty_.resize(worker + 1, 1);
     kv_bytes_per_block_.resize(worker + 1, 0);
+    own_.resize(worker + 1);
   }
   // As WorkerRegistry::Add: the profile's KV bytes per token (all ranks) x block size.
   kv_bytes_per_block_[worker] =
       engine::StepTimeModel(profile).KvBytesPerTokenTransfer() * block_size;
   dirty_[worker] = 1;
+  // Peer pool of this profile (a re-added worker first leaves its old pool).
+  Own& own = own_[worker];
+  if (own.weight > 0) {
+    pools_[own.pool].weight -= own.weight;
+    pools_[own.pool].s_per_token -= own.s_per_token;
+  }
+  auto it = std::find(pool_names_.begin(), pool_names_.end(), profile.name);
+  if (it == pool_names_.end()) {
+    pool_names_.push_back(profile.name);
+    pools_.emplace_back();
+    it = pool_names_.end() - 1;
+  }
+  own = Own{.pool = static_cast<std::size_t>(it - pool_names_.begin())};
+  UpdatePrefill(worker);
   return {};
+}
+
+void RouterLoad::UpdatePrefill(WorkerId worker) {
+  auto e = learner_.Estimate(worker);
+  if (!e || worker >= own_.size()) return;
+  Own& own = own_[worker];
+  Pool& pool = pools_[own.pool];
+  pool.weight -= own.weight;
+  pool.s_per_token -= own.s_per_token;
+  own.rate = e->prefill_tokens_per_s;
+  own.samples = static_cast<double>(e->prefill_samples);
+  // As WorkerRegistry's PeerPool: only workers with enough samples of their own contribute.
+  const bool contributes = own.samples >= kPeerMinSamples && own.rate > 0;
+  own.weight = contributes ? own.samples : 0;
+  own.s_per_token = contributes ? own.samples / own.rate : 0;
+  pool.weight += own.weight;
+  pool.s_per_token += own.s_per_token;
 }
 
 void RouterLoad::ForgetWorker(WorkerId worker) {
@@ -36,6 +70,7 @@ void RouterLoad::OnRouted(std::uint64_t request, const gateway::RoutedRequest& r
 
 void RouterLoad::OnFirstToken(std::uint64_t request, WorkerId worker, Nanos now) {
   tracker_.OnFirstToken(request, now);
+  UpdatePrefill(worker);  // the one call that adds a prefill sample
   Touch(worker);
 }
 
@@ -50,17 +85,29 @@ void RouterLoad::OnDone(std::uint64_t request, WorkerId worker, Nanos now, bool 
 }
 
 void RouterLoad::Fill(WorkerId worker, sched::WorkerSnapshot* s) {
-  if (worker >= dirty_.size() || dirty_[worker] == 0) return;
+  if (worker >= dirty_.size()) return;
+  // As WorkerRegistry::Snapshot's peer prior; every call, since a peer's sample moves it.
+  const Own& own = own_[worker];
+  const Pool& pool = pools_[own.pool];
+  if (own.rate > 0) {
+    if (pool.weight > 0 && pool.s_per_token > 0) {
+      const double peer_rate = pool.weight / pool.s_per_token;
+      s->prefill_tokens_per_s =
+          own.samples < kPeerMinSamples
+              ? peer_rate
+              : gateway::ShrinkTowardPeers(own.rate, own.samples, peer_rate, kPeerPriorSamples);
+    } else {
+      s->prefill_tokens_per_s = own.rate;
+    }
+  }
+  if (dirty_[worker] == 0) return;
   dirty_[worker] = 0;
   // As WorkerRegistry::Snapshot.
   const gateway::WorkerLoad l = tracker_.Load(worker);
   s->inflight_requests = l.inflight_requests;
   s->pending_prefill_tokens = l.pending_prefill_tokens;
   s->active_kv_blocks = l.active_kv_blocks;
-  if (auto r = learner_.Estimate(worker)) {
-    s->prefill_tokens_per_s = r->prefill_tokens_per_s;
-    s->decode_step = r->decode;
-  }
+  if (auto r = learner_.Estimate(worker)) s->decode_step = r->decode;
   s->kv_bytes_per_block = kv_bytes_per_block_[worker];
 }
 

@@ -11,6 +11,13 @@
 //   OnFirstToken  the first output token is visible (a prefill observation)
 //   OnToken       each later token (a decode observation when nothing is prefilling)
 //   OnDone        completion, success or failure
+// Peer prior, as WorkerRegistry::Snapshot with its default RegistryOptions: a worker with
+// fewer than kPeerMinSamples prefill samples gets its same-profile peers' pooled rate (the
+// sample-weighted harmonic mean over those with that many), one with more its own rate
+// shrunk toward the pool (gateway::ShrinkTowardPeers, kPeerPriorSamples). The pool is kept
+// incrementally (updated at each prefill sample) so Fill stays O(1) per worker; the prefill
+// rate is rewritten at every Fill because a peer's sample moves it. Decode rates are not
+// pooled here (the registry lends a worker with < 10 decode samples its peers' model).
 // Worker lifecycle: AddWorker seeds rates from the profile (gateway::SeedFromProfile); a
 // failed worker's load is forgotten; its learned rates stay (the live registry keeps a
 // worker's rates while health checks eject it, and after it comes back).
@@ -66,10 +73,30 @@ class RouterLoad {
     if (worker < dirty_.size()) dirty_[worker] = 1;
   }
 
+  static constexpr double kPeerMinSamples = 10;     // RegistryOptions::peer_prior_min_samples
+  static constexpr double kPeerPriorSamples = 100;  // ::peer_prefill_prior_samples
+
+  struct Pool {  // per profile: sums over workers with >= kPeerMinSamples prefill samples
+    double weight = 0;
+    double s_per_token = 0;  // weighted sum of 1 / rate
+  };
+  struct Own {  // a worker's last prefill estimate and its share of its pool
+    std::size_t pool = 0;
+    double rate = 0;
+    double samples = 0;
+    double weight = 0;
+    double s_per_token = 0;
+  };
+  // Re-reads the worker's prefill estimate and moves its contribution to the pool.
+  void UpdatePrefill(WorkerId worker);
+
   gateway::RateLearner learner_;
   gateway::LoadTracker tracker_;  // after learner_: it borrows it
   std::vector<char> dirty_;       // per worker: load or rates changed since the last Fill
   std::vector<double> kv_bytes_per_block_;
+  std::vector<std::string> pool_names_;  // profile name per pool
+  std::vector<Pool> pools_;
+  std::vector<Own> own_;  // per worker
 };
 
 }  // namespace kvroute::simulate

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/step_time.h"
 
 namespace kvroute::simulate {
@@ -35,8 +37,12 @@ TEST(RouterLoadTest, FillCopiesTheTrackersLoadAndTheSeededRates) {
   const auto seed = gateway::SeedFromProfile(profile);
   ASSERT_TRUE(seed.has_value());
   ASSERT_TRUE(s.prefill_tokens_per_s.has_value());
-  EXPECT_NEAR(*s.prefill_tokens_per_s, 1.0 / seed->prefill_s_per_token,
-              1e-9 * *s.prefill_tokens_per_s);
+  // The seed's rate, quoted at the reference prompt length (gateway/rate_learner.h).
+  const double seed_rate = gateway::kRateReferenceTokens /
+                           (seed->prefill_s_per_token * gateway::kRateReferenceTokens +
+                            seed->prefill_s_per_token_sq * gateway::kRateReferenceTokens *
+                                gateway::kRateReferenceTokens);
+  EXPECT_NEAR(*s.prefill_tokens_per_s, seed_rate, 1e-9 * *s.prefill_tokens_per_s);
   ASSERT_TRUE(s.decode_step.has_value());
   EXPECT_DOUBLE_EQ(s.decode_step->base_s, seed->decode.base_s);
   EXPECT_DOUBLE_EQ(*s.kv_bytes_per_block,
@@ -85,6 +91,38 @@ TEST(RouterLoadTest, ForgettingAWorkerDropsItsLoadAndKeepsItsLearnedRates) {
   EXPECT_EQ(s.active_kv_blocks, 0u);
   EXPECT_DOUBLE_EQ(*s.prefill_tokens_per_s, learned);
   EXPECT_EQ(router.tracker().inflight(), 0u);
+}
+
+// As WorkerRegistry::Snapshot: identical workers' scattered prefill estimates are shrunk
+// toward their pooled rate (gateway::ShrinkTowardPeers, prior 100 samples).
+TEST(RouterLoadTest, FillShrinksScatteredPrefillRatesTowardThePeersAsTheRegistryDoes) {
+  RouterLoad router;
+  ASSERT_TRUE(router.AddWorker(0, TestProfile(), 16).has_value());
+  ASSERT_TRUE(router.AddWorker(1, TestProfile(), 16).has_value());
+  sched::WorkerSnapshot s0, s1;
+  router.Fill(0, &s0);
+  const double seed_rate = *s0.prefill_tokens_per_s;
+  std::uint64_t id = 0;
+  Nanos now(0);
+  for (int i = 0; i < 50; ++i) {  // worker 0 measured 1.2x faster than worker 1 by 1.44
+    for (WorkerId w : {WorkerId{0}, WorkerId{1}}) {
+      const double rate = w == 0 ? 1.2 * seed_rate : seed_rate / 1.2;
+      router.OnRouted(++id, Routed(w, 4096, 4096, 260), now);
+      router.OnFirstToken(id, w, now + FromSeconds(4096 / rate));
+      router.OnDone(id, w, now + FromSeconds(4096 / rate), true);
+    }
+    now += std::chrono::seconds(1);
+  }
+  const double own0 = router.learner().Estimate(0)->prefill_tokens_per_s;
+  const double own1 = router.learner().Estimate(1)->prefill_tokens_per_s;
+  router.Fill(0, &s0);
+  router.Fill(1, &s1);
+  // 50 own samples against a prior of 100: a third of the log spread is left.
+  EXPECT_GT(own0 / own1, 1.3);
+  EXPECT_NEAR(std::log(*s0.prefill_tokens_per_s / *s1.prefill_tokens_per_s),
+              std::log(own0 / own1) / 3, 0.01);
+  const double pool = 100.0 / (50 / own0 + 50 / own1);
+  EXPECT_NEAR(*s0.prefill_tokens_per_s, gateway::ShrinkTowardPeers(own0, 50, pool, 100), 1e-6);
 }
 
 }  // namespace
