@@ -4,13 +4,11 @@
 #include <utility>
 
 namespace kvroute::api {
-namespace {
 
-// Index of the first '\r' or '\n' in bytes[from, size), or npos. string_view::find_first_of
-// with a two-byte needle calls memchr over the needle once per haystack byte (libstdc++), a
-// call per relayed byte; two memchr over the haystack (the '\r' one only up to the '\n')
-// scan each byte at most twice, vectorised.
-std::size_t FindLineEnd(std::string_view bytes, std::size_t from) {
+// string_view::find_first_of with a two-byte needle calls memchr over the needle once per
+// haystack byte (libstdc++), a call per relayed byte; two memchr over the haystack (the '\r'
+// one only up to the '\n') scan each byte at most twice, vectorised.
+std::size_t FindSseLineEnd(std::string_view bytes, std::size_t from) {
   const char* begin = bytes.data() + from;
   const std::size_t n = bytes.size() - from;
   const void* lf = std::memchr(begin, '\n', n);
@@ -19,8 +17,6 @@ std::size_t FindLineEnd(std::string_view bytes, std::size_t from) {
   if (cr) return from + static_cast<std::size_t>(static_cast<const char*>(cr) - begin);
   return lf ? from + lf_at : std::string_view::npos;
 }
-
-}  // namespace
 
 SseParser::SseParser(std::size_t max_event_bytes) : max_event_bytes_(max_event_bytes) {}
 
@@ -39,7 +35,7 @@ std::expected<void, SseError> SseParser::Feed(std::string_view bytes,
       }
     }
     // Copy the run of ordinary bytes up to the next line end in one step.
-    const std::size_t end = FindLineEnd(bytes, i);
+    const std::size_t end = FindSseLineEnd(bytes, i);
     const std::size_t run_end = end == std::string_view::npos ? bytes.size() : end;
     if (line_.size() + data_.size() + event_.size() + (run_end - i) > max_event_bytes_) {
       failed_ = true;

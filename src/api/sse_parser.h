@@ -34,6 +34,10 @@ struct SseMessage {
 
 enum class SseError { kEventTooLarge };
 
+// Index of the first '\r' or '\n' in bytes[from, size), or npos: an SSE line end. Shared by
+// SseParser and the proxy's token counter (gateway/proxy_sse_count), the two relay-path scans.
+std::size_t FindSseLineEnd(std::string_view bytes, std::size_t from);
+
 class SseParser {
  public:
   static constexpr std::size_t kDefaultMaxEventBytes = 4 << 20;

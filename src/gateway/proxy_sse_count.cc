@@ -2,20 +2,10 @@
 
 #include <cstring>
 
+#include "api/sse_parser.h"
+
 namespace kvroute::gateway {
 namespace {
-
-// Index of the first '\r' or '\n' at or after `from`, or npos: two vectorised memchr passes
-// (the '\r' one only up to the '\n'), as in api::SseParser.
-std::size_t FindLineEnd(std::string_view bytes, std::size_t from) {
-  const char* begin = bytes.data() + from;
-  const std::size_t n = bytes.size() - from;
-  const void* lf = std::memchr(begin, '\n', n);
-  const std::size_t lf_at = lf ? static_cast<std::size_t>(static_cast<const char*>(lf) - begin) : n;
-  const void* cr = std::memchr(begin, '\r', lf_at);
-  if (cr) return from + static_cast<std::size_t>(static_cast<const char*>(cr) - begin);
-  return lf ? from + lf_at : std::string_view::npos;
-}
 
 // Whether `data` contains "choices":[] — found from its '[' characters (one or two in a
 // chunk, located by memchr) rather than by a general substring search (glibc memmem cost
@@ -50,7 +40,7 @@ SseTokenCounter::Counts SseTokenCounter::Feed(std::string_view bytes) {
         continue;
       }
     }
-    const std::size_t end = FindLineEnd(bytes, i);
+    const std::size_t end = api::FindSseLineEnd(bytes, i);
     if (end == std::string_view::npos) {  // the line continues in the next piece
       if (partial_.size() + (bytes.size() - i) > kMaxLineBytes) {
         failed_ = true;
