@@ -11,7 +11,7 @@
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "bench/sweep_stop.h"
-#include "simulate/fleet.h"
+#include "common/duration.h"
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -54,7 +54,7 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
   for (auto [text, out, name] :
        {std::tuple{&f.think_time, &f.run.turn_pause.think_time, "--think-time"},
         {&f.turn_jitter, &f.run.turn_pause.turn_jitter, "--turn-jitter"}}) {
-    auto d = simulate::ParseDuration(*text);
+    auto d = ParseDuration(*text);
     if (!d || d->count() < 0) {
       std::cerr << "kvroute bench: " << name << ": " << (d ? "must not be negative" : d.error())
                 << "\n";

@@ -131,14 +131,14 @@ int RunSimulate(SimulateFlags f) {
                                  {&f.router_delay, &base.router_delay, "--router-delay"},
                                  {&f.router_delay_per_1k, &base.router_delay_per_1k_tokens,
                                   "--router-delay-per-1k-tokens"}}) {
-    auto d = simulate::ParseDuration(*text);
+    auto d = ParseDuration(*text);
     if (!d) return fail(std::string(name) + ": " + d.error());
     *out = *d;
   }
   if (base.scrape_interval.count() <= 0) return fail("--scrape-interval must be positive");
-  auto think = simulate::ParseDuration(f.think_time);
+  auto think = ParseDuration(f.think_time);
   if (!think) return fail("--think-time: " + think.error());
-  auto jitter = simulate::ParseDuration(f.turn_jitter);
+  auto jitter = ParseDuration(f.turn_jitter);
   if (!jitter) return fail("--turn-jitter: " + jitter.error());
   if (f.output_tokens > 0) {
     f.agentic.output_tokens = static_cast<std::uint32_t>(f.output_tokens);

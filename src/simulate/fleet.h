@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/duration.h"
 #include "common/types.h"
 #include "engine/engine.h"
 #include "engine/profile.h"
@@ -50,9 +51,6 @@ struct Fleet {
   std::vector<WorkerSpec> workers;   // initial workers, id = index
   std::vector<FleetChange> changes;  // sorted by time (stable: equal times keep their order)
 };
-
-// "120s", "500ms", "2m", "1.5" (seconds).
-std::expected<Nanos, std::string> ParseDuration(std::string_view text);
 
 // One --fail/--restart/--add value. `base` is the spec added workers get without profile=.
 std::expected<FleetChange, std::string> ParseChangeFlag(FleetChange::Kind kind,

@@ -13,15 +13,6 @@ WorkerSpec Base() {
   return s;
 }
 
-TEST(FleetTest, DurationsTakeUnits) {
-  EXPECT_EQ(*ParseDuration("120s"), std::chrono::seconds(120));
-  EXPECT_EQ(*ParseDuration("500ms"), std::chrono::milliseconds(500));
-  EXPECT_EQ(*ParseDuration("2m"), std::chrono::minutes(2));
-  EXPECT_EQ(*ParseDuration("1.5"), std::chrono::milliseconds(1500));
-  EXPECT_FALSE(ParseDuration("soon").has_value());
-  EXPECT_FALSE(ParseDuration("-3s").has_value());
-}
-
 TEST(FleetTest, FailFlagNamesTimeAndWorker) {
   auto c = ParseChangeFlag(FleetChange::Kind::kFail, "t=120s,worker=3", Base());
   ASSERT_TRUE(c.has_value()) << c.error();
