@@ -22,6 +22,11 @@ if(KVROUTE_SANITIZE)
   target_compile_options(kvroute_options INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(kvroute_options INTERFACE -fsanitize=address,undefined)
 endif()
+if(KVROUTE_TSAN)
+  # -O1: TSan's slowdown on top of -O0 makes the concurrency tests crawl; frames stay usable.
+  target_compile_options(kvroute_options INTERFACE -fsanitize=thread -O1 -fno-omit-frame-pointer)
+  target_link_options(kvroute_options INTERFACE -fsanitize=thread)
+endif()
 
 function(kvroute_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
