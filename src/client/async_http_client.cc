@@ -6,6 +6,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -43,6 +44,7 @@ class Deadlines {
     if (t.total.count() > 0) total_ = std::chrono::steady_clock::now() + t.total;
   }
   const Timeouts& timeouts() const { return timeouts_; }
+  const std::optional<SteadyTime>& total() const { return total_; }
   // Arms `stream` for one wait of at most `limit` (0: only the total deadline). Returns true
   // when the total deadline is the one that will fire.
   bool Arm(beast::tcp_stream& stream, std::chrono::milliseconds limit) const {
@@ -204,9 +206,14 @@ class AsyncHttpClient::Pool {
   std::map<std::string, std::deque<std::unique_ptr<Connection>>> idle_;
 };
 
-// The reading side of one response. Touched by the coroutine that owns the ResponseStream;
-// Cancel() only sets an atomic flag and posts the socket close onto the executor.
-class ResponseStream::Impl {
+// The reading side of one response. Touched on the client's executor (one thread, or a
+// strand): by the consumer's Next()/ReadNext(), the read completions and the idle timer's
+// handler. Cancel() only sets an atomic flag and posts the socket close onto the executor.
+//
+// Body reads go to the raw socket (not through beast::tcp_stream, which arms and cancels its
+// timer around every operation) and the bytes are parsed here; the idle and total limits are
+// kept by `timer_`, armed once per idle period (see the header).
+class ResponseStream::Impl : public std::enable_shared_from_this<ResponseStream::Impl> {
  public:
   using Parser = http::response_parser<http::string_body>;
 
@@ -216,7 +223,8 @@ class ResponseStream::Impl {
         executor_(pool_->executor()),
         conn_(std::move(conn)),
         parser_(std::move(parser)),
-        deadlines_(deadlines) {
+        deadlines_(deadlines),
+        timer_(executor_) {
     const auto& msg = parser_->get();
     status_ = static_cast<int>(msg.result_int());
     for (const auto& field : msg) {
@@ -230,55 +238,166 @@ class ResponseStream::Impl {
   int status() const { return status_; }
   const net::HeaderList& headers() const { return headers_; }
 
-  asio::awaitable<std::expected<std::optional<std::string>, ClientError>> Next() {
-    if (error_) co_return std::unexpected(*error_);
-    if (cancelled_.load()) co_return std::unexpected(Fail(ErrorKind::kCancelled, "cancelled"));
-    for (;;) {
-      auto& body = parser_->get().body();
-      if (!body.empty()) {
-        std::string piece = std::move(body);
-        body.clear();
-        if (parser_->is_done()) Finish();
-        co_return std::optional<std::string>(std::move(piece));
-      }
-      if (parser_->is_done()) {
-        Finish();
-        co_return std::optional<std::string>();
-      }
-      if (!conn_) co_return std::optional<std::string>();
-      bool total_binds = deadlines_.Arm(conn_->stream, deadlines_.timeouts().idle);
-      auto [ec, n] =
-          co_await http::async_read_some(conn_->stream, conn_->buffer, *parser_, kNoThrow);
-      if (cancelled_.load()) co_return std::unexpected(Fail(ErrorKind::kCancelled, "cancelled"));
-      if (ec == http::error::need_buffer) continue;
-      if (ec == beast::error::timeout) {
-        co_return std::unexpected(
-            Fail(total_binds ? ErrorKind::kTotalTimeout : ErrorKind::kIdleTimeout,
-                 "no body bytes from " + origin() + " in time"));
-      }
-      if (ec && IsPeerGone(ec)) {
-        co_return std::unexpected(
-            Fail(ErrorKind::kClosedEarly, origin() + " closed the stream: " + ec.message()));
-      }
-      if (ec == asio::error::operation_aborted) {
-        co_return std::unexpected(Fail(ErrorKind::kCancelled, "cancelled"));
-      }
-      if (ec) co_return std::unexpected(Fail(ErrorKind::kProtocol, origin() + ": " + ec.message()));
+  // The result when it is known without reading the socket: an earlier error, a cancel, a
+  // piece already parsed, the end of the body. nullopt: a read is needed.
+  std::optional<NextResult> Ready() {
+    if (error_) return std::unexpected(*error_);
+    if (cancelled_.load()) return std::unexpected(Fail(ErrorKind::kCancelled, "cancelled"));
+    if (conn_ && conn_->buffer.size() > 0 && !parser_->is_done()) {
+      if (auto bad = ParseBuffered()) return std::unexpected(*bad);
     }
+    auto& body = parser_->get().body();
+    if (!body.empty()) {
+      std::string piece = std::move(body);
+      body.clear();
+      if (parser_->is_done()) Finish();
+      return std::optional<std::string>(std::move(piece));
+    }
+    if (parser_->is_done()) {
+      Finish();
+      return std::optional<std::string>();
+    }
+    if (!conn_) return std::optional<std::string>();
+    return std::nullopt;
   }
 
-  void Cancel(std::shared_ptr<Impl> self) {
+  void ReadNext(NextCallback done) {
+    if (auto ready = Ready()) {
+      done(std::move(*ready));
+      return;
+    }
+    StartRead(std::move(done));
+  }
+
+  // Next() as an awaitable over the same reads: a read is started only when Ready() had
+  // nothing (Asio forbids completing inside the initiating call). A named coroutine taking
+  // its owner, and the read's initiation built in a plain function: GCC 12 miscompiled the
+  // lambda inside this coroutine's co_await (its capture was re-evaluated on resumption).
+  static asio::awaitable<NextResult> Next(std::shared_ptr<Impl> self) {
+    if (auto ready = self->Ready()) co_return std::move(*ready);
+    NextResult result = co_await self->AsyncRead();
+    co_return result;
+  }
+
+  void Cancel() {
     if (cancelled_.exchange(true)) return;
-    asio::post(executor_, [self = std::move(self)] {
+    asio::post(executor_, [self = shared_from_this()] {
       if (self->conn_) self->conn_->Close();  // a pending read completes with an error
     });
   }
 
  private:
+  asio::awaitable<NextResult> AsyncRead() {
+    return asio::async_initiate<const asio::use_awaitable_t<>&, void(NextResult)>(
+        [self = shared_from_this()](auto handler) {
+          self->StartRead(
+              [h = std::move(handler)](NextResult r) mutable { std::move(h)(std::move(r)); });
+        },
+        asio::use_awaitable);
+  }
+
+  // Reads from the socket until the parser has a piece, the body ends or an error; then
+  // calls `done`. Precondition: Ready() returned nullopt (conn_ is set).
+  void StartRead(NextCallback done) {
+    ArmDeadline();
+    // Room as Beast's own read_some takes it: what the buffer has spare (kReadRoom reserved),
+    // at least 512 bytes, at most 64 KiB.
+    auto dst = conn_->buffer.prepare(beast::read_size(conn_->buffer, 64 * 1024));
+    reading_ = true;
+    conn_->stream.socket().async_read_some(
+        dst, [self = shared_from_this(), done = std::move(done)](const beast::error_code& ec,
+                                                                 std::size_t n) mutable {
+          self->reading_ = false;
+          self->OnRead(ec, n, std::move(done));
+        });
+  }
+
+  void OnRead(beast::error_code ec, std::size_t n, NextCallback done) {
+    if (cancelled_.load()) return done(std::unexpected(Fail(ErrorKind::kCancelled, "cancelled")));
+    if (timed_out_) {
+      return done(std::unexpected(
+          Fail(deadline_is_total_ ? ErrorKind::kTotalTimeout : ErrorKind::kIdleTimeout,
+               "no body bytes from " + origin() + " in time")));
+    }
+    if (ec == asio::error::eof) {
+      // The server closed: the body ends here only if the message is delimited by the close.
+      beast::error_code pec;
+      if (parser_->got_some()) parser_->put_eof(pec);
+      if (!parser_->got_some() || pec) {
+        return done(std::unexpected(
+            Fail(ErrorKind::kClosedEarly, origin() + " closed the stream: " + ec.message())));
+      }
+    } else if (ec && IsPeerGone(ec)) {
+      return done(std::unexpected(
+          Fail(ErrorKind::kClosedEarly, origin() + " closed the stream: " + ec.message())));
+    } else if (ec == asio::error::operation_aborted) {
+      return done(std::unexpected(Fail(ErrorKind::kCancelled, "cancelled")));
+    } else if (ec) {
+      return done(std::unexpected(Fail(ErrorKind::kProtocol, origin() + ": " + ec.message())));
+    } else {
+      conn_->buffer.commit(n);
+    }
+    if (auto ready = Ready()) return done(std::move(*ready));
+    StartRead(std::move(done));
+  }
+
+  // Parses every byte read so far (several chunks coalesce into one piece; the first bytes
+  // of a body may have arrived with the headers).
+  std::optional<ClientError> ParseBuffered() {
+    while (conn_->buffer.size() > 0 && !parser_->is_done()) {
+      beast::error_code ec;
+      const std::size_t used = parser_->put(conn_->buffer.data(), ec);
+      conn_->buffer.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return Fail(ErrorKind::kProtocol, origin() + ": " + ec.message());
+      if (used == 0) break;
+    }
+    return std::nullopt;
+  }
+
+  // Sets this read's deadline (idle limit from now, capped by the total deadline) and makes
+  // sure the timer will look at it: a timer already pending fires at an earlier or equal
+  // time (deadlines only move later) and re-arms itself then.
+  void ArmDeadline() {
+    const auto& t = deadlines_.timeouts();
+    const auto total = deadlines_.total();
+    std::optional<SteadyTime> at;
+    deadline_is_total_ = false;
+    if (t.idle.count() > 0) at = std::chrono::steady_clock::now() + t.idle;
+    if (total && (!at || *total <= *at)) {
+      at = total;
+      deadline_is_total_ = true;
+    }
+    if (!at) return;  // no limit on this read
+    deadline_ = *at;
+    if (timer_pending_) return;
+    StartTimer();
+  }
+
+  void StartTimer() {
+    timer_pending_ = true;
+    timer_.expires_at(deadline_);
+    timer_.async_wait([weak = weak_from_this()](const beast::error_code& ec) {
+      if (auto self = weak.lock()) self->OnTimer(ec);
+    });
+  }
+
+  void OnTimer(const beast::error_code& ec) {
+    timer_pending_ = false;
+    if (ec || !reading_ || !conn_) return;  // no read waiting: the next read re-arms
+    if (std::chrono::steady_clock::now() < deadline_) {
+      StartTimer();  // the pending read started later than the one the timer was set for
+      return;
+    }
+    timed_out_ = true;
+    conn_->Close();  // the pending read completes with an error
+  }
+
   std::string origin() const { return conn_ ? conn_->origin : std::string("peer"); }
 
   ClientError Fail(ErrorKind kind, std::string text) {
     if (!error_) error_ = Error(kind, std::move(text));
+    StopTimer();
     if (conn_) {
       conn_->Close();
       conn_.reset();
@@ -286,8 +405,13 @@ class ResponseStream::Impl {
     return *error_;
   }
 
+  void StopTimer() {
+    if (timer_pending_) timer_.cancel();
+  }
+
   // The body ended: the connection is clean and goes back to the pool if both sides agree.
   void Finish() {
+    StopTimer();
     if (!conn_) return;
     if (parser_->get().keep_alive() && !cancelled_.load()) {
       pool_->Give(std::move(conn_));
@@ -302,6 +426,12 @@ class ResponseStream::Impl {
   std::unique_ptr<Connection> conn_;  // null once given back or closed
   std::unique_ptr<Parser> parser_;
   Deadlines deadlines_;
+  asio::steady_timer timer_;        // the read deadline's timer, armed once per idle period
+  SteadyTime deadline_{};           // the pending (or last) read's deadline
+  bool deadline_is_total_ = false;  // deadline_ is the total deadline, not the idle one
+  bool timer_pending_ = false;      // timer_ has a wait outstanding
+  bool reading_ = false;            // a socket read is outstanding
+  bool timed_out_ = false;          // the timer closed the socket
   int status_ = 0;
   net::HeaderList headers_;
   std::optional<ClientError> error_;
@@ -318,10 +448,9 @@ std::string_view ResponseStream::Header(std::string_view lower_name) const {
   }
   return {};
 }
-asio::awaitable<std::expected<std::optional<std::string>, ClientError>> ResponseStream::Next() {
-  return impl_->Next();
-}
-void ResponseStream::Cancel() { impl_->Cancel(impl_); }
+asio::awaitable<ResponseStream::NextResult> ResponseStream::Next() { return Impl::Next(impl_); }
+void ResponseStream::ReadNext(NextCallback done) { impl_->ReadNext(std::move(done)); }
+void ResponseStream::Cancel() { impl_->Cancel(); }
 
 namespace {
 

@@ -19,6 +19,13 @@
 // before any response byte) is retried once on a new connection. Requests are not retried
 // otherwise.
 //
+// Timeouts while reading the body: the idle limit counts only while a read waits (a slow
+// consumer between two Next() calls does not time out). It is enforced by one timer per
+// stream that is armed once per idle period, not once per piece: each read records its own
+// deadline, and the timer, when it fires, either ends a read that is past its deadline or
+// re-arms itself for the current one (a relayed token stream at thousands of pieces per
+// second would otherwise pay a timer arm + cancel, with the reactor's locks, per piece).
+//
 // Beast stays in async_http_client.cc (pimpl); this header only pulls in asio::awaitable.
 //
 // Ownership: the client and its streams share the pool (shared_ptr); a stream may outlive
@@ -33,6 +40,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +52,9 @@ namespace kvroute::client {
 class ResponseStream {
  public:
   class Impl;
+  // A body piece, nullopt at the end of the body, or an error.
+  using NextResult = std::expected<std::optional<std::string>, ClientError>;
+  using NextCallback = std::move_only_function<void(NextResult)>;
   explicit ResponseStream(std::shared_ptr<Impl> impl);
   ~ResponseStream();  // closes the connection unless the body was read to its end
   ResponseStream(const ResponseStream&) = delete;
@@ -56,7 +67,13 @@ class ResponseStream {
   // The next body piece (bytes as they arrived: one or more chunks, or part of one; never
   // empty), nullopt at the end of the body, or an error. After an error or the end, every
   // call returns the same.
-  boost::asio::awaitable<std::expected<std::optional<std::string>, ClientError>> Next();
+  boost::asio::awaitable<NextResult> Next();
+
+  // Next() for a consumer driven by callbacks (the gateway's relay): the same result, with no
+  // coroutine frame or spawned coroutine per piece. `done` is called exactly once: inline
+  // when the result is already known (a piece already parsed, the end, an error), else on
+  // the client's executor when the socket read completes. One read at a time, as Next().
+  void ReadNext(NextCallback done);
 
   // Abandons the response: a pending or later Next() fails with kCancelled and the
   // connection is closed. Any thread; idempotent.

@@ -8,11 +8,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "client/async_http_client.h"
 #include "client/blocking_http_client.h"
 #include "net/body_queue.h"
 #include "net/http_server.h"
@@ -80,6 +84,12 @@ class HttpClientTest : public ::testing::Test {
       res.stream = stuck_;
       return res;
     });
+    server_->Handle("GET", "/paced", [this](const net::HttpRequest&) {
+      paced_ = std::make_shared<net::ChunkQueue>();
+      net::HttpResponse res;
+      res.stream = paced_;
+      return res;
+    });
     server_->Handle("GET", "/never", [this](const net::HttpRequest&) -> net::HandlerResult {
       never_ = std::make_shared<net::DeferredSlot>();
       return never_;
@@ -87,6 +97,7 @@ class HttpClientTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().has_value());
   }
   void TearDown() override {
+    if (pacer_.joinable()) pacer_.join();
     if (stuck_) stuck_->Close();
     if (server_) server_->Shutdown(0ms);
   }
@@ -108,6 +119,8 @@ class HttpClientTest : public ::testing::Test {
   std::unique_ptr<net::HttpServer> server_;
   std::shared_ptr<EndlessSource> endless_ = std::make_shared<EndlessSource>(256 * 1024);
   std::shared_ptr<net::ChunkQueue> stuck_;
+  std::shared_ptr<net::ChunkQueue> paced_;  // /paced: pieces pushed by pacer_
+  std::thread pacer_;
   std::shared_ptr<net::DeferredSlot> never_;
   std::mutex mu_;
   std::set<std::string> remotes_;
@@ -349,6 +362,113 @@ TEST_F(HttpClientTest, AbandonedStreamIsNotReused) {
   }  // destroyed before its end
   ASSERT_TRUE(client.Send(Get("/hello")).has_value());
   EXPECT_EQ(client.connections_opened(), 2u);
+}
+
+// The idle timer is armed once per idle period, not per piece: pieces keep arriving (each
+// gap well inside the limit) past the moment the first arming would have expired, and the
+// stream must not time out; the silence that follows must.
+TEST_F(HttpClientTest, IdleLimitCountsFromTheLatestReadWhenPiecesOutliveTheFirstArming) {
+  StartServer();
+  ClientOptions copt;
+  copt.timeouts.idle = 300ms;
+  BlockingHttpClient client(copt);
+  auto stream = client.Stream(Get("/paced"));
+  ASSERT_TRUE(stream.has_value()) << stream.error().text;
+  ASSERT_NE(paced_, nullptr);
+  constexpr int kPieces = 25;  // 25 x 30 ms: twice the idle limit in total
+  pacer_ = std::thread([q = paced_] {
+    for (int i = 0; i < kPieces; ++i) {
+      std::this_thread::sleep_for(30ms);
+      q->Push("p" + std::to_string(i) + ";");
+    }
+  });
+  std::string all;
+  std::optional<ClientError> error;
+  for (int i = 0; i < 200 && !error; ++i) {
+    auto piece = (*stream)->Next();
+    if (!piece) {
+      error = piece.error();
+      break;
+    }
+    ASSERT_TRUE(piece->has_value());  // the producer never ends the body
+    all += **piece;
+  }
+  std::string expected;
+  for (int i = 0; i < kPieces; ++i) expected += "p" + std::to_string(i) + ";";
+  EXPECT_EQ(all, expected);  // every piece arrived before the stream timed out
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->kind, ErrorKind::kIdleTimeout) << error->text;
+  paced_->Close();
+}
+
+// Time between two Next() calls is the consumer's, not the server's: only a waiting read
+// counts against the idle limit.
+TEST_F(HttpClientTest, ConsumerSlowerThanTheIdleLimitIsNotATimeout) {
+  StartServer();
+  ClientOptions copt;
+  copt.timeouts.idle = 100ms;
+  BlockingHttpClient client(copt);
+  auto stream = client.Stream(Get("/endless"));
+  ASSERT_TRUE(stream.has_value()) << stream.error().text;
+  for (int i = 0; i < 3; ++i) {
+    auto piece = (*stream)->Next();
+    ASSERT_TRUE(piece.has_value()) << "read " << i << ": " << piece.error().text;
+    ASSERT_TRUE(piece->has_value());
+    std::this_thread::sleep_for(250ms);  // the armed deadline passes while nobody reads
+  }
+  (*stream)->Cancel();
+}
+
+// ReadNext (the callback form the gateway's relay uses) yields the same pieces as Next(),
+// then the end of the body, and the connection goes back to the pool.
+TEST_F(HttpClientTest, ReadNextCallbacksDeliverTheWholeBodyThenTheEnd) {
+  StartServer();
+  boost::asio::io_context io;
+  AsyncHttpClient client(io.get_executor());
+  std::unique_ptr<ResponseStream> stream;
+  std::optional<ClientError> open_error;
+  boost::asio::co_spawn(
+      io,
+      [](AsyncHttpClient* c, ClientRequest r, std::unique_ptr<ResponseStream>* out,
+         std::optional<ClientError>* err) -> boost::asio::awaitable<void> {
+        auto s = co_await c->Stream(std::move(r));
+        if (s) {
+          *out = std::move(*s);
+        } else {
+          *err = s.error();
+        }
+      }(&client, Get("/stream"), &stream, &open_error),
+      boost::asio::detached);
+  io.run_for(5s);
+  io.restart();
+  ASSERT_FALSE(open_error.has_value()) << open_error->text;
+  ASSERT_NE(stream, nullptr);
+
+  std::string all;
+  bool ended = false;
+  std::string error;  // text of a failed read
+  int calls = 0;
+  std::function<void()> read_one = [&] {
+    ++calls;
+    stream->ReadNext([&](ResponseStream::NextResult r) {
+      if (!r.has_value()) {
+        error = "failed: " + r.error().text;
+      } else if (!r->has_value()) {
+        ended = true;
+      } else if (calls < 100) {
+        all += **r;
+        read_one();
+      }
+    });
+  };
+  read_one();
+  io.run_for(5s);
+  ASSERT_EQ(error, "");
+  EXPECT_TRUE(ended);
+  std::string expected;
+  for (int i = 0; i < 20; ++i) expected += "piece-" + std::to_string(i) + ";";
+  EXPECT_EQ(all, expected);
+  EXPECT_EQ(client.idle_connections(), 1u);
 }
 
 }  // namespace

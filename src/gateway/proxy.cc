@@ -706,46 +706,54 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       deliver(std::nullopt);
       return;
     }
-    auto self = shared_from_this();
-    asio::co_spawn(lane_->ctx, ReadOne(self, std::move(deliver)), asio::detached);
+    // One callback-driven read per Pull: no coroutine is spawned per relayed piece (a
+    // co_spawn per Pull cost a post, a coroutine thread and its frames on every chunk). The
+    // exchange keeps itself alive while the read is outstanding.
+    pending_deliver_ = std::move(deliver);
+    reading_self_ = shared_from_this();
+    upstream_->ReadNext(
+        [this](client::ResponseStream::NextResult piece) { OnPiece(std::move(piece)); });
   }
 
-  static asio::awaitable<void> ReadOne(std::shared_ptr<Exchange> self, Deliver deliver) {
-    auto piece = co_await self->upstream_->Next();
-    if (self->cancelled_) {
+  // The upstream read a Pull started has completed: relay the piece, end the stream, or turn
+  // a worker failure into error frames.
+  void OnPiece(client::ResponseStream::NextResult piece) {
+    const std::shared_ptr<Exchange> self = std::move(reading_self_);
+    Deliver deliver = std::move(pending_deliver_);
+    if (cancelled_) {
       deliver(std::nullopt);
-      co_return;
+      return;
     }
     if (!piece) {
       // The worker failed mid-stream: the status line is long gone, so end the stream with
       // an error event the client can read, then [DONE].
       AttemptFailure f = FailureOf(piece.error().kind);
-      spdlog::warn("request {}: worker {} failed mid-stream ({}: {})", self->request_id_,
-                   self->route_.worker_name, AttemptFailureName(f), piece.error().text);
-      self->proxy_->registry_->health().OnFailure(self->route_.worker, self->proxy_->clock_->Now());
-      self->proxy_->metrics_->OnError("upstream_failed_mid_stream");
+      spdlog::warn("request {}: worker {} failed mid-stream ({}: {})", request_id_,
+                   route_.worker_name, AttemptFailureName(f), piece.error().text);
+      proxy_->registry_->health().OnFailure(route_.worker, proxy_->clock_->Now());
+      proxy_->metrics_->OnError("upstream_failed_mid_stream");
       api::ApiError err = api::ApiError::Internal("the model server failed mid-stream");
       err.status = 502;
-      self->upstream_.reset();
-      self->Finish(false, 502);
-      deliver(self->translator_ ? AnthropicStreamErrorEvent(err) : api::StreamErrorFrames(err));
-      co_return;
+      upstream_.reset();
+      Finish(false, 502);
+      deliver(translator_ ? AnthropicStreamErrorEvent(err) : api::StreamErrorFrames(err));
+      return;
     }
     if (!*piece) {
-      self->upstream_.reset();
-      self->proxy_->registry_->health().OnSuccess(self->route_.worker, self->proxy_->clock_->Now());
-      self->Finish(!self->stream_error_, 200);
+      upstream_.reset();
+      proxy_->registry_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
+      Finish(!stream_error_, 200);
       // A translated stream may still owe its closing events; the next Pull ends the body.
       std::string tail;
-      if (self->translator_) self->translator_->OnEnd(&tail);
+      if (translator_) translator_->OnEnd(&tail);
       if (!tail.empty()) {
         deliver(std::move(tail));
       } else {
         deliver(std::nullopt);
       }
-      co_return;
+      return;
     }
-    deliver(self->Relay(std::move(**piece)));
+    deliver(Relay(std::move(**piece)));
   }
 
   Proxy::Impl* const proxy_;
@@ -765,6 +773,8 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::unique_ptr<client::ResponseStream> upstream_;
   std::optional<asio::steady_timer> cancel_signal_;  // cancelled when the client leaves
   std::optional<std::string> preloaded_;
+  Deliver pending_deliver_;                 // the Pull an upstream read is answering
+  std::shared_ptr<Exchange> reading_self_;  // set while that read is outstanding
   SseTokenCounter token_counter_;           // counts the relayed tokens
   Lane::Histograms* histograms_ = nullptr;  // the model's, from the first token on
   // Messages API streams only: the events the translator turns into Anthropic's.
