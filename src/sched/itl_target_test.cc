@@ -4,7 +4,10 @@
 // 20k-token common prefix (it saves ~12k tokens of prefill), however many sessions it was
 // already decoding: predicted_ttft does not grow with decode load, and the preset's own
 // itl_slo_s of 0.1 s is three times a 30 tokens/s/user target. With the target as the SLO,
-// the holder takes new sessions only while its predicted ITL stays under it.
+// the holder takes new sessions only while its predicted ITL stays under it. Since session 5
+// the preset's decode_slowdown scorer also weighs the decode load a turn 0 joins
+// (decode_slowdown_test.cc), so these tests give the other workers the same load when they
+// test the guard alone.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -26,7 +29,9 @@ constexpr std::uint64_t kSessionTokens = 40000;  // KV of one decoding session
 // and decodes `sessions` sessions. The request is a turn 0 of 32,000 tokens (ratio 0.62).
 class ItlTargetTest : public ::testing::Test {
  protected:
-  Decision Route(std::uint32_t sessions, std::optional<double> itl_slo_s) {
+  // `sessions` decoding on w0, `others` on each of w1..w3.
+  Decision Route(std::uint32_t sessions, std::optional<double> itl_slo_s,
+                 std::uint32_t others = 0) {
     RequestProfile r = Request(32000);
     r.predicted_output_tokens = 900;
     r.itl_slo_s = itl_slo_s;
@@ -40,8 +45,11 @@ class ItlTargetTest : public ::testing::Test {
       w.decode_step = StepTimeModel{.base_s = 0.014, .per_sequence_s = 0, .per_kv_token_s = 5e-8};
       ws.push_back(w);
     }
-    ws[0].inflight_requests = sessions;
-    ws[0].active_kv_blocks = sessions * kSessionTokens / 16;
+    for (WorkerSnapshot& w : ws) {
+      const std::uint32_t n = w.id == 0 ? sessions : others;
+      w.inflight_requests = n;
+      w.active_kv_blocks = n * kSessionTokens / 16;
+    }
     auto d = policy_->Decide(r, ws, state_);
     EXPECT_TRUE(d.has_value()) << (d ? "" : d.error().message);
     return d ? *d : Decision{};
@@ -52,8 +60,9 @@ class ItlTargetTest : public ::testing::Test {
 };
 
 TEST_F(ItlTargetTest, PrefixHolderTakesATurnZeroWhileUnderTheTarget) {
-  // 4 sessions: 14 + 8 + 0.65 ms ~ 23 ms < 33 ms.
-  Decision d = Route(4, 0.033);
+  // 4 sessions on every worker: 14 + 8 + 0.65 ms ~ 23 ms < 33 ms, and the holder saves the
+  // prefill of the common prefix.
+  Decision d = Route(4, 0.033, /*others=*/4);
   ASSERT_TRUE(d.chosen.has_value());
   EXPECT_EQ(*d.chosen, 0u);
 }
@@ -65,11 +74,20 @@ TEST_F(ItlTargetTest, TurnZeroGoesElsewhereOnceTheHolderWouldExceedTheTarget) {
   EXPECT_NE(*d.chosen, 0u);
 }
 
-TEST_F(ItlTargetTest, PresetsOwnSloKeepsPilingOnTheHolder) {
-  // The same 12 sessions under the preset's 0.1 s: the holder still wins on prefill saved.
-  Decision d = Route(12, std::nullopt);
+TEST_F(ItlTargetTest, PresetsOwnSloKeepsTheHolderEligibleBeyondTheTarget) {
+  // 12 sessions on every worker under the preset's 0.1 s: nobody is dropped, and the holder
+  // wins on prefill saved.
+  Decision d = Route(12, std::nullopt, /*others=*/12);
   ASSERT_TRUE(d.chosen.has_value());
   EXPECT_EQ(*d.chosen, 0u);
+}
+
+TEST_F(ItlTargetTest, UnderThePresetsOwnSloDecodeLoadStillMovesTurnZeroOffABusyHolder) {
+  // 12 sessions on the holder, idle workers elsewhere, 0.1 s: the guard keeps the holder, the
+  // decode slowdown (900 x ~24 ms for us and the 12 running) outweighs 12k tokens of prefill.
+  Decision d = Route(12, std::nullopt);
+  ASSERT_TRUE(d.chosen.has_value());
+  EXPECT_NE(*d.chosen, 0u);
 }
 
 }  // namespace

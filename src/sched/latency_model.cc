@@ -138,6 +138,36 @@ std::expected<double, std::string> PredictItl(const RequestProfile& request, con
   return worker.decode_step->Seconds(worker.inflight_requests + 1.0, kv_tokens);
 }
 
+std::expected<DecodeSlowdown, std::string> PredictDecodeSlowdown(const RequestProfile& request,
+                                                                 const CacheView& view,
+                                                                 const WorkerSnapshot& worker,
+                                                                 const SlowdownTerms& terms) {
+  if (!worker.decode_step) {
+    return std::unexpected("worker '" + worker.name + "' has no decode_step model");
+  }
+  const StepTimeModel& m = *worker.decode_step;
+  const double horizon = static_cast<double>(request.predicted_output_tokens);
+  const double batch = worker.inflight_requests;
+  const double kv_tokens = static_cast<double>(worker.active_kv_blocks) * request.block_size;
+  const double context = static_cast<double>(request.prompt_tokens) + horizon / 2;
+  const double with_us = m.Seconds(batch + 1, kv_tokens + context);
+  DecodeSlowdown d;
+  // A fitted model can have a negative coefficient; a placement never speeds anyone up.
+  d.own_s = horizon * std::max(0.0, with_us - m.Seconds(1, context));
+  if (worker.inflight_requests == 0) return d;
+  d.others_s =
+      terms.others_share * horizon * batch * std::max(0.0, with_us - m.Seconds(batch, kv_tokens));
+  if (terms.stall > 0) {
+    if (!worker.prefill_tokens_per_s || !(*worker.prefill_tokens_per_s > 0)) {
+      return std::unexpected("worker '" + worker.name + "' has no prefill_tokens_per_s");
+    }
+    const LoadPlan plan = PlanLoad(request, view, worker);
+    d.stall_s = terms.stall * batch * static_cast<double>(plan.uncached_tokens) /
+                *worker.prefill_tokens_per_s;
+  }
+  return d;
+}
+
 double PrefixHitRatio(const RequestProfile& request, const CacheView& view) {
   if (request.num_full_blocks == 0) return 0;
   const std::uint32_t hit = LayerHits(view, request.num_full_blocks).total();

@@ -101,6 +101,41 @@ std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& req
 std::expected<double, std::string> PredictItl(const RequestProfile& request, const CacheView& view,
                                               const WorkerSnapshot& worker);
 
+// What a placement costs in decode time, seconds, compared with running alone on an idle
+// worker of the same speed (H = predicted_output_tokens steps, B = inflight_requests,
+// K = active_kv_blocks · block_size, ctx = prompt + H / 2: the request's mean context while it
+// decodes; attention reads the whole context whichever tier its prefix came from):
+//   own_s    = H · (decode_step(B + 1, K + ctx) − decode_step(1, ctx))
+//              the ITL this request pays for sharing the batch;
+//   others_s = others_share · H · B · (decode_step(B + 1, K + ctx) − decode_step(B, K))
+//              what its decode adds to the B running requests, for the part of their output
+//              that overlaps ours (0.5: on average half of a running request's output is left);
+//   stall_s  = stall · B · uncached_tokens / prefill_tokens_per_s
+//              what its prefill adds to them: every chunk step of our recompute is a step of
+//              theirs too (vLLM batches decodes with prefill chunks), so each waits about our
+//              prefill time. This is what keeps a miss on a busy worker expensive: without it
+//              the term sent shared-prompt requests away from their prompt's holder toward a
+//              smaller batch (simulate, shared prefix at 8 req/s: hit rate 0.59 -> 0.29).
+// Prefix affinity alone keeps a session where its prefix is, and predicted TTFT alone sends a
+// new session to the worker holding the common prefix whatever it is decoding; this is the
+// cost such a placement has that TTFT does not show.
+struct SlowdownTerms {
+  double others_share = 0.5;
+  double stall = 1;
+};
+struct DecodeSlowdown {
+  double own_s = 0;
+  double others_s = 0;
+  double stall_s = 0;
+  double total_s() const { return own_s + others_s + stall_s; }
+};
+// Error text names the missing input (decode_step, or prefill_tokens_per_s when the stall term
+// is on and the worker decodes something).
+std::expected<DecodeSlowdown, std::string> PredictDecodeSlowdown(const RequestProfile& request,
+                                                                 const CacheView& view,
+                                                                 const WorkerSnapshot& worker,
+                                                                 const SlowdownTerms& terms = {});
+
 // Fraction of the prompt's full blocks this worker holds in any tier, in [0, 1]; 0 for a
 // prompt shorter than one block.
 double PrefixHitRatio(const RequestProfile& request, const CacheView& view);

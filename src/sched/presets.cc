@@ -80,7 +80,12 @@ picker: {name: argmin}
     // decode batch each prefill chunk step carries and the wait for KV blocks when the request
     // would not fit (latency_model.h): without them a worker busy decoding, or with its KV
     // full, looked idle and took the next long prefill (Mooncake trace: SLO attainment 0.33
-    // vs llmd_sticky 0.50; shared prefix: TTFT p99 16-33 s from preemption).
+    // vs llmd_sticky 0.50; shared prefix: TTFT p99 16-33 s from preemption). decode_slowdown
+    // adds what TTFT does not show: the decode time a placement costs this request and the
+    // worker's running requests (its decode joining their batch, its prefill chunks stalling
+    // them), so a request does not join a busy worker when an idle one's extra prefill costs
+    // less, and a miss on a busy worker costs what it stalls (simulate, session 5: shared
+    // prefix at 16 req/s TTFT p99 20 -> 0.8 s, Mooncake trace SLO attainment 0.49 -> 0.57).
     {"predicted_latency", R"(
 name: predicted_latency
 filters:
@@ -93,7 +98,9 @@ filters:
     holder_max_itl_factor: 1.25
     if_all_dropped: keep_all
   - {name: prefix_affinity, threshold: 0.90, max_ttft_penalty_s: 5.0, if_all_dropped: keep_all}
-scorers: [{name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}]
+scorers:
+  - {name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}
+  - {name: decode_slowdown, others_share: 0.5, stall: 1.0}
 picker: {name: softmax, temperature: 0.0}
 )"},
 }};

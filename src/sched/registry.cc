@@ -97,6 +97,16 @@ Registry MakeBuiltin() {
     t.chunk_tokens = static_cast<std::uint32_t>(*chunk);
     return NewPredictedTtftScorer(t);
   });
+  r.AddScorer("decode_slowdown", [](Params& p) -> Made<Scorer> {
+    SlowdownTerms t;
+    auto others = p.Number("others_share", t.others_share, 0, 1);
+    if (!others) return Unexpected(others.error());
+    auto stall = p.Number("stall", t.stall, 0, kInf);
+    if (!stall) return Unexpected(stall.error());
+    t.others_share = *others;
+    t.stall = *stall;
+    return NewDecodeSlowdownScorer(t);
+  });
   r.AddScorer("token_load", [](Params& p) -> Made<Scorer> {
     TokenLoadOptions o;
     auto limit = p.Number("token_limit", o.token_limit, 1, kInf);

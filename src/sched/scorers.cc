@@ -177,4 +177,17 @@ std::shared_ptr<const Scorer> NewPredictedTtftScorer(const TtftTerms& terms) {
       });
 }
 
+std::shared_ptr<const Scorer> NewDecodeSlowdownScorer(const SlowdownTerms& terms) {
+  return Make("decode_slowdown", kCacheView | kRouterLoad | kRates,
+              [terms](const RequestProfile& r, const Candidate& c) -> Result {
+                auto d = PredictDecodeSlowdown(r, c.cache, *c.worker, terms);
+                if (!d) {
+                  return std::unexpected(
+                      SchedError{SchedError::Code::kMissingInput,
+                                 fmt::format("scorer 'decode_slowdown': {}", d.error())});
+                }
+                return d->total_s();
+              });
+}
+
 }  // namespace kvroute::sched

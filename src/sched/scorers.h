@@ -12,6 +12,10 @@
 //   dynamo_cost         Dynamo's additive cost in blocks (DynamoCostOptions below)
 //   predicted_ttft      predicted TTFT in seconds (latency_model.h), with the decode-load and
 //                       KV-wait terms at the weights of TtftTerms
+//   decode_slowdown     decode time this placement adds, in seconds, to this request and to the
+//                       worker's running requests, against an idle worker (latency_model.h
+//                       PredictDecodeSlowdown): summed with predicted_ttft, the predicted
+//                       latency of the whole request plus what it costs the others
 //
 // Thread safety: const methods only; share freely.
 #pragma once
@@ -54,5 +58,7 @@ struct DynamoCostOptions {
 std::shared_ptr<const Scorer> NewDynamoCostScorer(const DynamoCostOptions& options);
 
 std::shared_ptr<const Scorer> NewPredictedTtftScorer(const TtftTerms& terms = kFullTtftModel);
+
+std::shared_ptr<const Scorer> NewDecodeSlowdownScorer(const SlowdownTerms& terms = {});
 
 }  // namespace kvroute::sched

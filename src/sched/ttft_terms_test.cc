@@ -148,18 +148,20 @@ TEST(TtftTermsTest, DefaultPrefersAnIdleWorkerOverOneBusyDecoding) {
 }
 
 TEST(TtftTermsTest, DefaultPrefersRoomOverANearlyFullWorkerEvenWithAPrefixThere) {
-  // w0 holds 62 blocks of the prompt (saves 0.1 s of prefill) but its KV is 99 % booked;
-  // w1 has the same batch and room.
+  // w0 holds 62 blocks of the prompt (saves 0.1 s of prefill, and 0.2 s of the two running
+  // requests' time: the default's decode_slowdown stall term) but its KV is 99 % booked: the
+  // request waits ~1.1 s for blocks there (463 missing of 9,900 held, over 2,000 steps of
+  // 12 ms). w1 has the same batch and room.
   std::vector<WorkerSnapshot> ws = {RatedWorker(0), RatedWorker(1)};
   for (WorkerSnapshot& w : ws) {
     w.kv_capacity_blocks = 10000;
-    w.inflight_requests = 10;
+    w.inflight_requests = 2;
     w.decode_step->per_kv_token_s = 0;
   }
   ws[0].active_kv_blocks = 9900;
   ws[1].active_kv_blocks = 5000;
   RequestProfile r = Request(8000);
-  r.predicted_output_tokens = 500;
+  r.predicted_output_tokens = 2000;
   r.cache_views = {View(0, 62)};
   const Decision after = Decide(*BuiltinPolicy("predicted_latency").value(), r, ws);
   EXPECT_EQ(after.chosen, 1u);
