@@ -8,8 +8,8 @@
 // element and a pointer chase per probe. This map stores keys and values in two flat arrays,
 // so a lookup is usually one cache miss and the overhead is the empty slots. Capacities are
 // not powers of two (TableHome maps a 32-bit hash onto any capacity with a multiply), so
-// tables grow by 1.25x at load 0.75 and stay between 0.6 and 0.75 full while growing, where
-// doubling left them between 0.375 and 0.75.
+// tables grow by 1.125x at load 0.875 and stay between 0.78 and 0.875 full while growing
+// (TableMustGrow), where doubling left them between 0.375 and 0.75.
 //
 // Probing: "sorted" linear probing, i.e. Robin Hood with homes monotone in the hash. The
 // array never wraps (a few slack slots after the last home, TableSlack), and every run of
@@ -20,9 +20,11 @@
 // back only the members displaced from their home (an element at its home ends the shift).
 // Insert still moves the rest of the run one slot right (a short copy, no hashing).
 //
-// Key 0 is a legal key: it lives in a side slot because 0 marks empty array slots.
-// Keys are hashed (Fibonacci hashing, see Hash) before probing, so sequential or
-// low-entropy engine hashes still spread.
+// Keys are stored mixed (MixKey, a bijection whose top half is the Fibonacci hash): probing
+// compares mixes, and the home of a stored element is read from its mix without hashing it
+// again (a miss, an erase's shift and a rehash used to hash every element they passed), so
+// sequential or low-entropy engine hashes still spread. Every key is legal: empty slots hold
+// the largest mix, and the one key that mixes to it lives in a side slot.
 //
 // Arrays of 16 MiB and more (the node table at millions of blocks) are 2 MiB-aligned and
 // advised MADV_HUGEPAGE: they are probed at random, so with 4 KiB pages nearly every probe of
@@ -75,17 +77,25 @@ TableArray<T> AllocateTableArray(std::size_t n, bool zero) {
   return TableArray<T>(static_cast<T*>(p));
 }
 
-// Capacity policy shared by IndexFlatMap and NodeTable: grow by 1.25x when an insert would
-// pass load 0.75; shrink to load 0.5 below 1/8. Why not 0.8: with plain linear probing the
-// last 0.05 of load cost ~8% more apply instructions (579 against 535 per block); with
-// sorted probing see src/kv/README.md "Measured".
-// Growing by 1.25x moves each element ~4 times over its table's growth instead of ~1 time
-// at 2x; tables of a stationary index do not grow.
+// Capacity policy shared by IndexFlatMap and NodeTable: grow by 1/kTableGrowthDiv (1.125x)
+// when an insert would pass load kTableMaxLoadNum/kTableMaxLoadDen (7/8); shrink to load
+// 0.5 below 1/8. So a growing table sits in (0.778, 0.875], ~0.82 on average over a growth
+// cycle, where 1.25x at 0.75 gave (0.6, 0.75], ~0.67: the node table and the engine maps have
+// one slot per unshared (block, worker) entry, so their load is most of the bytes per entry
+// beyond the node (src/kv/README.md "Data structures"). Sorted probing keeps lookups and
+// erases short at this load; what grows is the insert's move of the rest of its run
+// (measured in README "Measured"). Plain linear probing could not go there (at 0.8 it cost
+// ~8% more apply instructions than at 0.75).
+// Growing by 1.125x moves each element ~8 times over its table's growth (~4 at 1.25x, ~1 at
+// 2x); tables of a stationary index do not grow.
+inline constexpr std::size_t kTableMaxLoadNum = 3;
+inline constexpr std::size_t kTableMaxLoadDen = 4;
+inline constexpr std::size_t kTableGrowthDiv = 4;
 inline bool TableMustGrow(std::size_t size_after_insert, std::size_t capacity) {
-  return size_after_insert * 4 > capacity * 3;
+  return size_after_insert * kTableMaxLoadDen > capacity * kTableMaxLoadNum;
 }
 inline std::size_t TableGrownCapacity(std::size_t capacity) {
-  return capacity < 16 ? 16 : capacity + capacity / 4;
+  return capacity < 16 ? 16 : capacity + capacity / kTableGrowthDiv;
 }
 inline bool TableMayShrink(std::size_t size, std::size_t capacity) {
   return capacity > 16 && size * 8 < capacity;
@@ -107,6 +117,62 @@ inline std::size_t TableLength(std::size_t capacity, std::size_t last) {
   return (capacity > last + 1 ? capacity : last + 1) + TableSlack(capacity);
 }
 
+// A 64-bit key mixed bijectively (the fold key ^ key >> 32 is an involution, the multiply
+// by an odd constant is invertible mod 2^64): the top 32 bits are Fibonacci hashing of the
+// folded key (the fold lets high-only differences, a worker id in the top bits, reach the
+// product's low half; the multiply spreads sequential keys evenly), scaled onto the table by
+// TableHome. Distinct keys give distinct mixes, so a table can store the mix instead of the
+// key, compare mixes instead of keys and read the home of a stored element without hashing
+// it again (IndexFlatMap), and UnmixKey gives the key back.
+inline constexpr std::uint64_t kMixMultiplier = 0x9E3779B97F4A7C15ULL;
+inline constexpr std::uint64_t MixInverseMultiplier() {
+  std::uint64_t inv = kMixMultiplier;  // Newton's iteration for the inverse mod 2^64
+  for (int i = 0; i < 6; ++i) inv *= 2 - kMixMultiplier * inv;
+  return inv;
+}
+inline constexpr std::uint64_t MixKey(std::uint64_t key) {
+  return (key ^ (key >> 32)) * kMixMultiplier;
+}
+inline constexpr std::uint64_t UnmixKey(std::uint64_t mixed) {
+  const std::uint64_t fold = mixed * MixInverseMultiplier();
+  return fold ^ (fold >> 32);
+}
+static_assert(kMixMultiplier * MixInverseMultiplier() == 1);
+static_assert(UnmixKey(MixKey(0x0123456789ABCDEFULL)) == 0x0123456789ABCDEFULL);
+
+// Runs of sorted probing are placed in order at max(home, previous + 1) when a table is
+// rebuilt for `new_capacity` (both tables keep their elements sorted by home, no wrap), in
+// one pass into TableLength(new_capacity, 0) (or `min_length`) slots; only if the last run
+// would reach the sentinel (crafted or unlucky hashes at the top of the range) is the needed
+// length computed and the pass redone. Shared by IndexFlatMap and NodeTable, which differ
+// only in their slot layout: `home(i)` is old element i's home in the new table (i ranges
+// over old slots where `occupied(i)`), `allocate(n)` prepares n empty new slots, `place(i, j)`
+// copies old element i into new slot j. Returns the new length.
+template <typename Occupied, typename Home, typename Allocate, typename Place>
+std::size_t RehashSorted(std::size_t old_length, std::size_t new_capacity, std::size_t min_length,
+                         Occupied&& occupied, Home&& home, Allocate&& allocate, Place&& place) {
+  std::size_t new_length = TableLength(new_capacity, 0);
+  if (new_length < min_length) new_length = min_length;
+  for (;;) {
+    allocate(new_length);
+    std::size_t next = 0;  // first slot the next element may take
+    bool fits = true;
+    for (std::size_t i = 0; i < old_length; ++i) {
+      if (!occupied(i)) continue;
+      const std::size_t h = home(i);
+      const std::size_t j = h > next ? h : next;
+      next = j + 1;
+      if (next >= new_length) {
+        fits = false;
+        continue;  // keep counting to learn the last position
+      }
+      place(i, j);
+    }
+    if (fits) return new_length;
+    new_length = TableLength(new_capacity, next - 1);
+  }
+}
+
 template <typename V>
 class IndexFlatMap {
  public:
@@ -114,7 +180,7 @@ class IndexFlatMap {
   IndexFlatMap(IndexFlatMap&&) noexcept = default;
   IndexFlatMap& operator=(IndexFlatMap&&) noexcept = default;
 
-  std::size_t size() const { return size_ + (has_zero_ ? 1 : 0); }
+  std::size_t size() const { return size_ + (has_special_ ? 1 : 0); }
   bool empty() const { return size() == 0; }
   // Nominal capacity (what the load policy counts); the arrays hold a few slack slots more.
   std::size_t capacity() const { return capacity_; }
@@ -123,14 +189,12 @@ class IndexFlatMap {
   std::size_t capacity_bytes() const { return length_ * (sizeof(std::uint64_t) + sizeof(V)); }
 
   const V* Find(std::uint64_t key) const {
-    if (key == 0) return has_zero_ ? &zero_value_ : nullptr;
+    const std::uint64_t m = MixKey(key);
+    if (m == kEmpty) return has_special_ ? &special_value_ : nullptr;
     if (capacity_ == 0) return nullptr;
-    const std::uint32_t h = Hash(key);
-    for (std::size_t i = TableHome(h, capacity_);; ++i) {
-      const std::uint64_t k = keys_[i];
-      if (k == key) return &values_[i];
-      if (k == 0 || Hash(k) > h) return nullptr;  // sorted: `key` would be before here
-    }
+    std::size_t i = TableHome(Hash(m), capacity_);
+    while (mixed_[i] < m) ++i;  // sorted; the empty marker is larger than every mix
+    return mixed_[i] == m ? &values_[i] : nullptr;
   }
   V* Find(std::uint64_t key) {
     return const_cast<V*>(static_cast<const IndexFlatMap*>(this)->Find(key));
@@ -138,36 +202,33 @@ class IndexFlatMap {
 
   // Hints the CPU to load the home slot of `key` (lookups walk known key lists).
   void Prefetch(std::uint64_t key) const {
-    if (capacity_ != 0) __builtin_prefetch(&keys_[TableHome(Hash(key), capacity_)]);
+    if (capacity_ != 0) __builtin_prefetch(&mixed_[TableHome(Hash(MixKey(key)), capacity_)]);
   }
 
   // Returns the value for `key`, inserting `init` if absent; second = true when inserted.
   // Inserting moves other elements: pointers from earlier calls are invalid afterwards.
   // Always inlined: on the apply path the call itself cost ~5% of an event's instructions.
   [[gnu::always_inline]] std::pair<V*, bool> Insert(std::uint64_t key, const V& init) {
-    if (key == 0) {
-      if (has_zero_) return {&zero_value_, false};
-      has_zero_ = true;
-      zero_value_ = init;
-      return {&zero_value_, true};
+    const std::uint64_t m = MixKey(key);
+    if (m == kEmpty) {
+      if (has_special_) return {&special_value_, false};
+      has_special_ = true;
+      special_value_ = init;
+      return {&special_value_, true};
     }
     if (TableMustGrow(size_ + 1, capacity_)) Rehash(TableGrownCapacity(capacity_));
-    const std::uint32_t h = Hash(key);
-    std::size_t i = TableHome(h, capacity_);
-    for (;; ++i) {
-      const std::uint64_t k = keys_[i];
-      if (k == key) return {&values_[i], false};
-      if (k == 0 || Hash(k) > h) break;
-    }
+    std::size_t i = TableHome(Hash(m), capacity_);
+    while (mixed_[i] < m) ++i;
+    if (mixed_[i] == m) return {&values_[i], false};
     // i is where `key` goes; the run from i to its end moves one slot right.
     std::size_t end = i;
-    while (keys_[end] != 0) ++end;
+    while (mixed_[end] != kEmpty) ++end;
     if (end + 1 == length_) return InsertAfterRehash(key, init);  // would fill the sentinel
     for (std::size_t j = end; j > i; --j) {
-      keys_[j] = keys_[j - 1];
+      mixed_[j] = mixed_[j - 1];
       values_[j] = values_[j - 1];
     }
-    keys_[i] = key;
+    mixed_[i] = m;
     values_[i] = init;
     ++size_;
     return {&values_[i], true};
@@ -175,81 +236,68 @@ class IndexFlatMap {
 
   // Removes `key`; returns false when absent.
   bool Erase(std::uint64_t key) {
-    if (key == 0) {
-      bool had = has_zero_;
-      has_zero_ = false;
-      return had;
-    }
     V* value = Find(key);
     if (value == nullptr) return false;
-    EraseSlot(static_cast<std::size_t>(value - values_.get()));
+    EraseAt(value);
     return true;
   }
 
   // Removes the element whose value `value` points to (from Find or Insert): a caller that
   // just found it saves probing for the key again.
   void EraseAt(const V* value) {
-    if (value == &zero_value_) {
-      has_zero_ = false;
+    if (value == &special_value_) {
+      has_special_ = false;
       return;
     }
     EraseSlot(static_cast<std::size_t>(value - values_.get()));
   }
 
   void Clear() {
-    keys_.reset();
+    mixed_.reset();
     values_.reset();
     capacity_ = length_ = size_ = 0;
-    has_zero_ = false;
+    has_special_ = false;
   }
 
   // Calls fn(key, const V&) for every element, in unspecified order.
   template <typename Fn>
   void ForEach(Fn&& fn) const {
-    if (has_zero_) fn(std::uint64_t{0}, zero_value_);
+    if (has_special_) fn(UnmixKey(kEmpty), special_value_);
     for (std::size_t i = 0; i < length_; ++i) {
-      if (keys_[i] != 0) fn(keys_[i], values_[i]);
+      if (mixed_[i] != kEmpty) fn(UnmixKey(mixed_[i]), values_[i]);
     }
   }
 
   // Test hook: whether the layout invariant holds (every element at or after its home, the
-  // slots between its home and it occupied, runs sorted by hash, the last slot empty, the
-  // size right). O(capacity).
+  // slots between its home and it occupied, runs sorted by mixed key, the last slot empty,
+  // the size right). O(capacity).
   bool CheckLayout() const {
     if (capacity_ == 0) return size_ == 0 && length_ == 0;
-    if (length_ < capacity_ + TableSlack(capacity_) || keys_[length_ - 1] != 0) return false;
+    if (length_ < capacity_ + TableSlack(capacity_) || mixed_[length_ - 1] != kEmpty) {
+      return false;
+    }
     std::size_t count = 0;
     for (std::size_t i = 0; i < length_; ++i) {
-      if (keys_[i] == 0) continue;
+      if (mixed_[i] == kEmpty) continue;
       ++count;
-      const std::uint32_t h = Hash(keys_[i]);
-      const std::size_t home = TableHome(h, capacity_);
+      const std::size_t home = TableHome(Hash(mixed_[i]), capacity_);
       if (home > i) return false;
       for (std::size_t j = home; j < i; ++j) {
-        if (keys_[j] == 0) return false;
+        if (mixed_[j] == kEmpty) return false;
       }
-      if (i > 0 && keys_[i - 1] != 0 && Hash(keys_[i - 1]) > h) return false;
+      if (i > 0 && mixed_[i - 1] != kEmpty && mixed_[i - 1] > mixed_[i]) return false;
     }
     return count == size_;
   }
 
  private:
   static_assert(std::is_trivially_copyable_v<V>, "arrays are malloc'ed and copied raw");
-  template <typename T>
-  using Array = TableArray<T>;
-  template <typename T>
-  static Array<T> Allocate(std::size_t n, bool zero) {
-    return AllocateTableArray<T>(n, zero);
-  }
+  // Empty array slots hold the largest mix, so "mix < mine" alone stops at an empty slot;
+  // the one key that mixes to it (UnmixKey(kEmpty)) lives in a side slot.
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
 
-  // Fibonacci hashing of the key folded onto itself: the fold lets high-only differences
-  // (worker id in the top bits) reach the product's low half, the multiply spreads sequential
-  // keys evenly, and its top 32 bits are scaled onto the table (TableHome). A few
-  // instructions where murmur3's fmix64 took eight; sorted probing computes it for every
-  // slot a miss or an erase passes.
-  static std::uint32_t Hash(std::uint64_t key) {
-    return static_cast<std::uint32_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> 32);
-  }
+  // The 32-bit hash of a mixed key: its top half (MixKey).
+  static std::uint32_t Hash(std::uint64_t mixed) { return static_cast<std::uint32_t>(mixed >> 32); }
 
   // The rare path of Insert (kept out of line so that Insert inlines): the run would fill
   // the sentinel, so rehash at the same capacity into TableSlack more slots, which leaves
@@ -263,59 +311,52 @@ class IndexFlatMap {
   // while they sit after their home; the first one at its home (or an empty slot) ends it.
   void EraseSlot(std::size_t i) {
     std::size_t j = i + 1;
-    for (; keys_[j] != 0 && TableHome(Hash(keys_[j]), capacity_) < j; ++j) {
-      keys_[j - 1] = keys_[j];
+    for (; mixed_[j] != kEmpty && TableHome(Hash(mixed_[j]), capacity_) < j; ++j) {
+      mixed_[j - 1] = mixed_[j];
       values_[j - 1] = values_[j];
     }
-    keys_[j - 1] = 0;
+    mixed_[j - 1] = kEmpty;
     --size_;
     if (TableMayShrink(size_, capacity_)) Rehash(TableShrunkCapacity(size_));
   }
 
-  // Moves every element into arrays for `new_capacity`. The old arrays are sorted by hash
-  // (no wrap), so elements are placed in order at max(home, previous + 1), in one pass into
-  // capacity + slack slots; only if the last run would reach the sentinel (rare: crafted or
-  // unlucky hashes at the top of the range) is the needed length computed and the pass
-  // redone.
-  void Rehash(std::size_t new_capacity, std::size_t min_length = 0) {
-    std::size_t new_length = TableLength(new_capacity, 0);
-    if (new_length < min_length) new_length = min_length;
-    for (;;) {
-      Array<std::uint64_t> new_keys = Allocate<std::uint64_t>(new_length, /*zero=*/true);
-      Array<V> new_values = Allocate<V>(new_length, /*zero=*/false);
-      std::size_t next = 0;  // first slot the next element may take
-      bool fits = true;
-      for (std::size_t i = 0; i < length_; ++i) {
-        if (keys_[i] == 0) continue;
-        const std::size_t home = TableHome(Hash(keys_[i]), new_capacity);
-        const std::size_t j = home > next ? home : next;
-        next = j + 1;
-        if (next >= new_length) {
-          fits = false;
-          continue;  // keep counting to learn the last position
-        }
-        new_keys[j] = keys_[i];
-        new_values[j] = values_[i];
-      }
-      if (!fits) {
-        new_length = TableLength(new_capacity, next - 1);
-        continue;
-      }
-      keys_ = std::move(new_keys);
-      values_ = std::move(new_values);
-      capacity_ = new_capacity;
-      length_ = new_length;
-      return;
-    }
+  // Moves every element into arrays for `new_capacity` (RehashSorted). Out of line: it is
+  // the rare path of Insert and Erase, and inlined it cost their callers registers.
+  [[gnu::noinline]] void Rehash(std::size_t new_capacity, std::size_t min_length = 0) {
+    TableArray<std::uint64_t> new_mixed;
+    TableArray<V> new_values;
+    // Raw pointers: the loops keep them in registers.
+    std::uint64_t* to_mixed = nullptr;
+    V* to_values = nullptr;
+    const std::uint64_t* from_mixed = mixed_.get();
+    const V* from_values = values_.get();
+    const std::size_t new_length = RehashSorted(
+        length_, new_capacity, min_length, [&](std::size_t i) { return from_mixed[i] != kEmpty; },
+        [&](std::size_t i) { return TableHome(Hash(from_mixed[i]), new_capacity); },
+        [&](std::size_t n) {
+          new_mixed = AllocateTableArray<std::uint64_t>(n, /*zero=*/false);
+          std::memset(new_mixed.get(), 0xFF, n * sizeof(std::uint64_t));  // all kEmpty
+          new_values = AllocateTableArray<V>(n, /*zero=*/false);
+          to_mixed = new_mixed.get();
+          to_values = new_values.get();
+        },
+        [&](std::size_t i, std::size_t j) {
+          to_mixed[j] = from_mixed[i];
+          to_values[j] = from_values[i];
+        });
+    mixed_ = std::move(new_mixed);
+    values_ = std::move(new_values);
+    capacity_ = new_capacity;
+    length_ = new_length;
   }
 
-  Array<std::uint64_t> keys_;
-  Array<V> values_;
+  TableArray<std::uint64_t> mixed_;  // MixKey of each element's key; kEmpty: free
+  TableArray<V> values_;
   std::size_t capacity_ = 0;  // 0 or >= 16, at most 2^32; homes lie in [0, capacity_)
   std::size_t length_ = 0;    // array slots: capacity_ + slack, last one always empty
-  std::size_t size_ = 0;      // non-zero keys stored in the arrays
-  bool has_zero_ = false;
-  V zero_value_{};
+  std::size_t size_ = 0;      // elements stored in the arrays
+  bool has_special_ = false;  // the key whose mix is kEmpty is present
+  V special_value_{};
 };
 
 }  // namespace kvroute::kv

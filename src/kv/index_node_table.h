@@ -3,12 +3,12 @@
 // but a slot is 8 bytes: a 32-bit fingerprint of the key and the 32-bit node id. The key
 // itself lives in the node, so a probe whose fingerprint matches is confirmed by comparing
 // the node's key (the reader reads that node next anyway). IndexFlatMap<u32> spent 12 bytes
-// per slot on the same job; at ~0.6 load that is ~7 bytes per (block, worker) entry saved
+// per slot on the same job; at ~0.65 load that was ~6 bytes per (block, worker) entry saved
 // for unshared blocks.
 //
 // The fingerprint is the top half of a multiplicative hash and the home slot is the
-// fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.25x at load 0.75
-// as IndexFlatMap), so the home of a stored element is known from its fingerprint alone:
+// fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.125x at load
+// 0.875 as IndexFlatMap), so the home of a stored element is known from its fingerprint alone:
 // growing and deleting never read a node. Runs are sorted by fingerprint, so a miss stops at
 // the first larger fingerprint and an erase stops at the first element at its home. An
 // empty slot has fingerprint 0xFFFFFFFF (and id kEmpty), so "fingerprint < mine" alone
@@ -163,10 +163,10 @@ class NodeTable {
     return kNotFound;
   }
 
-  // Fibonacci hashing of the folded key, as IndexFlatMap::Hash; the top 32 bits of the
-  // product are both the fingerprint and (scaled) the home slot.
+  // The top half of MixKey (Fibonacci hashing of the folded key, as IndexFlatMap's hash):
+  // both the fingerprint and (scaled) the home slot.
   static std::uint32_t Fingerprint(std::uint64_t key) {
-    return static_cast<std::uint32_t>(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ULL) >> 32);
+    return static_cast<std::uint32_t>(MixKey(key) >> 32);
   }
 
   // As IndexFlatMap::InsertAfterRehash: out of line so that Insert inlines.
@@ -177,37 +177,25 @@ class NodeTable {
     return Insert(key, key_of);
   }
 
-  // As IndexFlatMap::Rehash: the old array is sorted by fingerprint, so elements are
-  // placed in order at max(home, previous + 1), in one pass unless the last run would reach
-  // the sentinel.
-  void Rehash(std::size_t new_capacity, std::size_t min_length = 0) {
-    std::size_t new_length = TableLength(new_capacity, 0);
-    if (new_length < min_length) new_length = min_length;
-    for (;;) {
-      TableArray<Slot> fresh = AllocateTableArray<Slot>(new_length, /*zero=*/false);
-      for (std::size_t i = 0; i < new_length; ++i) fresh[i] = Slot{kEmptyFp, kEmpty};
-      std::size_t next = 0;  // first slot the next element may take
-      bool fits = true;
-      for (std::size_t i = 0; i < length_; ++i) {
-        if (slots_[i].id == kEmpty) continue;
-        const std::size_t home = TableHome(slots_[i].fp, new_capacity);
-        const std::size_t j = home > next ? home : next;
-        next = j + 1;
-        if (next >= new_length) {
-          fits = false;
-          continue;  // keep counting to learn the last position
-        }
-        fresh[j] = slots_[i];
-      }
-      if (!fits) {
-        new_length = TableLength(new_capacity, next - 1);
-        continue;
-      }
-      slots_ = std::move(fresh);
-      capacity_ = new_capacity;
-      length_ = new_length;
-      return;
-    }
+  // Moves every element into an array for `new_capacity` (RehashSorted, shared with
+  // IndexFlatMap): the home of an element is read from its fingerprint. Out of line, as
+  // IndexFlatMap::Rehash.
+  [[gnu::noinline]] void Rehash(std::size_t new_capacity, std::size_t min_length = 0) {
+    TableArray<Slot> fresh;
+    Slot* to = nullptr;  // raw pointers: the loops keep them in registers
+    const Slot* from = slots_.get();
+    const std::size_t new_length = RehashSorted(
+        length_, new_capacity, min_length, [&](std::size_t i) { return from[i].id != kEmpty; },
+        [&](std::size_t i) { return TableHome(from[i].fp, new_capacity); },
+        [&](std::size_t n) {
+          fresh = AllocateTableArray<Slot>(n, /*zero=*/false);
+          to = fresh.get();
+          for (std::size_t k = 0; k < n; ++k) to[k] = Slot{kEmptyFp, kEmpty};
+        },
+        [&](std::size_t i, std::size_t j) { to[j] = from[i]; });
+    slots_ = std::move(fresh);
+    capacity_ = new_capacity;
+    length_ = new_length;
   }
 
   TableArray<Slot> slots_;
