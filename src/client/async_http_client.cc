@@ -454,8 +454,12 @@ void ResponseStream::Cancel() { impl_->Cancel(); }
 
 namespace {
 
-http::request<http::string_body> BuildRequest(const ClientRequest& r, const ClientOptions& opt) {
-  http::request<http::string_body> req;
+// The request's body is borrowed (span_body), not copied into the message: `r` (the
+// OpenStream coroutine's own parameter) outlives every write of it.
+using OutgoingRequest = http::request<http::span_body<const char>>;
+
+OutgoingRequest BuildRequest(const ClientRequest& r, const ClientOptions& opt) {
+  OutgoingRequest req;
   http::verb verb = http::string_to_verb(r.method);
   if (verb == http::verb::unknown) {
     req.method_string(r.method);
@@ -469,7 +473,8 @@ http::request<http::string_body> BuildRequest(const ClientRequest& r, const Clie
   if (!r.content_type.empty()) req.set(http::field::content_type, r.content_type);
   for (const auto& [name, value] : r.headers) req.set(name, value);
   req.keep_alive(true);
-  req.body() = r.body;
+  const std::string& body = r.shared_body ? *r.shared_body : r.body;
+  req.body() = OutgoingRequest::body_type::value_type(body.data(), body.size());
   req.prepare_payload();
   return req;
 }

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <expected>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,6 +61,9 @@ struct ClientRequest {
   std::string target = "/";  // path and query
   net::HeaderList headers;   // extra headers; Host, Content-Length, User-Agent are set for you
   std::string body;
+  // When set, sent instead of `body`, without a copy: a caller that sends the same bytes
+  // several times (the gateway's retries of one request on other workers) shares them.
+  std::shared_ptr<const std::string> shared_body;
   std::string content_type;          // sent as Content-Type when non-empty
   std::optional<Timeouts> timeouts;  // overrides ClientOptions::timeouts for this request
 };

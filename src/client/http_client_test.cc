@@ -148,6 +148,22 @@ TEST_F(HttpClientTest, PostSendsTheBody) {
   EXPECT_EQ(res->body, r.body);
 }
 
+TEST_F(HttpClientTest, ASharedBodyIsSentInsteadOfTheOwnBodyAndCanBeSentAgain) {
+  StartServer();
+  BlockingHttpClient client;
+  auto shared = std::make_shared<const std::string>(std::string(100'000, 'b') + "end");
+  for (int i = 0; i < 2; ++i) {  // a retry sends the same bytes again
+    ClientRequest r = Get("/echo");
+    r.method = "POST";
+    r.body = "ignored when shared_body is set";
+    r.shared_body = shared;
+    auto res = client.Send(r);
+    ASSERT_TRUE(res.has_value()) << res.error().text;
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, *shared) << "send " << i;
+  }
+}
+
 TEST_F(HttpClientTest, ErrorStatusIsAResponseNotAnError) {
   StartServer();
   BlockingHttpClient client;

@@ -369,13 +369,16 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   // Prepare and the first Route, in one hand-off.
   asio::awaitable<Prepared> PrepareAndRoute() {
     auto self = shared_from_this();
-    return OnCompute<Prepared>([self, body = std::move(client_body_)](sched::PolicyState& state) {
+    return OnCompute<Prepared>([self,
+                                body = std::move(client_body_)](sched::PolicyState& state) mutable {
       Prepared out;
       const Clock* clock = self->proxy_->clock_;
       const RequestPipeline* pipeline = self->proxy_->pipeline_;
       Nanos t0 = clock->Now();
-      out.request = self->anthropic_ ? pipeline->PrepareMessages(body, self->arrived_)
-                                     : pipeline->Prepare(self->endpoint_, body, self->arrived_);
+      // The body moves into the prepared request, which every attempt then shares.
+      out.request = self->anthropic_
+                        ? pipeline->PrepareMessages(body, self->arrived_)
+                        : pipeline->PrepareOwned(self->endpoint_, std::move(body), self->arrived_);
       Nanos t1 = clock->Now();
       out.prepare_time = t1 - t0;
       if (out.request) {
@@ -453,7 +456,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     r.method = "POST";
     r.target = request_.endpoint == api::Endpoint::kCompletions ? "/v1/completions"
                                                                 : "/v1/chat/completions";
-    r.body = request_.body;
+    r.shared_body = request_.body;  // shared by every attempt, never copied
     r.content_type = "application/json";
     r.headers.emplace_back("x-request-id", request_id_);
     return r;

@@ -31,12 +31,16 @@ std::string IdsAsBytes(const std::vector<TokenId>& ids) {
 }
 
 bool ServesModel(const WorkerRegistry& registry, std::string_view model) {
-  for (const auto& w : registry.List()) {
-    if (std::find(w.spec.models.begin(), w.spec.models.end(), model) != w.spec.models.end()) {
-      return true;
-    }
-  }
-  return false;
+  return registry.AnySpec([model](const WorkerSpec& spec) {
+    return std::find(spec.models.begin(), spec.models.end(), model) != spec.models.end();
+  });
+}
+
+// The worker's base URL, read in place (no copy of its whole spec per request).
+std::string BaseUrlOf(const WorkerRegistry& registry, WorkerId worker) {
+  std::string url;
+  registry.VisitSpec(worker, [&url](const WorkerSpec& spec) { url = spec.base_url; });
+  return url;
 }
 
 }  // namespace
@@ -73,10 +77,16 @@ std::vector<kv::BlockKey> RequestPipeline::KeysOfText(std::string_view text) con
 std::expected<PreparedRequest, api::ApiError> RequestPipeline::Prepare(api::Endpoint endpoint,
                                                                        std::string_view body,
                                                                        Nanos now) const {
+  return PrepareOwned(endpoint, std::string(body), now);
+}
+
+std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
+    api::Endpoint endpoint, std::string&& body_bytes, Nanos now) const {
   (void)now;
   PreparedRequest out;
   out.endpoint = endpoint;
-  out.body = std::string(body);
+  out.body = std::make_shared<const std::string>(std::move(body_bytes));
+  const std::string_view body = *out.body;
   out.block_size = block_size();
   api::GenerationParams params;
   std::optional<api::Prompt> prompt;
@@ -155,7 +165,7 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareMessages(
     std::string_view body, Nanos now) const {
   auto parsed = api::ParseAnthropicRequest(body);
   if (!parsed) return std::unexpected(std::move(parsed.error()));
-  auto prepared = Prepare(api::Endpoint::kChatCompletions, api::OpenAiChatBody(*parsed), now);
+  auto prepared = PrepareOwned(api::Endpoint::kChatCompletions, api::OpenAiChatBody(*parsed), now);
   if (prepared) prepared->surface = ApiSurface::kAnthropic;
   return prepared;
 }
@@ -207,7 +217,7 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Fallback(
   RouteOutcome out;
   out.worker = best->id;
   out.worker_name = best->name;
-  if (auto info = deps_.registry->Find(best->id)) out.base_url = info->spec.base_url;
+  out.base_url = BaseUrlOf(*deps_.registry, best->id);
   out.fell_back = true;
   out.fallback_reason = std::move(reason);
   out.decision.policy = "fail_open";
@@ -260,7 +270,7 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
   for (const auto& w : workers) {
     if (w.id == out.worker) out.worker_name = w.name;
   }
-  if (auto info = deps_.registry->Find(out.worker)) out.base_url = info->spec.base_url;
+  out.base_url = BaseUrlOf(*deps_.registry, out.worker);
   for (const auto& v : profile.cache_views) {
     if (v.worker != out.worker) continue;
     out.cached_blocks = v.depth_blocks;

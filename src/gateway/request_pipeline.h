@@ -91,8 +91,10 @@ struct PreparedRequest {
   api::Endpoint endpoint = api::Endpoint::kCompletions;  // what the worker is sent
   std::string model;
   bool stream = false;
-  std::string body;  // bytes forwarded to the worker (the client's, unchanged; Anthropic:
-                     // the equivalent OpenAI chat body, api::OpenAiChatBody)
+  // Bytes forwarded to the worker (the client's, unchanged; Anthropic: the equivalent OpenAI
+  // chat body, api::OpenAiChatBody); never null once prepared. Shared, not copied: every
+  // attempt's upstream request points at these bytes (client::ClientRequest::shared_body).
+  std::shared_ptr<const std::string> body;
   std::int64_t prompt_tokens = 0;  // exact (precise) or bytes / 4 (approximate)
   std::int64_t output_tokens = 0;  // max_tokens or kAssumedOutputTokens
   std::vector<kv::BlockKey> keys;  // full blocks of the prompt
@@ -121,6 +123,9 @@ class RequestPipeline {
 
   std::expected<PreparedRequest, api::ApiError> Prepare(api::Endpoint endpoint,
                                                         std::string_view body, Nanos now) const;
+  // The same, taking the body over (no copy of a possibly multi-MiB prompt): the proxy's.
+  std::expected<PreparedRequest, api::ApiError> PrepareOwned(api::Endpoint endpoint,
+                                                             std::string&& body, Nanos now) const;
 
   // An Anthropic Messages body: parsed and validated (api/anthropic_messages.h), converted to
   // the OpenAI chat body that will be forwarded, and prepared exactly as that chat request

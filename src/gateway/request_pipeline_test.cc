@@ -118,7 +118,22 @@ TEST_F(PipelineTest, PreciseModeKeysEveryFullBlockOfTheExactTokens) {
   auto tokens = tokenizer_->Encode(prompt, true);
   EXPECT_EQ(r->prompt_tokens, static_cast<std::int64_t>(tokens.size()));
   EXPECT_EQ(r->keys, kv::BlockKeyer(kBlock).Keys(tokens));
-  EXPECT_EQ(r->body, CompletionBody(prompt));  // forwarded unchanged
+  ASSERT_NE(r->body, nullptr);
+  EXPECT_EQ(*r->body, CompletionBody(prompt));  // forwarded unchanged
+}
+
+// The proxy hands its body over: the prepared request keeps the caller's buffer (every
+// attempt then shares it) instead of a copy.
+TEST_F(PipelineTest, PrepareOwnedKeepsTheCallersBodyBufferWithoutACopy) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  std::string body = CompletionBody(LongPrompt("a"));
+  const std::string expected = body;
+  const char* const buffer = body.data();  // heap buffer (far longer than the SSO)
+  auto r = pipeline_->PrepareOwned(api::Endpoint::kCompletions, std::move(body), now_);
+  ASSERT_TRUE(r.has_value());
+  ASSERT_NE(r->body, nullptr);
+  EXPECT_EQ(r->body->data(), buffer);
+  EXPECT_EQ(*r->body, expected);
 }
 
 TEST_F(PipelineTest, RoutesToTheWorkerHoldingThePrefix) {

@@ -99,6 +99,28 @@ class WorkerRegistry {
 
   std::vector<WorkerInfo> List() const;  // by id
   std::optional<WorkerInfo> Find(WorkerId worker) const;
+
+  // Non-copying queries for the request path: List()/Find() copy whole specs (name, models,
+  // labels, profile: several allocations each), per request, to read one field. `fn` runs
+  // under the registry's shared lock and must not call back into the registry.
+  // VisitSpec: fn(const WorkerSpec&) for `worker`; false if it is unknown.
+  template <typename Fn>
+  bool VisitSpec(WorkerId worker, Fn&& fn) const {
+    std::shared_lock lock(mu_);
+    auto it = workers_.find(worker);
+    if (it == workers_.end()) return false;
+    fn(static_cast<const WorkerSpec&>(it->second.spec));
+    return true;
+  }
+  // AnySpec: whether pred(const WorkerSpec&) holds for some worker (stops at the first).
+  template <typename Pred>
+  bool AnySpec(Pred&& pred) const {
+    std::shared_lock lock(mu_);
+    for (const auto& [id, e] : workers_) {
+      if (pred(static_cast<const WorkerSpec&>(e.spec))) return true;
+    }
+    return false;
+  }
   std::optional<WorkerId> FindByName(std::string_view name) const;
 
   void SetMetrics(WorkerId worker, EngineMetrics metrics);

@@ -48,6 +48,33 @@ TEST(WorkerRegistryTest, SnapshotFiltersByModel) {
   EXPECT_TRUE(r.Snapshot(seconds(0), "other").empty());
 }
 
+TEST(WorkerRegistryTest, VisitSpecReadsTheStoredSpecOfAKnownWorkerOnly) {
+  WorkerRegistry r;
+  WorkerSpec spec = Spec("a");
+  spec.base_url = "http://127.0.0.1:9123";
+  WorkerId id = *r.Add(spec, seconds(0));
+  std::string url;
+  EXPECT_TRUE(r.VisitSpec(id, [&](const WorkerSpec& s) { url = s.base_url; }));
+  EXPECT_EQ(url, "http://127.0.0.1:9123");
+  int calls = 0;
+  EXPECT_FALSE(r.VisitSpec(id + 1, [&](const WorkerSpec&) { ++calls; }));
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(WorkerRegistryTest, AnySpecStopsAtTheFirstMatchAndIsFalseWhenNoneMatches) {
+  WorkerRegistry r;
+  r.Add(Spec("a", {"m1"}), seconds(0));
+  r.Add(Spec("b", {"m2"}), seconds(0));
+  r.Add(Spec("c", {"m2"}), seconds(0));
+  int visited = 0;
+  EXPECT_TRUE(r.AnySpec([&](const WorkerSpec& s) {
+    ++visited;
+    return s.models.front() == "m2";
+  }));
+  EXPECT_EQ(visited, 2);  // a, then b matched: c is not visited
+  EXPECT_FALSE(r.AnySpec([](const WorkerSpec& s) { return s.models.front() == "m3"; }));
+}
+
 TEST(WorkerRegistryTest, SnapshotCarriesSeededRatesAndProfileCapacity) {
   WorkerRegistry r;
   WorkerId id = *r.Add(Spec("a"), seconds(0));
