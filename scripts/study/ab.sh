@@ -9,7 +9,10 @@
 #   shared      shared-prefix at 8 workers, 8/16/24 req/s, 750 requests each
 #   trace       the Mooncake trace at 8 workers, first 480 requests, arrivals x2
 # Usage: scripts/study/ab.sh [OUT]   (default ab-results); env KVROUTE, TRACE, NICE (5),
-#        LIMIT_S (600 per run), CASES (default "infera_j3s agentic_j shared trace").
+#        LIMIT_S (600 per run), CASES (default "infera_j3s agentic_j shared trace"),
+#        POLICIES (default "predicted_latency noaff llmd_sticky"; a path ending in .yaml is a
+#        policy file labelled by its base name; session 5's decode-slowdown A/B:
+#        POLICIES="predicted_latency scripts/study/predicted_latency_s4.yaml").
 # Then: scripts/study/table_levels.py OUT (one row per run and level).
 set -euo pipefail
 
@@ -21,6 +24,7 @@ TRACE="${TRACE:-$ROOT/../shared/data/mooncake/synthetic_trace.jsonl}"
 NICE="${NICE:-5}"
 LIMIT_S="${LIMIT_S:-600}"
 CASES="${CASES:-infera_j3s agentic_j shared trace}"
+POLICIES="${POLICIES:-predicted_latency noaff llmd_sticky}"
 
 [[ -x "$KVROUTE" ]] || { echo "no kvroute binary at $KVROUTE (set KVROUTE)" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -43,11 +47,12 @@ case_flags() {
 }
 
 for c in $CASES; do
-  for p in predicted_latency noaff llmd_sticky; do
-    label="ab_${c}_$p"
-    [[ -s "$OUT/$label.json" ]] && continue
+  for p in $POLICIES; do
     pol=(--policy "$p")
     [[ "$p" == noaff ]] && pol=(--policy-file "$HERE/predicted_latency_noaff.yaml")
+    if [[ "$p" == *.yaml ]]; then pol=(--policy-file "$p"); p="$(basename "$p" .yaml)"; fi
+    label="ab_${c}_$p"
+    [[ -s "$OUT/$label.json" ]] && continue
     echo "== $label ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))" >&2
     # shellcheck disable=SC2046  # case_flags is a word list
     /usr/bin/time -v -o "$OUT/$label.time" timeout "$LIMIT_S" nice -n "$NICE" "$KVROUTE" \
