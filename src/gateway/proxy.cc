@@ -470,6 +470,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     first_token_at_.reset();
     last_token_at_.reset();
     tokens_ = 0;
+    tokens_to_book_ = TokenBatcher();
     RoutedRequest rr;
     rr.worker = route_.worker;
     rr.prompt_tokens =
@@ -543,9 +544,11 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
       if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, now);
       histograms_ = &lane_->HistogramsFor(*proxy_->metrics_, request_.model);
       histograms_->ttft->Observe(ToSeconds(now - arrived_));
+      // Tokens that came with the first one are KV, not an interval: booked at once.
       if (n > 1) proxy_->registry_->load().OnToken(id_, now, n - 1);
     } else {
-      proxy_->registry_->load().OnToken(id_, now, n);
+      // Reported in windows of a few tokens, not per piece (TokenBatcher says why).
+      tokens_to_book_.Add(proxy_->registry_->load(), id_, now, n);
       histograms_->itl->Observe(ToSeconds(now - *last_token_at_) / n);
     }
     last_token_at_ = now;
@@ -744,6 +747,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     }
     if (!*piece) {
       upstream_.reset();
+      tokens_to_book_.Flush(proxy_->registry_->load(), id_);  // the last window's sample
       proxy_->registry_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
       Finish(!stream_error_, 200);
       // A translated stream may still owe its closing events; the next Pull ends the body.
@@ -779,6 +783,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   Deliver pending_deliver_;                 // the Pull an upstream read is answering
   std::shared_ptr<Exchange> reading_self_;  // set while that read is outstanding
   SseTokenCounter token_counter_;           // counts the relayed tokens
+  TokenBatcher tokens_to_book_;             // decode tokens not yet reported to the tracker
   Lane::Histograms* histograms_ = nullptr;  // the model's, from the first token on
   // Messages API streams only: the events the translator turns into Anthropic's.
   api::SseParser sse_;
