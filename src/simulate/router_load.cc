@@ -26,9 +26,14 @@ std::expected<void, std::string> RouterLoad::AddWorker(WorkerId worker,
   dirty_[worker] = 1;
   // Peer pool of this profile (a re-added worker first leaves its old pool).
   Own& own = own_[worker];
-  if (own.weight > 0) {
-    pools_[own.pool].weight -= own.weight;
-    pools_[own.pool].s_per_token -= own.s_per_token;
+  if (own.weight > 0 || own.decode_weight > 0) {
+    Pool& old = pools_[own.pool];
+    old.weight -= own.weight;
+    old.s_per_token -= own.s_per_token;
+    old.decode_weight -= own.decode_weight;
+    old.decode.base_s -= own.decode.base_s;
+    old.decode.per_sequence_s -= own.decode.per_sequence_s;
+    old.decode.per_kv_token_s -= own.decode.per_kv_token_s;
   }
   auto it = std::find(pool_names_.begin(), pool_names_.end(), profile.name);
   if (it == pool_names_.end()) {
@@ -37,11 +42,11 @@ std::expected<void, std::string> RouterLoad::AddWorker(WorkerId worker,
     it = pool_names_.end() - 1;
   }
   own = Own{.pool = static_cast<std::size_t>(it - pool_names_.begin())};
-  UpdatePrefill(worker);
+  UpdateRates(worker);
   return {};
 }
 
-void RouterLoad::UpdatePrefill(WorkerId worker) {
+void RouterLoad::UpdateRates(WorkerId worker) {
   auto e = learner_.Estimate(worker);
   if (!e || worker >= own_.size()) return;
   Own& own = own_[worker];
@@ -56,6 +61,20 @@ void RouterLoad::UpdatePrefill(WorkerId worker) {
   own.s_per_token = contributes ? own.samples / own.rate : 0;
   pool.weight += own.weight;
   pool.s_per_token += own.s_per_token;
+
+  pool.decode_weight -= own.decode_weight;
+  pool.decode.base_s -= own.decode.base_s;
+  pool.decode.per_sequence_s -= own.decode.per_sequence_s;
+  pool.decode.per_kv_token_s -= own.decode.per_kv_token_s;
+  own.decode_samples = static_cast<double>(e->decode_samples);
+  own.decode_weight = own.decode_samples >= kPeerMinSamples ? own.decode_samples : 0;
+  own.decode = sched::StepTimeModel{e->decode.base_s * own.decode_weight,
+                                    e->decode.per_sequence_s * own.decode_weight,
+                                    e->decode.per_kv_token_s * own.decode_weight};
+  pool.decode_weight += own.decode_weight;
+  pool.decode.base_s += own.decode.base_s;
+  pool.decode.per_sequence_s += own.decode.per_sequence_s;
+  pool.decode.per_kv_token_s += own.decode.per_kv_token_s;
 }
 
 void RouterLoad::ForgetWorker(WorkerId worker) {
@@ -70,7 +89,7 @@ void RouterLoad::OnRouted(std::uint64_t request, const gateway::RoutedRequest& r
 
 void RouterLoad::OnFirstToken(std::uint64_t request, WorkerId worker, Nanos now) {
   tracker_.OnFirstToken(request, now);
-  UpdatePrefill(worker);  // the one call that adds a prefill sample
+  UpdateRates(worker);  // the one call that adds a prefill sample
   Touch(worker);
 }
 
@@ -81,6 +100,7 @@ void RouterLoad::OnToken(std::uint64_t request, WorkerId worker, Nanos now) {
 
 void RouterLoad::OnDone(std::uint64_t request, WorkerId worker, Nanos now, bool ok) {
   tracker_.OnDone(request, now, ok);
+  UpdateRates(worker);  // the request's decode samples, for the decode pool
   Touch(worker);
 }
 
@@ -100,6 +120,13 @@ void RouterLoad::Fill(WorkerId worker, sched::WorkerSnapshot* s) {
       s->prefill_tokens_per_s = own.rate;
     }
   }
+  // As WorkerRegistry::Snapshot: too few decode samples of its own, its peers' model.
+  const bool lend_decode = own.decode_samples < kPeerMinSamples && pool.decode_weight > 0;
+  if (lend_decode) {
+    s->decode_step = sched::StepTimeModel{pool.decode.base_s / pool.decode_weight,
+                                          pool.decode.per_sequence_s / pool.decode_weight,
+                                          pool.decode.per_kv_token_s / pool.decode_weight};
+  }
   if (dirty_[worker] == 0) return;
   dirty_[worker] = 0;
   // As WorkerRegistry::Snapshot.
@@ -107,7 +134,9 @@ void RouterLoad::Fill(WorkerId worker, sched::WorkerSnapshot* s) {
   s->inflight_requests = l.inflight_requests;
   s->pending_prefill_tokens = l.pending_prefill_tokens;
   s->active_kv_blocks = l.active_kv_blocks;
-  if (auto r = learner_.Estimate(worker)) s->decode_step = r->decode;
+  if (!lend_decode) {
+    if (auto r = learner_.Estimate(worker)) s->decode_step = r->decode;
+  }
   s->kv_bytes_per_block = kv_bytes_per_block_[worker];
 }
 

@@ -16,8 +16,12 @@
 // sample-weighted harmonic mean over those with that many), one with more its own rate
 // shrunk toward the pool (gateway::ShrinkTowardPeers, kPeerPriorSamples). The pool is kept
 // incrementally (updated at each prefill sample) so Fill stays O(1) per worker; the prefill
-// rate is rewritten at every Fill because a peer's sample moves it. Decode rates are not
-// pooled here (the registry lends a worker with < 10 decode samples its peers' model).
+// rate is rewritten at every Fill because a peer's sample moves it. Decode models too, as the
+// registry does: a worker with fewer than kPeerMinSamples decode samples is lent the
+// sample-weighted mean model of its same-profile peers that have that many (its own, above
+// that). The decode pool is refreshed at each first token and completion (a worker's decode
+// samples grow per token; per request is enough to cross the threshold within a request or
+// two and keeps the per-token path free of pool updates).
 // Worker lifecycle: AddWorker seeds rates from the profile (gateway::SeedFromProfile); a
 // failed worker's load is forgotten; its learned rates stay (the live registry keeps a
 // worker's rates while health checks eject it, and after it comes back).
@@ -76,19 +80,24 @@ class RouterLoad {
   static constexpr double kPeerMinSamples = 10;     // RegistryOptions::peer_prior_min_samples
   static constexpr double kPeerPriorSamples = 100;  // ::peer_prefill_prior_samples
 
-  struct Pool {  // per profile: sums over workers with >= kPeerMinSamples prefill samples
+  struct Pool {  // per profile: sums over workers with >= kPeerMinSamples samples (each kind)
     double weight = 0;
     double s_per_token = 0;  // weighted sum of 1 / rate
+    double decode_weight = 0;
+    sched::StepTimeModel decode;  // weighted sums of the decode coefficients
   };
-  struct Own {  // a worker's last prefill estimate and its share of its pool
+  struct Own {  // a worker's last estimates and its shares of its pool
     std::size_t pool = 0;
     double rate = 0;
     double samples = 0;
     double weight = 0;
     double s_per_token = 0;
+    double decode_samples = 0;
+    double decode_weight = 0;
+    sched::StepTimeModel decode;  // its decode model times decode_weight
   };
-  // Re-reads the worker's prefill estimate and moves its contribution to the pool.
-  void UpdatePrefill(WorkerId worker);
+  // Re-reads the worker's estimates and moves its contributions to the pool.
+  void UpdateRates(WorkerId worker);
 
   gateway::RateLearner learner_;
   gateway::LoadTracker tracker_;  // after learner_: it borrows it

@@ -125,5 +125,37 @@ TEST(RouterLoadTest, FillShrinksScatteredPrefillRatesTowardThePeersAsTheRegistry
   EXPECT_NEAR(*s0.prefill_tokens_per_s, gateway::ShrinkTowardPeers(own0, 50, pool, 100), 1e-6);
 }
 
+// As WorkerRegistry::Snapshot: a worker with fewer than 10 decode samples of its own is lent
+// its same-profile peers' learned decode model (the sample-weighted mean of those with 10 or
+// more); before any peer has that many, every worker keeps its own (seeded) model.
+TEST(RouterLoadTest, FillLendsAWorkerWithFewDecodeSamplesItsPeersDecodeModel) {
+  RouterLoad router;
+  ASSERT_TRUE(router.AddWorker(0, TestProfile(), 16).has_value());
+  ASSERT_TRUE(router.AddWorker(1, TestProfile(), 16).has_value());
+  sched::WorkerSnapshot s0, s1;
+  router.Fill(1, &s1);
+  const sched::StepTimeModel seed = *s1.decode_step;
+  // Worker 0 decodes 40 tokens at twice the seed's batch-1 step time.
+  const double itl = 2 * seed.Seconds(1, 4096);
+  Nanos now(0);
+  router.OnRouted(1, Routed(0, 4096, 4096, 260), now);
+  now += std::chrono::seconds(1);
+  router.OnFirstToken(1, 0, now);
+  for (int k = 0; k < 40; ++k) {
+    now += FromSeconds(itl);
+    router.OnToken(1, 0, now);
+  }
+  router.OnDone(1, 0, now, true);
+  const auto learned = router.learner().Estimate(0);
+  ASSERT_TRUE(learned.has_value());
+  ASSERT_GE(learned->decode_samples, 10u);
+  ASSERT_LT(router.learner().Estimate(1)->decode_samples, 10u);
+  router.Fill(0, &s0);
+  router.Fill(1, &s1);
+  EXPECT_DOUBLE_EQ(s0.decode_step->Seconds(1, 4096), learned->decode.Seconds(1, 4096));
+  EXPECT_NEAR(s1.decode_step->Seconds(1, 4096), learned->decode.Seconds(1, 4096), 1e-12);
+  EXPECT_GT(s1.decode_step->Seconds(1, 4096), 1.2 * seed.Seconds(1, 4096));
+}
+
 }  // namespace
 }  // namespace kvroute::simulate
