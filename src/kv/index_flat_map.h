@@ -8,7 +8,7 @@
 // element and a pointer chase per probe. This map stores keys and values in two flat arrays,
 // so a lookup is usually one cache miss and the overhead is the empty slots. Capacities are
 // not powers of two (TableHome maps a 32-bit hash onto any capacity with a multiply), so
-// tables grow by 1.125x at load 0.875 and stay between 0.78 and 0.875 full while growing
+// tables grow by 1.25x at load 0.85 and stay between 0.68 and 0.85 full while growing
 // (TableMustGrow), where doubling left them between 0.375 and 0.75.
 //
 // Probing: "sorted" linear probing, i.e. Robin Hood with homes monotone in the hash. The
@@ -77,19 +77,21 @@ TableArray<T> AllocateTableArray(std::size_t n, bool zero) {
   return TableArray<T>(static_cast<T*>(p));
 }
 
-// Capacity policy shared by IndexFlatMap and NodeTable: grow by 1/kTableGrowthDiv (1.125x)
-// when an insert would pass load kTableMaxLoadNum/kTableMaxLoadDen (7/8); shrink to load
-// 0.5 below 1/8. So a growing table sits in (0.778, 0.875], ~0.82 on average over a growth
-// cycle, where 1.25x at 0.75 gave (0.6, 0.75], ~0.67: the node table and the engine maps have
-// one slot per unshared (block, worker) entry, so their load is most of the bytes per entry
-// beyond the node (src/kv/README.md "Data structures"). Sorted probing keeps lookups and
-// erases short at this load; what grows is the insert's move of the rest of its run
-// (measured in README "Measured"). Plain linear probing could not go there (at 0.8 it cost
-// ~8% more apply instructions than at 0.75).
-// Growing by 1.125x moves each element ~8 times over its table's growth (~4 at 1.25x, ~1 at
-// 2x); tables of a stationary index do not grow.
-inline constexpr std::size_t kTableMaxLoadNum = 3;
-inline constexpr std::size_t kTableMaxLoadDen = 4;
+// Capacity policy shared by IndexFlatMap and NodeTable: grow by 1 + 1/kTableGrowthDiv (1.25x)
+// when an insert would pass load kTableMaxLoadNum / kTableMaxLoadDen (0.85; 0.75 until
+// session 5); shrink to load 0.5 below 1/8. So a growing table sits in (0.68, 0.85], 0.76 on
+// average over a growth cycle (0.67 at 0.75): the node table and the engine maps have one
+// slot each per unshared (block, worker) entry, so their load sets most of the bytes per
+// entry beyond the node (src/kv/README.md "Data structures"). Sorted probing keeps finds and
+// erases short at this load; what grows is an insert's move of the rest of its run (+11%
+// apply instructions for 62.5 -> 56.5 bytes per entry, README "Measured"). 7/8 at 1.25x cost
+// the same in the apply benchmark and saved nothing more in the 10M-entry world; 7/8 at
+// 1.125x saved 0.2 B more for +16% instructions. Plain linear probing could not go there
+// (at 0.8 it cost ~8% more apply instructions than at 0.75).
+// Growing by 1.25x moves each element ~4 times over its table's growth (~1 at 2x); tables of
+// a stationary index do not grow.
+inline constexpr std::size_t kTableMaxLoadNum = 17;
+inline constexpr std::size_t kTableMaxLoadDen = 20;
 inline constexpr std::size_t kTableGrowthDiv = 4;
 inline bool TableMustGrow(std::size_t size_after_insert, std::size_t capacity) {
   return size_after_insert * kTableMaxLoadDen > capacity * kTableMaxLoadNum;

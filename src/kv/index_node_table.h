@@ -7,8 +7,8 @@
 // for unshared blocks.
 //
 // The fingerprint is the top half of a multiplicative hash and the home slot is the
-// fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.125x at load
-// 0.875 as IndexFlatMap), so the home of a stored element is known from its fingerprint alone:
+// fingerprint scaled onto the capacity (TableHome; any capacity, grown by 1.25x at load
+// 0.85 as IndexFlatMap), so the home of a stored element is known from its fingerprint alone:
 // growing and deleting never read a node. Runs are sorted by fingerprint, so a miss stops at
 // the first larger fingerprint and an erase stops at the first element at its home. An
 // empty slot has fingerprint 0xFFFFFFFF (and id kEmpty), so "fingerprint < mine" alone
