@@ -714,17 +714,17 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     }
     // One callback-driven read per Pull: no coroutine is spawned per relayed piece (a
     // co_spawn per Pull cost a post, a coroutine thread and its frames on every chunk). The
-    // exchange keeps itself alive while the read is outstanding.
+    // callback owns the exchange while the read is outstanding (it fits the callback's
+    // inline storage: no allocation), so a read dropped with its io_context frees it too.
     pending_deliver_ = std::move(deliver);
-    reading_self_ = shared_from_this();
-    upstream_->ReadNext(
-        [this](client::ResponseStream::NextResult piece) { OnPiece(std::move(piece)); });
+    upstream_->ReadNext([self = shared_from_this()](client::ResponseStream::NextResult piece) {
+      self->OnPiece(std::move(piece));
+    });
   }
 
   // The upstream read a Pull started has completed: relay the piece, end the stream, or turn
   // a worker failure into error frames.
   void OnPiece(client::ResponseStream::NextResult piece) {
-    const std::shared_ptr<Exchange> self = std::move(reading_self_);
     Deliver deliver = std::move(pending_deliver_);
     if (cancelled_) {
       deliver(std::nullopt);
@@ -781,7 +781,6 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::optional<asio::steady_timer> cancel_signal_;  // cancelled when the client leaves
   std::optional<std::string> preloaded_;
   Deliver pending_deliver_;                 // the Pull an upstream read is answering
-  std::shared_ptr<Exchange> reading_self_;  // set while that read is outstanding
   SseTokenCounter token_counter_;           // counts the relayed tokens
   TokenBatcher tokens_to_book_;             // decode tokens not yet reported to the tracker
   Lane::Histograms* histograms_ = nullptr;  // the model's, from the first token on
