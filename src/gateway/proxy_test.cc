@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 #include <condition_variable>
 #include <cstdlib>
@@ -529,6 +531,53 @@ TEST_P(ProxyTest, AStreamKeepsFlowingWhileAnotherRequestOnItsLaneIsPrepared) {
   EXPECT_GE(events, 100u);
   streaming.Close();
   slow.Close();
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
+}
+
+// A route's load is booked where it is decided (the compute thread), not after the hand-off
+// back to the lane: while the lane is held busy, the router already counts the request in
+// flight, so the next decision on any thread sees it. (Booked on the lane, requests arriving
+// together were all decided on the same idle snapshot.)
+TEST_P(ProxyTest, ARouteIsBookedBeforeTheLaneResumes) {
+  if (!GetParam().shared_lane || GetParam().compute_threads == 0) {
+    GTEST_SKIP() << "needs a lane the test can hold and a compute pool";
+  }
+  FakeWorker w(FakeWorker::Mode::kJsonNever);
+  Start({&w});
+  net::testing::TestClient c;
+  ASSERT_TRUE(c.Connect(front_->port()));
+  c.Send(net::testing::TestClient::Post("/v1/completions", R"({"model":"m","prompt":"SLOW x"})",
+                                        false));
+  ASSERT_TRUE(tokenizer_->WaitEntered(seconds(5)));  // handed off: the lane is free again
+  std::mutex mu;
+  std::condition_variable cv;
+  bool holding = false, release = false;
+  boost::asio::post(lanes_->context(0), [&] {
+    std::unique_lock lock(mu);
+    holding = true;
+    cv.notify_all();
+    cv.wait_for(lock, seconds(10), [&] { return release; });
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, seconds(5), [&] { return holding; }));
+  }
+  tokenizer_->Release();
+  for (int i = 0; i < 200 && registry_.load().inflight() == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(registry_.load().inflight(), 1u);  // the lane has not resumed the exchange yet
+  EXPECT_EQ(w.requests.load(), 0);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+    cv.notify_all();
+  }
+  for (int i = 0; i < 200 && w.requests.load() == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(w.requests.load(), 1);
+  c.Close();
   EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
