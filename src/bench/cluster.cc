@@ -86,7 +86,8 @@ double WallItlSlo(double target_tokens_per_s, double speedup) {
 }
 
 std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                      std::uint64_t seed, const std::string& profile, double itl_slo_s) {
+                      std::uint64_t seed, const std::string& profile, double itl_slo_s,
+                      double speedup) {
   std::ostringstream y;
   y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
   for (std::size_t i = 0; i < sims.size(); ++i) {
@@ -95,6 +96,8 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& polic
     // The sims' profile, so the router seeds its rates and sizes KV blocks for that model
     // rather than for the default one.
     if (!profile.empty()) y << "    profile: \"" << profile << "\"\n";
+    // The sims run `speedup` times faster than that profile: seed the router for their pace.
+    if (speedup > 0 && speedup != 1) y << "    profile_speedup: " << speedup << "\n";
     if (!s.kv_endpoint.empty()) {
       // The sim binds; "tcp://*:P" tells kvroute to connect to the worker's host on P.
       const auto colon = s.kv_endpoint.rfind(':');
@@ -184,8 +187,8 @@ std::expected<void, std::string> Cluster::StartNginx(bool least_conn, const std:
 
 std::expected<void, std::string> Cluster::StartServe(const std::string& policy,
                                                      const std::string& dir) {
-  const std::string yaml =
-      ServeYaml(sims_, policy, options_.seed, options_.profile, options_.itl_slo_s);
+  const std::string yaml = ServeYaml(sims_, policy, options_.seed, options_.profile,
+                                     options_.itl_slo_s, options_.speedup);
   const std::string conf = dir + "/serve.yaml";
   std::ofstream(conf) << yaml;
   const std::string log = dir + "/serve.log";

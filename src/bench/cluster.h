@@ -59,9 +59,10 @@ std::expected<std::string, std::string> ParseServeReadyLine(const std::string& l
 std::vector<std::string> SimArgv(const ClusterOptions& options);
 // `kvroute serve`'s configuration in front of `sims`: precise mode, every sim's KV events,
 // `policy` (a preset name), `profile` on every worker when not empty, scheduler.itl_slo_s
-// when `itl_slo_s` > 0.
+// when `itl_slo_s` > 0, `profile_speedup` on every worker when the sims run at `speedup` != 1.
 std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                      std::uint64_t seed, const std::string& profile, double itl_slo_s = 0);
+                      std::uint64_t seed, const std::string& profile, double itl_slo_s = 0,
+                      double speedup = 1);
 // The wall-time ITL SLO for a per-user target of `target_tokens_per_s` (model time) on sims
 // running `speedup` times faster; 0 when either is not positive.
 double WallItlSlo(double target_tokens_per_s, double speedup);

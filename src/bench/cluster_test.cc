@@ -168,5 +168,19 @@ TEST(FreeLoopbackPortTest, ReturnsAUsablePort) {
   EXPECT_LT(*port, 65536);
 }
 
+TEST(ServeYamlTest, SpedUpSimsGetProfileSpeedupOnEveryWorker) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"},
+                               {"http://127.0.0.1:2", "tcp://127.0.0.1:12", "m"}};
+  const std::string yaml = ServeYaml(sims, "predicted_latency", 7, "", 0, 10);
+  std::size_t count = 0;
+  for (auto at = yaml.find("profile_speedup: 10\n"); at != std::string::npos;
+       at = yaml.find("profile_speedup: 10\n", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 2u) << yaml;
+  EXPECT_EQ(ServeYaml(sims, "predicted_latency", 7, "", 0, 1).find("profile_speedup"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvroute::bench

@@ -127,6 +127,7 @@ std::expected<WorkerConfig, std::string> ParseWorker(const YAML::Node& node, std
   if (!model.empty()) w.models.insert(w.models.begin(), model);
   KVROUTE_TRY(r.String("role", &w.role));
   KVROUTE_TRY(r.String("profile", &w.profile));
+  KVROUTE_TRY(r.Number("profile_speedup", &w.profile_speedup, 1e-6, 1e6));
   KVROUTE_TRY(r.Number("cpu_load_bytes_per_s", &w.cpu_load_bytes_per_s, 0, 1e15));
   YAML::Node ev = r.Get("kv_events");
   if (ev && !ev.IsNull()) {
@@ -372,6 +373,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
     out << YAML::Key << "models" << YAML::Value << YAML::Flow << w.models;
     out << YAML::Key << "role" << YAML::Value << w.role;
     out << YAML::Key << "profile" << YAML::Value << w.profile;
+    out << YAML::Key << "profile_speedup" << YAML::Value << w.profile_speedup;
     out << YAML::Key << "cpu_load_bytes_per_s" << YAML::Value << w.cpu_load_bytes_per_s;
     out << YAML::Key << "kv_events" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "endpoint" << YAML::Value << w.kv_events.endpoint;

@@ -32,6 +32,10 @@ struct WorkerConfig {
   std::string role = "mixed";       // mixed | prefill | decode
   KvEventsConfig kv_events;
   std::string profile;  // engine profile seeding learned rates; empty: the default profile
+  // How many times faster than its profile the engine runs (`kvroute sim --speedup`); the
+  // profile's times are divided by it when seeding rates and the CPU tier's bandwidth is
+  // multiplied by it. 1 for a real engine.
+  double profile_speedup = 1;
   // Bandwidth to load a KV block back from the worker's host-memory (CPU) tier, bytes/s;
   // 0: the engine model's host-to-GPU bandwidth (engine::EngineConfig, what `kvroute sim`
   // and `kvroute simulate` charge). predicted_ttft counts CPU-tier blocks as loaded at this

@@ -209,6 +209,28 @@ workers: [{name: a, url: "http://127.0.0.1:8001", model: m, cpu_load_bytes_per_s
   EXPECT_NE(c.error().find("workers[0].cpu_load_bytes_per_s"), std::string::npos) << c.error();
 }
 
+TEST(GatewayConfig, ProfileSpeedupIsReadDefaultsToOneAndIsKept) {
+  auto c = ParseConfig(R"(
+workers:
+  - {name: a, url: "http://127.0.0.1:8001", model: m, profile_speedup: 10}
+  - {name: b, url: "http://127.0.0.1:8002", model: m}
+)");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_DOUBLE_EQ(c->workers[0].profile_speedup, 10);
+  EXPECT_DOUBLE_EQ(c->workers[1].profile_speedup, 1);  // a real engine
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_DOUBLE_EQ(again->workers[0].profile_speedup, 10);
+}
+
+TEST(GatewayConfig, ZeroProfileSpeedupIsRefused) {
+  auto c = ParseConfig(R"(
+workers: [{name: a, url: "http://127.0.0.1:8001", model: m, profile_speedup: 0}]
+)");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().find("workers[0].profile_speedup"), std::string::npos) << c.error();
+}
+
 TEST(GatewayConfig, EffectiveYamlRedactsApiKeys) {
   auto c = ParseConfig(std::string(kMinimal) + "api_keys: [s3cret]\n");
   ASSERT_TRUE(c.has_value());

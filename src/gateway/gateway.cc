@@ -267,6 +267,7 @@ std::expected<void, std::string> Gateway::Start() {
     spec.role = RoleOf(w.role);
     spec.labels = w.labels;
     spec.profile = w.profile;
+    spec.profile_speedup = w.profile_speedup;
     spec.block_size = p.block_size;
     if (w.cpu_load_bytes_per_s > 0) {
       spec.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = w.cpu_load_bytes_per_s;

@@ -161,6 +161,15 @@ struct RateLearner::State {
   std::uint64_t rejected = 0;
 };
 
+void ScaleSeedTime(RateSeed& seed, double factor) {
+  seed.prefill_overhead_s *= factor;
+  seed.prefill_s_per_token *= factor;
+  seed.prefill_s_per_token_sq *= factor;
+  seed.decode.base_s *= factor;
+  seed.decode.per_sequence_s *= factor;
+  seed.decode.per_kv_token_s *= factor;
+}
+
 std::expected<RateSeed, std::string> SeedFromProfile(const engine::Profile& profile) {
   engine::StepTimeModel model(profile);
   // Up to 128k tokens: long-context prompts are where attention's quadratic share shows, and

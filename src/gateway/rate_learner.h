@@ -60,6 +60,10 @@ struct RateSeed {
 // and DecodeStepTime) by least squares over a grid of prompt lengths, batches and contexts.
 std::expected<RateSeed, std::string> SeedFromProfile(const engine::Profile& profile);
 
+// Multiplies every time in `seed` by `factor` (1 / speedup for an engine running faster than
+// its profile): the prefill line and curve and the decode step model alike.
+void ScaleSeedTime(RateSeed& seed, double factor);
+
 struct RateLearnerOptions {
   double forgetting = 0.995;  // RLS forgetting factor in (0, 1]; memory ~200 samples
   double prior_weight = 10;   // how many samples' worth of belief the seed carries

@@ -53,8 +53,12 @@ std::expected<WorkerId, std::string> WorkerRegistry::Add(WorkerSpec spec, Nanos 
   if (spec.profile.empty()) spec.profile = std::string(engine::kDefaultProfileName);
   auto profile = engine::LoadProfile(spec.profile);
   if (!profile) return std::unexpected("worker " + spec.name + ": " + profile.error());
+  if (!(spec.profile_speedup > 0)) {
+    return std::unexpected("worker " + spec.name + ": profile_speedup must be > 0");
+  }
   auto seed = SeedFromProfile(*profile);
   if (!seed) return std::unexpected("worker " + spec.name + ": " + seed.error());
+  ScaleSeedTime(*seed, 1.0 / spec.profile_speedup);
 
   Entry entry;
   engine::StepTimeModel model(*profile);
@@ -66,7 +70,8 @@ std::expected<WorkerId, std::string> WorkerRegistry::Add(WorkerSpec spec, Nanos 
   // host memory as recomputed; a worker with no CPU tier never reports such blocks.
   constexpr int kCpu = static_cast<int>(kv::Tier::kCpu);
   if (!spec.tier_load_bytes_per_s[kCpu]) {
-    spec.tier_load_bytes_per_s[kCpu] = engine::EngineConfig{}.cpu_to_gpu_bandwidth_bytes_per_s;
+    spec.tier_load_bytes_per_s[kCpu] =
+        engine::EngineConfig{}.cpu_to_gpu_bandwidth_bytes_per_s * spec.profile_speedup;
   }
   entry.spec = std::move(spec);
 

@@ -50,8 +50,12 @@ struct WorkerSpec {
   sched::Role role = sched::Role::kMixed;
   std::map<std::string, std::string> labels;
   std::optional<KvEventSpec> kv_events;  // absent: no events (approximate mode)
-  std::string profile;            // engine profile name or path; empty: engine::kDefaultProfileName
-  std::uint32_t block_size = 16;  // engine KV block size, tokens
+  std::string profile;  // engine profile name or path; empty: engine::kDefaultProfileName
+  // The engine runs this many times faster than `profile` (a `kvroute sim --speedup` fleet):
+  // Add() divides the profile's seed times by it and multiplies the default CPU tier
+  // bandwidth by it, so a sped-up fleet is not seeded 10x slow until samples arrive. > 0.
+  double profile_speedup = 1;
+  std::uint32_t block_size = 16;                    // engine KV block size, tokens
   std::optional<std::uint64_t> kv_capacity_blocks;  // override of the profile's
   // Bandwidth to load a block into GPU memory from each tier, bytes/s (kv::Tier order).
   // Add() fills a missing CPU entry with the engine model's host-to-GPU bandwidth.

@@ -280,5 +280,32 @@ TEST(WorkerRegistryTest, CpuTierBandwidthDefaultsToTheEngineModels) {
   EXPECT_FALSE(ById(snaps, plain).tier_load_bytes_per_s[static_cast<int>(kv::Tier::kDisk)]);
 }
 
+TEST(WorkerRegistryTest, ProfileSpeedupScalesTheSeedToTheEnginesPace) {
+  WorkerRegistry r;
+  const WorkerId real = *r.Add(Spec("real"), seconds(0));
+  WorkerSpec sped = Spec("sped");
+  sped.profile_speedup = 10;
+  const WorkerId fast = *r.Add(sped, seconds(0));
+  auto snaps = r.Snapshot(seconds(0), "m");
+  const sched::WorkerSnapshot& a = ById(snaps, real);
+  const sched::WorkerSnapshot& b = ById(snaps, fast);
+  ASSERT_TRUE(a.prefill_tokens_per_s && b.prefill_tokens_per_s);
+  EXPECT_NEAR(*b.prefill_tokens_per_s / *a.prefill_tokens_per_s, 10, 1e-6);
+  ASSERT_TRUE(a.decode_step && b.decode_step);
+  EXPECT_NEAR(a.decode_step->Seconds(8, 50000) / b.decode_step->Seconds(8, 50000), 10, 1e-9);
+  const int cpu = static_cast<int>(kv::Tier::kCpu);
+  ASSERT_TRUE(a.tier_load_bytes_per_s[cpu] && b.tier_load_bytes_per_s[cpu]);
+  EXPECT_DOUBLE_EQ(*b.tier_load_bytes_per_s[cpu], 10 * *a.tier_load_bytes_per_s[cpu]);
+}
+
+TEST(WorkerRegistryTest, NonPositiveProfileSpeedupIsRejected) {
+  WorkerRegistry r;
+  WorkerSpec s = Spec("zero");
+  s.profile_speedup = 0;
+  auto added = r.Add(s, seconds(0));
+  ASSERT_FALSE(added.has_value());
+  EXPECT_NE(added.error().find("profile_speedup"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvroute::gateway
