@@ -11,16 +11,6 @@
 namespace kvroute::client {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using detail::Connection;
-using detail::Deadlines;
-using detail::Error;
-using detail::IsPeerGone;
-using detail::kNoThrow;
-using detail::OriginOf;
-
 // The request's body is borrowed (span_body), not copied into the message: `r` (the
 // OpenStream coroutine's own parameter) outlives every write of it.
 using OutgoingRequest = http::request<http::span_body<const char>>;

@@ -125,6 +125,20 @@ std::unique_ptr<ResponseStream> MakeResponseStream(std::shared_ptr<AsyncHttpClie
 
 }  // namespace detail
 
+// The names the three implementation files (async_http_client.cc, connection_pool.cc,
+// response_stream.cc) share, declared once: this header is theirs alone.
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using detail::Connection;
+using detail::Deadlines;
+using detail::Error;
+using detail::IsPeerGone;
+using detail::kNoThrow;
+using detail::OriginOf;
+using detail::SteadyTime;
+
 // The per-origin keep-alive pool (connection_pool.cc). Shared by the client and its streams.
 class AsyncHttpClient::Pool {
  public:

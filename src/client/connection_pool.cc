@@ -6,18 +6,6 @@
 #include "client/async_http_client_internal.h"
 
 namespace kvroute::client {
-namespace {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-using detail::Connection;
-using detail::Deadlines;
-using detail::Error;
-using detail::kNoThrow;
-using detail::OriginOf;
-using tcp = asio::ip::tcp;
-
-}  // namespace
 
 std::unique_ptr<Connection> AsyncHttpClient::Pool::TakeIdle(const std::string& origin) {
   std::unique_ptr<Connection> conn;

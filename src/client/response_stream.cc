@@ -11,15 +11,6 @@
 namespace kvroute::client {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using detail::Connection;
-using detail::Deadlines;
-using detail::Error;
-using detail::IsPeerGone;
-using detail::SteadyTime;
-
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
