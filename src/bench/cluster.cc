@@ -45,6 +45,15 @@ std::expected<SimInfo, std::string> ParseSimReadyLine(const std::string& line) {
   return info;
 }
 
+std::expected<SimInfo, std::string> StartedSimInfo(const std::string& ready_line,
+                                                   const ClusterOptions& options) {
+  auto info = ParseSimReadyLine(ready_line);
+  if (!info) return info;
+  info->profile = options.profile;
+  info->speedup = options.speedup;
+  return info;
+}
+
 std::expected<std::string, std::string> ParseServeReadyLine(const std::string& line) {
   return UrlAfter(line, "kvroute serve listening on ");
 }
@@ -85,31 +94,33 @@ double WallItlSlo(double target_tokens_per_s, double speedup) {
   return 1.0 / target_tokens_per_s / speedup;
 }
 
-std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                      std::uint64_t seed, const std::string& profile, double itl_slo_s,
-                      double speedup) {
+std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions& options) {
   std::ostringstream y;
-  y << "listen: {host: 127.0.0.1, port: 0}\nworkers:\n";
+  y << "listen: {host: 127.0.0.1, port: 0";
+  if (options.lanes > 0) {
+    y << ", http_threads: " << options.lanes << ", proxy_threads: " << options.lanes;
+  }
+  y << "}\nworkers:\n";
   for (std::size_t i = 0; i < sims.size(); ++i) {
-    const auto& s = sims[i];
+    const SimInfo& s = sims[i];
     y << "  - name: sim" << i << "\n    url: " << s.url << "\n    model: " << s.model << "\n";
-    // The sims' profile, so the router seeds its rates and sizes KV blocks for that model
+    // The sim's profile, so the router seeds its rates and sizes KV blocks for that model
     // rather than for the default one.
-    if (!profile.empty()) y << "    profile: \"" << profile << "\"\n";
-    // The sims run `speedup` times faster than that profile: seed the router for their pace.
-    if (speedup > 0 && speedup != 1) y << "    profile_speedup: " << speedup << "\n";
+    if (!s.profile.empty()) y << "    profile: \"" << s.profile << "\"\n";
+    // The sim runs `speedup` times faster than that profile: seed the router for its pace.
+    if (s.speedup > 0 && s.speedup != 1) y << "    profile_speedup: " << s.speedup << "\n";
     if (!s.kv_endpoint.empty()) {
       // The sim binds; "tcp://*:P" tells kvroute to connect to the worker's host on P.
       const auto colon = s.kv_endpoint.rfind(':');
       y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
     }
   }
-  y << "scheduler: {policy: " << policy << ", seed: " << seed;
-  if (itl_slo_s > 0) {
+  y << "scheduler: {policy: " << options.policy << ", seed: " << options.seed;
+  if (options.itl_slo_s > 0) {
     // Full precision: a 33 ms target at speedup 10 is 0.00333... s.
     std::ostringstream slo;
     slo.precision(17);
-    slo << itl_slo_s;
+    slo << options.itl_slo_s;
     y << ", itl_slo_s: " << slo.str();
   }
   y << "}\nmode: precise\n";
@@ -137,7 +148,7 @@ std::expected<void, std::string> Cluster::StartSims() {
     auto line =
         sim_processes_[i].WaitForLine("kvroute sim listening on ", options_.ready_timeout_s);
     if (!line) return std::unexpected("sim " + std::to_string(i) + ": " + line.error());
-    auto info = ParseSimReadyLine(*line);
+    auto info = StartedSimInfo(*line, options_);
     if (!info) return std::unexpected(info.error());
     if (!WaitHttpOk(info->url + "/health", options_.ready_timeout_s)) {
       return std::unexpected("sim " + info->url + " never answered /health");
@@ -187,8 +198,11 @@ std::expected<void, std::string> Cluster::StartNginx(bool least_conn, const std:
 
 std::expected<void, std::string> Cluster::StartServe(const std::string& policy,
                                                      const std::string& dir) {
-  const std::string yaml = ServeYaml(sims_, policy, options_.seed, options_.profile,
-                                     options_.itl_slo_s, options_.speedup);
+  ServeConfigOptions serve;
+  serve.policy = policy;
+  serve.seed = options_.seed;
+  serve.itl_slo_s = options_.itl_slo_s;
+  const std::string yaml = ServeYaml(sims_, serve);
   const std::string conf = dir + "/serve.yaml";
   std::ofstream(conf) << yaml;
   const std::string log = dir + "/serve.log";

@@ -5,8 +5,9 @@
 // Router names: "nginx-rr", "nginx-lc", "kvroute:<preset>" (round_robin, predicted_latency,
 // dynamo_cost, ...). Each child writes its log (and nginx/serve their configuration) into
 // `dir`, which survives the run for post-mortems. `kvroute serve` is told each sim's profile
-// (its rate seeds and KV bytes per block come from it), so a non-default profile is modelled
-// on both sides.
+// and speedup (its rate seeds and KV bytes per block come from them), so a non-default
+// profile and a sped-up fleet are modelled on both sides. ServeYaml is the one writer of that
+// configuration: `bench overhead` (overhead_procs.h) uses it too.
 //
 // Ownership: the Cluster owns its children; Stop() (and the destructor) stops the router
 // first, then the sims. Thread safety: one thread.
@@ -46,10 +47,19 @@ struct SimInfo {
   std::string url;          // http://127.0.0.1:P
   std::string kv_endpoint;  // tcp://127.0.0.1:Q
   std::string model;
+  // What the sim was started with (the ready line does not say; StartedSimInfo adds them):
+  // its engine profile (empty: the sim's default) and how much faster than that profile it
+  // runs. ServeYaml writes both on the sim's worker.
+  std::string profile;
+  double speedup = 1;
 };
 
 // Parses a ready line "kvroute sim listening on http://H:P model=M kv_events=E ...".
 std::expected<SimInfo, std::string> ParseSimReadyLine(const std::string& line);
+// The SimInfo of a sim started by SimArgv(options) that printed `ready_line`: the parsed line
+// plus the options' profile and speedup.
+std::expected<SimInfo, std::string> StartedSimInfo(const std::string& ready_line,
+                                                   const ClusterOptions& options);
 // "kvroute serve listening on http://H:P ..." → "http://H:P".
 std::expected<std::string, std::string> ParseServeReadyLine(const std::string& line);
 // The command line of one sim (options.exe first). Its KV events are BOUND on a loopback port
@@ -57,12 +67,23 @@ std::expected<std::string, std::string> ParseServeReadyLine(const std::string& l
 // make the sim connect (vLLM's convention), and kvroute serve, told "tcp://*:P", connects
 // too, so no event would ever flow.
 std::vector<std::string> SimArgv(const ClusterOptions& options);
-// `kvroute serve`'s configuration in front of `sims`: precise mode, every sim's KV events,
-// `policy` (a preset name), `profile` on every worker when not empty, scheduler.itl_slo_s
-// when `itl_slo_s` > 0, `profile_speedup` on every worker when the sims run at `speedup` != 1.
-std::string ServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                      std::uint64_t seed, const std::string& profile, double itl_slo_s = 0,
-                      double speedup = 1);
+// What differs between the `kvroute serve` configurations the bench writes (`bench compare`
+// and `demo`: an ITL SLO; `bench overhead`: a lane count). What describes a worker comes from
+// its SimInfo instead, so every caller models the sims alike.
+struct ServeConfigOptions {
+  std::string policy;  // a scheduler preset name (round_robin, predicted_latency, ...)
+  std::uint64_t seed = 1;
+  // scheduler.itl_slo_s, wall seconds (the per-user ITL target the ITL guard judges against);
+  // 0: not written, the policy's own SLO applies.
+  double itl_slo_s = 0;
+  // listen.http_threads and listen.proxy_threads (the event loops the server and proxy
+  // share); 0: not written, serve's default (one per CPU it may run on when it starts).
+  int lanes = 0;
+};
+// `kvroute serve`'s configuration in front of `sims`: loopback on a port the OS picks,
+// precise mode, one worker per sim (its URL, model, KV events when it publishes them,
+// `profile` when it has one, `profile_speedup` when its speedup is not 1), the policy and seed.
+std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions& options);
 // The wall-time ITL SLO for a per-user target of `target_tokens_per_s` (model time) on sims
 // running `speedup` times faster; 0 when either is not positive.
 double WallItlSlo(double target_tokens_per_s, double speedup);

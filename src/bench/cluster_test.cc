@@ -82,30 +82,92 @@ TEST(SimArgvTest, DefaultsLeaveTheSimsOwnSettings) {
   }
 }
 
-TEST(ServeYamlTest, EveryWorkerNamesTheSimsProfile) {
-  std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"},
-                               {"http://127.0.0.1:2", "tcp://127.0.0.1:12", "m"}};
-  const std::string yaml = ServeYaml(sims, "llmd_sticky", 7, "deepseek-v3-h200");
+// How many times `needle` occurs in `text`.
+std::size_t Count(const std::string& text, const std::string& needle) {
   std::size_t count = 0;
-  for (auto at = yaml.find("profile: \"deepseek-v3-h200\""); at != std::string::npos;
-       at = yaml.find("profile: \"deepseek-v3-h200\"", at + 1)) {
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
     ++count;
   }
-  EXPECT_EQ(count, 2u);
-  EXPECT_NE(yaml.find("policy: llmd_sticky, seed: 7"), std::string::npos);
-  EXPECT_NE(yaml.find("endpoint: \"tcp://*:12\""), std::string::npos);
-  EXPECT_EQ(ServeYaml(sims, "llmd_sticky", 7, "").find("profile:"), std::string::npos);
+  return count;
+}
+
+ServeConfigOptions Policy(const std::string& policy, std::uint64_t seed) {
+  ServeConfigOptions o;
+  o.policy = policy;
+  o.seed = seed;
+  return o;
+}
+
+TEST(ServeYamlTest, ListsEverySimWithItsKvEventsAndThePolicy) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "tcp://127.0.0.1:7001", "m"},
+                               {"http://127.0.0.1:9002", "", "m"}};
+  const std::string y = ServeYaml(sims, Policy("llmd_sticky", 5));
+  EXPECT_NE(y.find("  - name: sim0\n    url: http://127.0.0.1:9001\n    model: m\n"
+                   "    kv_events: {endpoint: \"tcp://*:7001\"}\n"),
+            std::string::npos)
+      << y;
+  // A sim without KV events gets no endpoint.
+  EXPECT_NE(y.find("  - name: sim1\n    url: http://127.0.0.1:9002\n    model: m\nscheduler:"),
+            std::string::npos)
+      << y;
+  EXPECT_NE(y.find("scheduler: {policy: llmd_sticky, seed: 5}\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("mode: precise\n"), std::string::npos) << y;
+  EXPECT_TRUE(y.starts_with("listen: {host: 127.0.0.1, port: 0}\n")) << y;
+}
+
+TEST(ServeYamlTest, EveryWorkerNamesItsSimsProfile) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"},
+                               {"http://127.0.0.1:2", "tcp://127.0.0.1:12", "m"}};
+  EXPECT_EQ(ServeYaml(sims, Policy("llmd_sticky", 7)).find("profile"), std::string::npos);
+  for (auto& s : sims) s.profile = "deepseek-v3-h200";
+  const std::string y = ServeYaml(sims, Policy("llmd_sticky", 7));
+  EXPECT_EQ(Count(y, "    profile: \"deepseek-v3-h200\"\n"), 2u) << y;
+}
+
+TEST(ServeYamlTest, SpedUpSimsGetProfileSpeedupOnEveryWorker) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"},
+                               {"http://127.0.0.1:2", "tcp://127.0.0.1:12", "m"}};
+  // Real time (speedup 1, the default) writes nothing: serve's default is 1.
+  EXPECT_EQ(ServeYaml(sims, Policy("predicted_latency", 7)).find("profile_speedup"),
+            std::string::npos);
+  for (auto& s : sims) s.speedup = 10;
+  const std::string y = ServeYaml(sims, Policy("predicted_latency", 7));
+  EXPECT_EQ(Count(y, "    profile_speedup: 10\n"), 2u) << y;
 }
 
 TEST(ServeYamlTest, WritesTheItlSloOnlyWhenGiven) {
   std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"}};
-  EXPECT_EQ(ServeYaml(sims, "predicted_latency", 7, "").find("itl_slo_s"), std::string::npos);
-  const std::string yaml = ServeYaml(sims, "predicted_latency", 7, "", 1.0 / 300);
-  const auto at = yaml.find("itl_slo_s: ");
-  ASSERT_NE(at, std::string::npos) << yaml;
+  ServeConfigOptions o = Policy("predicted_latency", 7);
+  EXPECT_EQ(ServeYaml(sims, o).find("itl_slo_s"), std::string::npos);
+  o.itl_slo_s = 1.0 / 300;
+  const std::string y = ServeYaml(sims, o);
+  const auto at = y.find("itl_slo_s: ");
+  ASSERT_NE(at, std::string::npos) << y;
   // Inside the scheduler map, at full precision.
-  EXPECT_LT(yaml.find("scheduler: {policy: predicted_latency, seed: 7"), at);
-  EXPECT_DOUBLE_EQ(std::stod(yaml.substr(at + 11)), 1.0 / 300);
+  EXPECT_LT(y.find("scheduler: {policy: predicted_latency, seed: 7"), at);
+  EXPECT_DOUBLE_EQ(std::stod(y.substr(at + 11)), 1.0 / 300);
+}
+
+TEST(ServeYamlTest, SetsTheLaneCountOnlyWhenGiven) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "", "m"}};
+  ServeConfigOptions o = Policy("round_robin", 1);
+  EXPECT_EQ(ServeYaml(sims, o).find("http_threads"), std::string::npos);
+  o.lanes = 3;
+  EXPECT_TRUE(ServeYaml(sims, o).starts_with(
+      "listen: {host: 127.0.0.1, port: 0, http_threads: 3, proxy_threads: 3}\n"));
+}
+
+TEST(StartedSimInfoTest, AddsTheProfileAndSpeedupTheSimWasStartedWith) {
+  ClusterOptions o;
+  o.profile = "deepseek-v3-h200";
+  o.speedup = 20;
+  auto info = StartedSimInfo(
+      "kvroute sim listening on http://127.0.0.1:4321 model=m kv_events=tcp://127.0.0.1:5557", o);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->url, "http://127.0.0.1:4321");
+  EXPECT_EQ(info->profile, "deepseek-v3-h200");
+  EXPECT_EQ(info->speedup, 20);
+  EXPECT_FALSE(StartedSimInfo("something else", o).has_value());
 }
 
 TEST(WallItlSloTest, IsThePerUserTargetDividedByTheSpeedup) {
@@ -166,20 +228,6 @@ TEST(FreeLoopbackPortTest, ReturnsAUsablePort) {
   ASSERT_TRUE(port.has_value());
   EXPECT_GT(*port, 0);
   EXPECT_LT(*port, 65536);
-}
-
-TEST(ServeYamlTest, SpedUpSimsGetProfileSpeedupOnEveryWorker) {
-  std::vector<SimInfo> sims = {{"http://127.0.0.1:1", "tcp://127.0.0.1:11", "m"},
-                               {"http://127.0.0.1:2", "tcp://127.0.0.1:12", "m"}};
-  const std::string yaml = ServeYaml(sims, "predicted_latency", 7, "", 0, 10);
-  std::size_t count = 0;
-  for (auto at = yaml.find("profile_speedup: 10\n"); at != std::string::npos;
-       at = yaml.find("profile_speedup: 10\n", at + 1)) {
-    ++count;
-  }
-  EXPECT_EQ(count, 2u) << yaml;
-  EXPECT_EQ(ServeYaml(sims, "predicted_latency", 7, "", 0, 1).find("profile_speedup"),
-            std::string::npos);
 }
 
 }  // namespace

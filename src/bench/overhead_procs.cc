@@ -181,24 +181,6 @@ std::optional<SchedSeconds> TreeSchedSeconds(pid_t pid) {
   return sum;
 }
 
-std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                              std::uint64_t seed, int lanes) {
-  std::ostringstream y;
-  y << "listen: {host: 127.0.0.1, port: 0";
-  if (lanes > 0) y << ", http_threads: " << lanes << ", proxy_threads: " << lanes;
-  y << "}\nworkers:\n";
-  for (std::size_t i = 0; i < sims.size(); ++i) {
-    const SimInfo& s = sims[i];
-    y << "  - name: sim" << i << "\n    url: " << s.url << "\n    model: " << s.model << "\n";
-    if (!s.kv_endpoint.empty()) {
-      const auto colon = s.kv_endpoint.rfind(':');
-      y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
-    }
-  }
-  y << "scheduler: {policy: " << policy << ", seed: " << seed << "}\nmode: precise\n";
-  return y.str();
-}
-
 std::string OverheadNginxConfig(const NginxOptions& options, int workers) {
   std::string conf = NginxConfig(options);
   if (workers <= 1) return conf;
@@ -245,7 +227,11 @@ std::expected<void, std::string> OverheadRouters::Start(const std::string& name,
     r.url = "http://127.0.0.1:" + std::to_string(*port);
   } else if (name.starts_with("kvroute:") && name.size() > 8) {
     const std::string conf = dir + "/serve.yaml";
-    std::ofstream(conf) << OverheadServeYaml(sims, name.substr(8), seed, lanes_);
+    ServeConfigOptions serve;
+    serve.policy = name.substr(8);
+    serve.seed = seed;
+    serve.lanes = lanes_;
+    std::ofstream(conf) << ServeYaml(sims, serve);
     const std::string log = dir + "/serve.log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn({exe_, "serve", "--config", conf}, log);

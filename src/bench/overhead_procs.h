@@ -67,13 +67,6 @@ std::optional<SchedSeconds> ProcessSchedSeconds(pid_t pid);
 std::optional<double> TreeCpuSeconds(pid_t pid);
 std::optional<SchedSeconds> TreeSchedSeconds(pid_t pid);
 
-// The `kvroute serve` configuration in front of `sims` with a policy preset: precise mode,
-// each sim's KV events subscribed (the sim binds; kvroute connects to its port). `lanes` > 0
-// sets listen.http_threads (the lanes the server and proxy share); 0 leaves serve's default
-// (one lane per CPU it may run on when it starts, i.e. before it is pinned).
-std::string OverheadServeYaml(const std::vector<SimInfo>& sims, const std::string& policy,
-                              std::uint64_t seed, int lanes = 0);
-
 // nginx's configuration for `bench overhead` (bench/nginx.h's) with `workers` worker
 // processes: 1 keeps nginx in one process (master_process off); more turns the master on,
 // since nginx ignores worker_processes without it.
@@ -96,7 +89,8 @@ class OverheadRouters {
   OverheadRouters& operator=(const OverheadRouters&) = delete;
 
   // Starts `name` ("nginx-rr" or "kvroute:<preset>") in front of `sims` and waits until it
-  // answers /health.
+  // answers /health. kvroute serve's configuration is ServeYaml's (bench/cluster.h) with
+  // `lanes`: every worker carries its sim's profile and speedup, as in `bench compare`.
   std::expected<void, std::string> Start(const std::string& name, const std::vector<SimInfo>& sims,
                                          std::uint64_t seed, double ready_timeout_s);
   void Stop();

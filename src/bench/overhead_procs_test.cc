@@ -1,4 +1,5 @@
-// CPU lists, pinning and the kvroute serve configuration of `kvroute bench overhead`.
+// CPU lists, pinning, process trees and the nginx configuration of `kvroute bench overhead`.
+// (Its kvroute serve configuration is ServeYaml's, tested in cluster_test.cc.)
 #include "bench/overhead_procs.h"
 
 #include <gtest/gtest.h>
@@ -82,26 +83,6 @@ TEST(ProcessSchedSeconds, SumsTheThreadsOfALiveProcess) {
 }
 
 TEST(ProcessSchedSeconds, UnknownPidHasNone) { EXPECT_FALSE(ProcessSchedSeconds(0x3fffffff)); }
-
-TEST(OverheadServeYaml, ListsEverySimWithItsKvEventsAndThePolicy) {
-  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "tcp://127.0.0.1:7001", "m"},
-                               {"http://127.0.0.1:9002", "", "m"}};
-  const std::string y = OverheadServeYaml(sims, "round_robin", 5);
-  EXPECT_NE(y.find("url: http://127.0.0.1:9001"), std::string::npos) << y;
-  EXPECT_NE(y.find("kv_events: {endpoint: \"tcp://*:7001\"}"), std::string::npos) << y;
-  EXPECT_NE(y.find("url: http://127.0.0.1:9002\n    model: m\n"), std::string::npos) << y;
-  EXPECT_EQ(y.find("tcp://*:\""), std::string::npos) << y;  // no endpoint for the second
-  EXPECT_NE(y.find("scheduler: {policy: round_robin, seed: 5}"), std::string::npos) << y;
-  EXPECT_NE(y.find("mode: precise"), std::string::npos) << y;
-}
-
-TEST(OverheadServeYaml, SetsTheLaneCountWhenGiven) {
-  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "", "m"}};
-  EXPECT_NE(OverheadServeYaml(sims, "round_robin", 1, 3)
-                .find("listen: {host: 127.0.0.1, port: 0, http_threads: 3, proxy_threads: 3}"),
-            std::string::npos);
-  EXPECT_EQ(OverheadServeYaml(sims, "round_robin", 1).find("http_threads"), std::string::npos);
-}
 
 NginxOptions OneUpstream() {
   NginxOptions n;
