@@ -26,11 +26,13 @@
 #pragma once
 
 #include <array>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <expected>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -126,14 +128,16 @@ class KvIndex {
   // kids[t] counts this node's children that the worker holds in tier t. An entry with all
   // refs 0 but some kids > 0 marks a hole: a block the worker lacks under blocks it holds.
   // kids[t] == kBigKids means the count is >= 255 and kept exactly in big_kids_ (a block
-  // with hundreds of continuations in one worker, e.g. a shared system prompt, is rare; one
-  // byte per counter keeps the entry at 12 bytes).
+  // with hundreds of continuations in one worker, e.g. a shared system prompt, is rare).
+  // hash_lo: the bottom half of the mix of the worker's primary engine hash for this block
+  // (EngineMap; meaningless while no primary mapping names this node).
   struct Entry {
-    std::uint32_t slot;  // < 2^31: the top bit tags a HolderList's heap form
+    std::uint32_t slot;
     std::array<std::uint8_t, kNumTiers> ref;
     std::array<std::uint8_t, kNumTiers> kids;
+    std::uint32_t hash_lo;
   };
-  static_assert(sizeof(Entry) == 12);
+  static_assert(sizeof(Entry) == 16);
   // Lanes an entry contributes to its node's lane count: one per tier held, plus the
   // any-tier lane if some tier is held.
   static std::uint32_t LanesOf(const Entry& e) {
@@ -141,40 +145,112 @@ class KvIndex {
         (e.ref[0] != 0) + (e.ref[1] != 0) + (e.ref[2] != 0) + (e.ref[3] != 0);
     return tiers + (tiers != 0);
   }
-  // The entries of one node, sorted by slot, and the node's lane count (sum of LanesOf).
-  // Most blocks are held by one worker, so one entry lives inline (no allocation) and its
-  // lane count is computed from it; two or more go to a heap block whose header holds the
-  // capacity and the lane count. 12 bytes, the size of one entry: the first word is the
-  // inline entry's slot (< 2^31), kEmptyWord, or kHeapBit | size with the heap pointer in
-  // the next 8 bytes. So a Node is 32 bytes.
+  // Spare heap blocks of HolderList's smallest capacity. Every store and removal spills its
+  // node's inline entry to a heap block and CompactTouched packs it back, so these blocks
+  // are recycled here instead of malloc and free per block event. Bounded (at most
+  // kCompactAfter + a batch's spills are out at once). Guarded by mu_ (exclusive).
+  class BlockPool {
+   public:
+    BlockPool() = default;
+    BlockPool(const BlockPool&) = delete;
+    BlockPool& operator=(const BlockPool&) = delete;
+    ~BlockPool() {
+      for (std::size_t i = 0; i < count_; ++i) ::operator delete(spare_[i]);
+    }
+    void* Take() { return count_ == 0 ? nullptr : spare_[--count_]; }
+    bool Give(void* b) {
+      if (count_ == spare_.size()) return false;
+      spare_[count_++] = b;
+      return true;
+    }
+
+   private:
+    std::array<void*, 1024> spare_;
+    std::size_t count_ = 0;
+  };
+  // The entries of one node, sorted by slot, and the node's lane count (sum of LanesOf), in
+  // one 8-byte word. Most blocks are held by one worker with small counts, so that entry is
+  // packed inline: bit 0 clear, slot in bits 1-15, one bit per tier for ref[t] (0 or 1) in
+  // bits 16-19, kids[t] (0..7) in 3 bits each from bit 20, hash_lo in the top 32 bits; its
+  // lane count is computed from it. Anything else (two or more entries, or one that does
+  // not fit) lives in a heap block (header: capacity, size, lane count) whose address,
+  // tagged with bit 0, is the word. 0 is the empty list (an entry always holds a ref or a
+  // kid, so a packed entry is never 0).
+  //
+  // Reading works on either form (begin()/end() yield Entry values, Find). Writing needs an
+  // addressable Entry, so the write path first moves an inline entry to a heap block
+  // (Spill: a block from the BlockPool, no malloc) and packs it back once the exclusive
+  // section ends (Compact, KvIndex::CompactTouched); between the two, pointers into the
+  // block stay valid as before (only inserts and erases in the same list move them).
   class HolderList {
    public:
     HolderList() = default;
     HolderList(const HolderList&) = delete;
     HolderList& operator=(const HolderList&) = delete;
-    HolderList(HolderList&& o) noexcept { Take(o); }
+    HolderList(HolderList&& o) noexcept : word_(o.word_) { o.word_ = 0; }
     HolderList& operator=(HolderList&& o) noexcept {
       if (this != &o) {
         clear();
-        Take(o);
+        word_ = o.word_;
+        o.word_ = 0;
       }
       return *this;
     }
-    ~HolderList() { clear(); }
+    ~HolderList() { clear(); }  // blocks go straight back to the heap
 
-    Entry* begin() { return is_heap() ? heap()->entries() : &one_; }
-    Entry* end() { return begin() + size(); }
-    const Entry* begin() const { return const_cast<HolderList*>(this)->begin(); }
-    const Entry* end() const { return begin() + size(); }
+    // Read access, either form: entries by value.
+    class Iterator {
+     public:
+      Iterator(std::uint64_t word, std::uint32_t i) : word_(word), i_(i) {}
+      Entry operator*() const {
+        return (word_ & kHeapTag) != 0 ? AsHeap(word_)->entries()[i_] : Unpack(word_);
+      }
+      Iterator& operator++() {
+        ++i_;
+        return *this;
+      }
+      bool operator!=(const Iterator& o) const { return i_ != o.i_; }
+
+     private:
+      std::uint64_t word_;
+      std::uint32_t i_;
+    };
+    Iterator begin() const { return Iterator(word_, 0); }
+    Iterator end() const { return Iterator(word_, static_cast<std::uint32_t>(size())); }
     std::size_t size() const {
-      if (one_.slot < kHeapBit) return 1;
-      return one_.slot == kEmptyWord ? 0 : one_.slot & kSizeMask;
+      if (word_ == 0) return 0;
+      return is_heap() ? heap()->size : 1;
     }
-    bool empty() const { return one_.slot == kEmptyWord; }
+    bool empty() const { return word_ == 0; }
     std::uint32_t lane_count() const {
-      if (one_.slot < kHeapBit) return LanesOf(one_);
-      return one_.slot == kEmptyWord ? 0 : heap()->lane_count;
+      if (word_ == 0) return 0;
+      if (is_heap()) return heap()->lane_count;
+      const std::uint32_t tiers = kRefBitCount[(word_ >> kRefShift) & 0xF];
+      return tiers + (tiers != 0);
     }
+    // The entry of `slot`, if any.
+    std::optional<Entry> Find(std::uint32_t slot) const {
+      if (word_ == 0) return std::nullopt;
+      if (!is_heap()) {
+        if (((word_ >> 1) & kSlotMask) != slot) return std::nullopt;
+        return Unpack(word_);
+      }
+      const Entry* e = const_cast<HolderList*>(this)->LowerBound(slot);
+      if (e == heap_end() || e->slot != slot) return std::nullopt;
+      return *e;
+    }
+    // hash_lo of `slot`'s entry, which must exist (EngineMap's confirmation).
+    std::uint32_t HashLo(std::uint32_t slot) const {
+      if (!is_heap()) {
+        assert(word_ != 0 && inline_slot() == slot);
+        return static_cast<std::uint32_t>(word_ >> 32);
+      }
+      const Entry* e = const_cast<HolderList*>(this)->LowerBound(slot);
+      assert(e != heap_end() && e->slot == slot);
+      return e->hash_lo;
+    }
+    bool is_inline() const { return word_ != 0 && !is_heap(); }
+    std::uint32_t inline_slot() const { return static_cast<std::uint32_t>(word_ >> 1) & kSlotMask; }
     // Hints the CPU to load the heap block (its header holds the lane count a lookup reads).
     void PrefetchHeap() const {
       if (is_heap()) __builtin_prefetch(heap());
@@ -186,81 +262,137 @@ class KvIndex {
       const char* end = reinterpret_cast<const char*>(heap()->entries() + size());
       for (; p < end; p += 64) __builtin_prefetch(p);
     }
-    // Called after an entry's refs changed by `delta` lanes (inline: derived, nothing kept).
-    void AddLanes(int delta) {
-      if (is_heap()) heap()->lane_count += static_cast<std::uint32_t>(delta);
-    }
-    // Most blocks have one holder, so the inline cases are handled here without a call or a
-    // search; the heap cases are in index_holders.cc.
-    // First entry whose slot is >= `slot` (end() if none).
-    Entry* LowerBound(std::uint32_t slot) {
-      if (one_.slot < kHeapBit) return one_.slot < slot ? &one_ + 1 : &one_;
-      if (one_.slot == kEmptyWord) return &one_;
-      return LowerBoundHeap(slot);
-    }
-    const Entry* LowerBound(std::uint32_t slot) const {
-      return const_cast<HolderList*>(this)->LowerBound(slot);
-    }
-    Entry* insert(Entry* pos, const Entry& e) {
-      if (one_.slot == kEmptyWord) {
-        one_ = e;
-        return &one_;
-      }
-      return InsertSlow(pos, e);
-    }
-    void erase(Entry* pos) {
-      if (one_.slot < kHeapBit) {  // inline: pos is the one entry
-        one_.slot = kEmptyWord;
-        return;
-      }
-      EraseHeap(pos);
-    }
-    void clear();
 
-    // Worker slots must stay below this (the top bit of the first word tags the heap form).
+    // Write access: the heap form (or the empty list). Calls that allocate or free take the
+    // index's BlockPool.
+    // Moves an inline entry to a heap block (no-op for the other forms).
+    void Spill(BlockPool& pool) {
+      if (!is_inline()) return;
+      const Entry e = Unpack(word_);
+      Heap* h = NewHeap(kSmallCap, &pool);
+      h->entries()[0] = e;
+      h->size = 1;
+      h->lane_count = LanesOf(e);
+      set_heap(h);
+    }
+    Entry* heap_begin() { return is_heap() ? heap()->entries() : nullptr; }
+    Entry* heap_end() { return is_heap() ? heap()->entries() + heap()->size : nullptr; }
+    const Entry* heap_end() const { return const_cast<HolderList*>(this)->heap_end(); }
+    // First entry whose slot is >= `slot` (heap_end() if none). Not inline.
+    Entry* LowerBound(std::uint32_t slot) {
+      assert(!is_inline());
+      if (word_ == 0) return nullptr;
+      Entry* d = heap()->entries();
+      if (heap()->size == 1) return d->slot < slot ? d + 1 : d;  // most lists: one entry
+      return LowerBoundSlow(slot);
+    }
+    // Inserts before `pos` (from LowerBound); the list becomes (or stays) a heap block.
+    Entry* insert(Entry* pos, const Entry& e, BlockPool& pool);
+    // Erases `pos`; the list stays a heap block while it has entries (Compact packs it).
+    void erase(Entry* pos, BlockPool& pool);
+    // Called after an entry's refs changed by `delta` lanes. Not inline.
+    void AddLanes(int delta) {
+      assert(is_heap());
+      heap()->lane_count += static_cast<std::uint32_t>(delta);
+    }
+    // Packs a heap block holding one entry that fits back inline.
+    void Compact(BlockPool& pool) {
+      if (!is_heap()) return;
+      Heap* h = heap();
+      if (h->size != 1 || !FitsInline(h->entries()[0])) return;
+      word_ = Pack(h->entries()[0]);
+      FreeHeap(h, &pool);
+    }
+    void clear(BlockPool* pool = nullptr) {
+      if (is_heap()) FreeHeap(heap(), pool);
+      word_ = 0;
+    }
+
+    // Worker slots must stay below this (an inline entry's slot is 15 bits; larger slots
+    // are stored in the heap form).
     static constexpr std::uint32_t kMaxSlot = 0x7FFFFFFEu;
+    static bool FitsInline(const Entry& e) {
+      std::uint32_t refs, kids;
+      std::memcpy(&refs, e.ref.data(), 4);
+      std::memcpy(&kids, e.kids.data(), 4);
+      return e.slot <= kSlotMask && (refs & 0xFEFEFEFEu) == 0 && (kids & 0xF8F8F8F8u) == 0;
+    }
 
    private:
-    static constexpr std::uint32_t kHeapBit = 0x80000000u;
-    static constexpr std::uint32_t kSizeMask = 0x7FFFFFFFu;
-    static constexpr std::uint32_t kEmptyWord = 0xFFFFFFFFu;
-    struct Heap {
+    static constexpr std::uint64_t kHeapTag = 1;
+    static constexpr std::uint32_t kSlotMask = 0x7FFF;
+    static constexpr int kRefShift = 16;
+    static constexpr int kKidsShift = 20;
+    static constexpr std::array<std::uint8_t, 16> kRefBitCount = {0, 1, 1, 2, 1, 2, 2, 3,
+                                                                  1, 2, 2, 3, 2, 3, 3, 4};
+    struct alignas(16) Heap {
       std::uint32_t cap;
+      std::uint32_t size;
       std::uint32_t lane_count;
+      std::uint32_t unused;
       Entry* entries() { return reinterpret_cast<Entry*>(this + 1); }
     };
-    static_assert(sizeof(Heap) == 8);
-    bool is_heap() const { return one_.slot >= kHeapBit && one_.slot != kEmptyWord; }
-    Heap* heap() const {
-      Heap* h;
-      std::memcpy(&h, &one_.ref, sizeof(h));  // ref and kids: the 8 bytes after the tag
+    static_assert(sizeof(Heap) == 16);
+    static Heap* AsHeap(std::uint64_t word) {
+      return reinterpret_cast<Heap*>(static_cast<std::uintptr_t>(word & ~kHeapTag));
+    }
+    // Branch-free: each tier's ref byte (0 or 1) to one bit, each kids byte (< 8) to 3 bits.
+    static Entry Unpack(std::uint64_t w) {
+      const auto lo = static_cast<std::uint32_t>(w);
+      const std::uint32_t r = lo >> kRefShift;
+      const std::uint32_t k = lo >> kKidsShift;
+      const std::uint32_t refs = (r & 1) | ((r & 2) << 7) | ((r & 4) << 14) | ((r & 8) << 21);
+      const std::uint32_t kids =
+          (k & 7) | ((k & 0x38) << 5) | ((k & 0x1C0) << 10) | ((k & 0xE00) << 15);
+      Entry e;
+      e.slot = (lo >> 1) & kSlotMask;
+      std::memcpy(e.ref.data(), &refs, 4);
+      std::memcpy(e.kids.data(), &kids, 4);
+      e.hash_lo = static_cast<std::uint32_t>(w >> 32);
+      return e;
+    }
+    static std::uint64_t Pack(const Entry& e) {
+      std::uint32_t x, k;
+      std::memcpy(&x, e.ref.data(), 4);
+      std::memcpy(&k, e.kids.data(), 4);
+      const std::uint32_t refs = (x & 1) | ((x >> 7) & 2) | ((x >> 14) & 4) | ((x >> 21) & 8);
+      const std::uint32_t kids =
+          (k & 7) | ((k >> 5) & 0x38) | ((k >> 10) & 0x1C0) | ((k >> 15) & 0xE00);
+      return (std::uint64_t{e.hash_lo} << 32) | (e.slot << 1) | (refs << kRefShift) |
+             (kids << kKidsShift);
+    }
+    bool is_heap() const { return (word_ & kHeapTag) != 0; }
+    Heap* heap() const { return AsHeap(word_); }
+    void set_heap(Heap* h) { word_ = reinterpret_cast<std::uintptr_t>(h) | kHeapTag; }
+    static constexpr std::uint32_t kSmallCap = 2;  // the pooled blocks' capacity
+    static Heap* NewHeap(std::uint32_t cap, BlockPool* pool) {
+      void* p = cap == kSmallCap && pool != nullptr ? pool->Take() : nullptr;
+      if (p == nullptr) p = ::operator new(sizeof(Heap) + cap * sizeof(Entry));
+      auto* h = static_cast<Heap*>(p);
+      *h = Heap{cap, 0, 0, 0};
       return h;
     }
-    void set_heap(Heap* h, std::uint32_t size) {
-      one_.slot = kHeapBit | size;
-      std::memcpy(&one_.ref, &h, sizeof(h));
+    static void FreeHeap(Heap* h, BlockPool* pool) {
+      if (h->cap == kSmallCap && pool != nullptr && pool->Give(h)) return;
+      ::operator delete(h);
     }
-    void set_size(std::uint32_t size) { one_.slot = kHeapBit | size; }
-    static Heap* NewHeap(std::uint32_t cap);
-    Entry* LowerBoundHeap(std::uint32_t slot);
-    Entry* InsertSlow(Entry* pos, const Entry& e);
-    void EraseHeap(Entry* pos);
-    void Take(HolderList& o);
-    Entry one_{kEmptyWord, {}, {}};  // the entry, kEmptyWord, or heap tag + pointer
+    Entry* LowerBoundSlow(std::uint32_t slot);
+    std::uint64_t word_ = 0;  // 0, a packed entry, or a heap block's address | kHeapTag
   };
-  static_assert(sizeof(Entry::ref) + sizeof(Entry::kids) == sizeof(void*));
-  static_assert(sizeof(HolderList) == 12);
+  static_assert(sizeof(HolderList) == 8);
   // One canonical block. Exists while some worker has an entry or it has child nodes, so the
-  // node set is closed under parents (lookups rely on it). 32 bytes, 32-aligned: a lookup's
-  // probe of a node is one cache line.
-  struct alignas(32) Node {
+  // node set is closed under parents (lookups rely on it). 24 bytes: depth and the child
+  // count are 16 bits each, kBig16 meaning the value is in big_depth_ / big_children_ (a
+  // chain deeper than 65,534 blocks, a block with more than 65,534 children).
+  struct Node {
     BlockKey key = 0;
     std::uint32_t parent = kNoNode;
-    std::uint32_t num_children = 0;
-    std::uint32_t depth = 0;  // position in its chain: block 0 has depth 0
-    HolderList holders;       // sorted by slot; also keeps the node's lane count
+    std::uint16_t depth = 0;         // position in its chain: block 0 has depth 0
+    std::uint16_t num_children = 0;  // child nodes
+    HolderList holders;              // sorted by slot; also keeps the node's lane count
   };
-  static_assert(sizeof(Node) == 32);
+  static_assert(sizeof(Node) == 24);
+  static constexpr std::uint16_t kBig16 = 0xFFFF;
   // Nodes in fixed chunks: no 2x capacity slack at 10M nodes, and references stay valid as
   // the arena grows.
   class NodeArena {
@@ -340,8 +472,47 @@ class KvIndex {
   void MaterializeEngineMap(std::uint32_t slot);
   std::uint32_t GetOrCreateNode(BlockKey key, std::uint32_t parent);
   void MaybeDeleteNode(std::uint32_t node);
+  // The write path's entries: addressable, so an inline entry is first moved to a heap
+  // block and the node noted for CompactTouched.
   Entry* FindEntry(std::uint32_t node, std::uint32_t slot);
   Entry& GetOrCreateEntry(std::uint32_t node, std::uint32_t slot);
+  // Packs the lists the write path spilled, once more than kCompactAfter were noted (or
+  // always, with `all`): a list touched again soon (an engine step extends the chain the
+  // last one ended) is then spilled once, not once per batch. Writers call it before
+  // unlocking; at most kCompactAfter + one call's lists stay spilled in between, a few
+  // hundred KiB at most whatever the index size.
+  void CompactTouched(bool all = false);
+  static constexpr std::size_t kCompactAfter = 1024;
+  // The read path's entries (either form, nothing moved).
+  std::optional<Entry> ReadEntry(std::uint32_t node, std::uint32_t slot) const {
+    return nodes_[node].holders.Find(slot);
+  }
+  // The confirmation half of `slot`'s primary engine-hash mappings (EngineMap).
+  auto LoOf(std::uint32_t slot) const {
+    return [this, slot](std::uint32_t node) { return nodes_[node].holders.HashLo(slot); };
+  }
+  // Depth and child count beyond 16 bits (Node).
+  std::uint32_t DepthOf(std::uint32_t node) const {
+    const std::uint16_t d = nodes_[node].depth;
+    return d != kBig16 ? d : *big_depth_.Find(node);
+  }
+  void SetDepth(std::uint32_t node, std::uint32_t depth);
+  void AddChild(std::uint32_t node) {
+    if (nodes_[node].num_children < kBig16 - 1) {
+      ++nodes_[node].num_children;
+    } else {
+      AddBigChild(node);
+    }
+  }
+  void RemoveChild(std::uint32_t node) {
+    if (nodes_[node].num_children != kBig16) {
+      --nodes_[node].num_children;
+    } else {
+      RemoveBigChild(node);
+    }
+  }
+  void AddBigChild(std::uint32_t node);
+  void RemoveBigChild(std::uint32_t node);
   // The (node, slot) entry is passed in by callers that already found it: each search of a
   // node's holders saved is a measurable share of the apply cost.
   // `parent_entry`, when given, is (parent of node, slot)'s existing entry.
@@ -354,8 +525,6 @@ class KvIndex {
   void OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry, int tier,
               Entry* parent_entry);
   void OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
-  const Entry* FindEntry(std::uint32_t node, std::uint32_t slot) const;
-  static const Entry* FindEntryIn(const Node& node, std::uint32_t slot);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
   // kids[tier] of (node, slot)'s entry + 1; returns true when it was 0. The byte's range is
   // handled inline (every store and removal of a chained block comes here).
@@ -385,6 +554,7 @@ class KvIndex {
   const BlockKeyer keyer_;
   const BlockKey plain_root_;  // keyer_.Root("", ""): the parent of block 0 without LoRA
   mutable std::shared_mutex mu_;
+  BlockPool pool_;         // before nodes_: the holder lists' spare blocks
   NodeTable node_of_key_;  // BlockKey -> node id; keys are compared through nodes_
   NodeArena nodes_;
   std::vector<std::uint32_t> free_nodes_;
@@ -398,6 +568,12 @@ class KvIndex {
   // only the tiers whose byte is kBigKids are meaningful. Counts cannot overflow 32 bits
   // (a node has fewer children than there are nodes, < 2^31).
   IndexFlatMap<std::array<std::uint32_t, kNumTiers>> big_kids_;
+  // Depths >= kBig16 and child counts >= kBig16, by node (Node's 16-bit fields read kBig16).
+  IndexFlatMap<std::uint32_t> big_depth_;
+  IndexFlatMap<std::uint32_t> big_children_;
+  // Holder lists the write path may have spilled since the last CompactTouched (the arena
+  // never moves a node, and a freed node's list stays a valid, empty list).
+  std::vector<HolderList*> touched_;
   std::size_t num_entries_ = 0;
   IndexCounters counters_;
   std::vector<BlockKey> scratch_keys_;

@@ -49,6 +49,7 @@ void KvIndex::ApplyEvents(WorkerId worker, std::span<const KvEvent> events, bool
   for (std::size_t i = 0; i < events.size(); ++i) {
     ApplyLocked(slot, events[i], i < pre.runs.size() ? &pre.runs[i] : nullptr, pre.keys);
   }
+  CompactTouched();
 }
 
 // Stored runs that pass the cheap filters get keys chained from an ASSUMED parent key: the
@@ -210,14 +211,12 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
       prev_node = node;
       continue;
     }
-    auto [mapped, inserted] = engine.Insert(hash);
+    auto [mapped, inserted] = engine.Insert(hash, LoOf(slot));
     std::uint32_t node;
     if (inserted) {
       node = GetOrCreateNode(key, parent_node);
-      // GetOrCreateNode does not touch the worker's engine map, so `mapped` is still valid.
-      EngineMap::SetNode(mapped, node);
     } else {
-      node = EngineMap::Node(*mapped);
+      node = EngineMap::Node(*mapped.value);
       if (nodes_[node].key != key) {
         // The engine reused a hash for different content (or its hash is not a chain hash).
         // Keep the first mapping and stop: later blocks would chain from a wrong parent.
@@ -226,15 +225,26 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
       }
     }
     // The entry keeps a ref afterwards (added now, or saturated before), so it never needs
-    // erasing here.
+    // erasing here. GetOrCreateNode and GetOrCreateEntry do not touch the worker's engine
+    // map, so `mapped` is still valid.
     Entry& entry = GetOrCreateEntry(node, slot);
+    if (inserted) {
+      if (AnyRef(entry.ref)) {
+        // Another of this worker's hashes names this block already (cache_salt): its entry
+        // keeps that hash's half, so this one goes to the overflow map.
+        mapped = engine.MoveToExtra(hash, mapped, node);
+      } else {
+        EngineMap::SetPrimary(mapped, node);
+        entry.hash_lo = EngineMap::Lo(hash);
+      }
+    }
     // The engine-map count is taken before AddRef, as before the helper existed.
     const bool saturated = entry.ref[t] == kMaxRef;
     if (!saturated && !inserted) engine.AddRef(hash, mapped);
     if (!add_ref(node, entry) && inserted) {
       // A mapping exists only while its count is positive: a new one that could not take
       // its reference goes again (later runs naming it as parent count as unknown parent).
-      engine.Erase(hash);
+      engine.Erase(hash, mapped);
     }
     parent_node = node;
     prev_entry = &entry;
@@ -266,9 +276,9 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
       ++counters_.blocks_removed;
       continue;
     }
-    std::uint32_t* mapped = w.engine.Find(hash);
-    const std::uint32_t node = mapped == nullptr ? kNoNode : EngineMap::Node(*mapped);
-    Entry* entry = mapped == nullptr ? nullptr : FindEntry(node, slot);
+    const EngineMap::Mapping mapped = w.engine.Find(hash, LoOf(slot));
+    const std::uint32_t node = mapped ? EngineMap::Node(*mapped.value) : kNoNode;
+    Entry* entry = mapped ? FindEntry(node, slot) : nullptr;
     if (entry == nullptr || entry->ref[t] == 0) {
       ++counters_.unknown_removals;
       continue;
@@ -330,10 +340,10 @@ void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, i
     }
     // An emptied placeholder goes; the parent node stays (`node` is its child). `entry` is
     // in another node's list, so it stays valid.
-    if (!AnyRef(pe->ref) && !AnyRef(pe->kids)) nodes_[parent].holders.erase(pe);
+    if (!AnyRef(pe->ref) && !AnyRef(pe->kids)) nodes_[parent].holders.erase(pe, pool_);
   }
   if (AnyRef(entry.ref) || AnyRef(entry.kids)) return;
-  nodes_[node].holders.erase(&entry);
+  nodes_[node].holders.erase(&entry, pool_);
   MaybeDeleteNode(node);
 }
 
@@ -379,27 +389,62 @@ void KvIndex::DecBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int t
   if (!any_big) big_kids_.Erase(key);
 }
 
-const KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) const {
-  return FindEntryIn(nodes_[node], slot);
-}
-
-const KvIndex::Entry* KvIndex::FindEntryIn(const Node& node, std::uint32_t slot) {
-  const HolderList& h = node.holders;
-  auto it = h.LowerBound(slot);
-  return (it != h.end() && it->slot == slot) ? &*it : nullptr;
-}
-
 KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) {
   HolderList& h = nodes_[node].holders;
-  auto it = h.LowerBound(slot);
-  return (it != h.end() && it->slot == slot) ? &*it : nullptr;
+  if (h.is_inline()) {
+    if (h.inline_slot() != slot) return nullptr;
+    h.Spill(pool_);
+    touched_.push_back(&h);
+    return h.heap_begin();
+  }
+  Entry* it = h.LowerBound(slot);
+  if (it == h.heap_end() || it->slot != slot) return nullptr;
+  touched_.push_back(&h);  // it may be left with one entry that fits inline
+  return it;
 }
 
 KvIndex::Entry& KvIndex::GetOrCreateEntry(std::uint32_t node, std::uint32_t slot) {
   HolderList& h = nodes_[node].holders;
-  auto it = h.LowerBound(slot);
-  if (it != h.end() && it->slot == slot) return *it;
-  return *h.insert(it, Entry{slot, {}, {}});
+  h.Spill(pool_);
+  touched_.push_back(&h);
+  Entry* it = h.LowerBound(slot);
+  if (it != h.heap_end() && it->slot == slot) return *it;
+  return *h.insert(it, Entry{slot, {}, {}, 0}, pool_);
+}
+
+void KvIndex::CompactTouched(bool all) {
+  if (!all && touched_.size() <= kCompactAfter) return;
+  for (HolderList* h : touched_) h->Compact(pool_);
+  touched_.clear();
+}
+
+void KvIndex::SetDepth(std::uint32_t node, std::uint32_t depth) {
+  Node& n = nodes_[node];
+  if (n.depth == kBig16) big_depth_.Erase(node);
+  if (depth < kBig16) {
+    n.depth = static_cast<std::uint16_t>(depth);
+  } else {
+    n.depth = kBig16;
+    *big_depth_.Insert(node, 0).first = depth;
+  }
+}
+
+// The 16-bit count reads kBig16 exactly while the count is >= kBig16 and in big_children_.
+void KvIndex::AddBigChild(std::uint32_t node) {
+  Node& n = nodes_[node];
+  if (n.num_children == kBig16) {
+    ++*big_children_.Find(node);
+  } else {  // kBig16 - 1 -> kBig16
+    n.num_children = kBig16;
+    big_children_.Insert(node, kBig16);
+  }
+}
+
+void KvIndex::RemoveBigChild(std::uint32_t node) {
+  std::uint32_t* count = big_children_.Find(node);
+  if (--*count >= kBig16) return;
+  nodes_[node].num_children = static_cast<std::uint16_t>(*count);
+  big_children_.Erase(node);
 }
 
 std::uint32_t KvIndex::GetOrCreateNode(BlockKey key, std::uint32_t parent) {
@@ -417,10 +462,15 @@ std::uint32_t KvIndex::GetOrCreateNode(BlockKey key, std::uint32_t parent) {
   n.key = key;
   n.parent = parent;
   n.num_children = 0;
-  n.depth = 0;
+  n.depth = 0;  // a freed node's big depth was erased when it was freed
   if (parent != kNoNode) {
-    ++nodes_[parent].num_children;
-    n.depth = nodes_[parent].depth + 1;
+    AddChild(parent);
+    const std::uint16_t pd = nodes_[parent].depth;
+    if (pd < kBig16 - 1) {
+      n.depth = static_cast<std::uint16_t>(pd + 1);
+    } else {
+      SetDepth(node, DepthOf(parent) + 1);
+    }
   }
   return node;
 }
@@ -432,10 +482,14 @@ void KvIndex::MaybeDeleteNode(std::uint32_t node) {
     if (!n.holders.empty() || n.num_children != 0) return;
     std::uint32_t parent = n.parent;
     node_of_key_.Erase(n.key, KeyOf());
-    n.holders.clear();
+    n.holders.clear(&pool_);
     n.parent = kNoNode;
+    if (n.depth == kBig16) {
+      big_depth_.Erase(node);
+      n.depth = 0;
+    }
     free_nodes_.push_back(node);
-    if (parent != kNoNode) --nodes_[parent].num_children;
+    if (parent != kNoNode) RemoveChild(parent);
     node = parent;
   }
 }
@@ -466,13 +520,13 @@ const std::uint32_t* KvIndex::FindSlot(WorkerId worker) const {
 std::uint32_t KvIndex::ResolveHash(std::uint32_t slot, EngineHash hash) const {
   const WorkerState& w = workers_[slot];
   if (!w.hashes_are_keys) {
-    const std::uint32_t* mapped = w.engine.Find(hash);
-    return mapped == nullptr ? kNoNode : EngineMap::Node(*mapped);
+    const EngineMap::Mapping mapped = w.engine.Find(hash, LoOf(slot));
+    return mapped ? EngineMap::Node(*mapped.value) : kNoNode;
   }
   const std::uint32_t* id = node_of_key_.Find(hash, KeyOf());
   if (id == nullptr) return kNoNode;
-  const Entry* entry = FindEntry(*id, slot);
-  return entry != nullptr && AnyRef(entry->ref) ? *id : kNoNode;
+  const std::optional<Entry> entry = ReadEntry(*id, slot);
+  return entry.has_value() && AnyRef(entry->ref) ? *id : kNoNode;
 }
 
 std::vector<std::uint32_t> KvIndex::NodesHeldBy(std::uint32_t slot) const {
@@ -481,8 +535,8 @@ std::vector<std::uint32_t> KvIndex::NodesHeldBy(std::uint32_t slot) const {
   out.reserve(workers_[slot].held);
   // Freed nodes have no holders, so they are skipped without a check.
   for (std::uint32_t id = 0; id < nodes_.size(); ++id) {
-    const Entry* entry = FindEntry(id, slot);
-    if (entry != nullptr && AnyRef(entry->ref)) out.push_back(id);
+    const std::optional<Entry> entry = ReadEntry(id, slot);
+    if (entry.has_value() && AnyRef(entry->ref)) out.push_back(id);
   }
   return out;
 }
@@ -491,11 +545,14 @@ std::vector<std::uint32_t> KvIndex::NodesHeldBy(std::uint32_t slot) const {
 void KvIndex::MaterializeEngineMap(std::uint32_t slot) {
   WorkerState& w = workers_[slot];
   for (std::uint32_t node : NodesHeldBy(slot)) {
-    const Entry& entry = *FindEntry(node, slot);
+    // One hash (the key) per node: every mapping is its entry's primary one.
+    const BlockKey key = nodes_[node].key;
+    Entry& entry = *FindEntry(node, slot);
     const std::uint32_t refs = entry.ref[0] + entry.ref[1] + entry.ref[2] + entry.ref[3];
-    std::uint32_t* mapped = w.engine.Insert(nodes_[node].key).first;
-    EngineMap::SetNode(mapped, node);
-    w.engine.SetRefs(nodes_[node].key, mapped, refs);
+    const EngineMap::Mapping mapped = w.engine.Insert(key, LoOf(slot)).first;
+    EngineMap::SetPrimary(mapped, node);
+    entry.hash_lo = EngineMap::Lo(key);
+    w.engine.SetRefs(key, mapped, refs);
   }
   w.hashes_are_keys = false;
 }
@@ -507,8 +564,7 @@ void KvIndex::PurgeWorker(std::uint32_t slot) {
     held = NodesHeldBy(slot);
   } else {
     held.reserve(w.engine.size());
-    w.engine.ForEach(
-        [&](std::uint64_t, std::uint32_t node, std::uint32_t) { held.push_back(node); });
+    w.engine.ForEachNode([&](std::uint32_t node) { held.push_back(node); });
   }
   w.engine.Clear();
   w.hashes_are_keys = true;  // nothing mapped: the next stores decide again
@@ -539,6 +595,7 @@ void KvIndex::RemoveWorker(WorkerId worker) {
   if (found == nullptr) return;
   std::uint32_t slot = *found;
   PurgeWorker(slot);
+  CompactTouched(/*all=*/true);
   slot_of_worker_.Erase(worker);
   workers_[slot] = WorkerState{};
   dirty_by_slot_[slot] = 0;
@@ -581,6 +638,9 @@ void KvIndex::ResetLocked() {
   free_slots_.clear();
   dirty_by_slot_.clear();
   big_kids_.Clear();
+  big_depth_.Clear();
+  big_children_.Clear();
+  touched_.clear();
   num_entries_ = 0;
 }
 

@@ -1,80 +1,69 @@
-// KvIndex::HolderList: a node's entries, one inline, two or more in a heap block with the
-// capacity and the node's lane count in its header (see index.h).
+// KvIndex::HolderList: a node's entries in one word, one small entry packed inline, the rest
+// in a heap block with the capacity, size and lane count in its header (see index.h). The
+// inline cases and the pooled block of one entry are handled in index.h; these are the
+// searches, inserts and erases of lists with several entries.
 #include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "kv/index.h"
 
 namespace kvroute::kv {
 
-KvIndex::HolderList::Heap* KvIndex::HolderList::NewHeap(std::uint32_t cap) {
-  auto* h = static_cast<Heap*>(::operator new(sizeof(Heap) + cap * sizeof(Entry)));
-  h->cap = cap;
-  h->lane_count = 0;
-  return h;
-}
-
-KvIndex::Entry* KvIndex::HolderList::LowerBoundHeap(std::uint32_t slot) {
+KvIndex::Entry* KvIndex::HolderList::LowerBoundSlow(std::uint32_t slot) {
   Entry* d = heap()->entries();
-  return std::lower_bound(d, d + size(), slot,
+  return std::lower_bound(d, d + heap()->size, slot,
                           [](const Entry& e, std::uint32_t s) { return e.slot < s; });
 }
 
-KvIndex::Entry* KvIndex::HolderList::InsertSlow(Entry* pos, const Entry& e) {
-  const std::size_t at = static_cast<std::size_t>(pos - begin());
-  const std::uint32_t n = static_cast<std::uint32_t>(size());
-  if (n == 1) {  // inline -> heap
-    Heap* h = NewHeap(2);
-    h->lane_count = LanesOf(one_);
-    h->entries()[0] = one_;
-    set_heap(h, 1);
-  } else if (n == heap()->cap) {
-    Heap* old = heap();
-    Heap* h = NewHeap(old->cap + (old->cap + 1) / 2);
-    h->lane_count = old->lane_count;
-    std::memcpy(h->entries(), old->entries(), n * sizeof(Entry));
-    ::operator delete(old);
-    set_heap(h, n);
+KvIndex::Entry* KvIndex::HolderList::insert(Entry* pos, const Entry& e, BlockPool& pool) {
+  assert(!is_inline());
+  if (word_ == 0) {
+    Heap* h = NewHeap(kSmallCap, &pool);
+    h->entries()[0] = e;
+    h->size = 1;
+    h->lane_count = LanesOf(e);
+    set_heap(h);
+    return h->entries();
   }
   Heap* h = heap();
+  const std::uint32_t n = h->size;
+  const std::size_t at = static_cast<std::size_t>(pos - h->entries());
+  if (n == h->cap) {
+    Heap* grown = NewHeap(h->cap + (h->cap + 1) / 2, &pool);
+    grown->lane_count = h->lane_count;
+    std::memcpy(grown->entries(), h->entries(), n * sizeof(Entry));
+    FreeHeap(h, &pool);
+    set_heap(grown);
+    h = grown;
+  }
   Entry* d = h->entries();
-  std::memmove(d + at + 1, d + at, (n - at) * sizeof(Entry));
+  if (at < n) std::memmove(d + at + 1, d + at, (n - at) * sizeof(Entry));
   d[at] = e;
   h->lane_count += LanesOf(e);
-  set_size(n + 1);
+  h->size = n + 1;
   return d + at;
 }
 
-void KvIndex::HolderList::EraseHeap(Entry* pos) {
+void KvIndex::HolderList::erase(Entry* pos, BlockPool& pool) {
+  assert(is_heap());
   Heap* h = heap();
   Entry* d = h->entries();
-  const std::uint32_t n = static_cast<std::uint32_t>(size()) - 1;  // after the erase
+  const std::uint32_t n = h->size - 1;  // after the erase
   const std::size_t at = static_cast<std::size_t>(pos - d);
   h->lane_count -= LanesOf(*pos);
-  std::memmove(d + at, d + at + 1, (n - at) * sizeof(Entry));
-  if (n == 1) {  // back to inline; the lane count is derived from the entry again
-    one_ = d[0];
-    ::operator delete(h);
+  if (at < n) std::memmove(d + at, d + at + 1, (n - at) * sizeof(Entry));
+  h->size = n;
+  if (n == 0) {
+    FreeHeap(h, &pool);
+    word_ = 0;
   } else if (h->cap > 8 && n * 4 < h->cap) {  // shrink
-    Heap* smaller = NewHeap(n * 2);
+    Heap* smaller = NewHeap(n * 2, &pool);
     smaller->lane_count = h->lane_count;
+    smaller->size = n;
     std::memcpy(smaller->entries(), d, n * sizeof(Entry));
-    ::operator delete(h);
-    set_heap(smaller, n);
-  } else {
-    set_size(n);
+    FreeHeap(h, &pool);
+    set_heap(smaller);
   }
-}
-
-void KvIndex::HolderList::clear() {
-  if (is_heap()) ::operator delete(heap());
-  one_.slot = kEmptyWord;
-}
-
-void KvIndex::HolderList::Take(HolderList& o) {
-  one_ = o.one_;  // the entry or the heap tag and pointer
-  o.one_.slot = kEmptyWord;
 }
 
 }  // namespace kvroute::kv

@@ -43,6 +43,11 @@ class NodeTable {
     const std::size_t i = IndexOf(key, key_of);
     return i == kNotFound ? nullptr : &slots_[i].id;
   }
+  template <typename KeyOf>
+  std::uint32_t* Find(std::uint64_t key, const KeyOf& key_of) {
+    const std::size_t i = IndexOf(key, key_of);
+    return i == kNotFound ? nullptr : &slots_[i].id;
+  }
 
   // The id of the first slot on `key`'s probe path whose fingerprint matches, or kEmpty.
   // Reads no node, so a caller resolving several keys can request all their nodes before
@@ -89,15 +94,16 @@ class NodeTable {
   bool Erase(std::uint64_t key, const KeyOf& key_of) {
     const std::size_t i = IndexOf(key, key_of);
     if (i == kNotFound) return false;
-    // Backward shift: later members of the run move back while they sit after their home.
-    std::size_t j = i + 1;
-    for (; slots_[j].id != kEmpty && TableHome(slots_[j].fp, capacity_) < j; ++j) {
-      slots_[j - 1] = slots_[j];
-    }
-    slots_[j - 1] = Slot{kEmptyFp, kEmpty};
-    --size_;
-    if (TableMayShrink(size_, capacity_)) Rehash(TableShrunkCapacity(size_));
+    EraseSlot(i);
     return true;
+  }
+
+  // Removes the element whose id `id` points to (from Find or Insert, claimed or not): a
+  // caller that just found it saves probing for the key again.
+  void EraseAt(const std::uint32_t* id) {
+    const auto* slot =
+        reinterpret_cast<const Slot*>(reinterpret_cast<const char*>(id) - offsetof(Slot, id));
+    EraseSlot(static_cast<std::size_t>(slot - slots_.get()));
   }
 
   void Clear() {
@@ -110,6 +116,15 @@ class NodeTable {
   void ForEach(Fn&& fn) const {
     for (std::size_t i = 0; i < length_; ++i) {
       if (slots_[i].id != kEmpty) fn(slots_[i].id);
+    }
+  }
+
+  // Calls fn(fingerprint, id) for every element, in unspecified order. The fingerprint is
+  // the top half of MixKey(key) (EngineMap rebuilds its hashes from it).
+  template <typename Fn>
+  void ForEachWithFingerprint(Fn&& fn) const {
+    for (std::size_t i = 0; i < length_; ++i) {
+      if (slots_[i].id != kEmpty) fn(slots_[i].fp, slots_[i].id);
     }
   }
 
@@ -161,6 +176,17 @@ class NodeTable {
       if (key_of(slots_[i].id) == key) return i;
     }
     return kNotFound;
+  }
+
+  // Backward shift: later members of the run move back while they sit after their home.
+  void EraseSlot(std::size_t i) {
+    std::size_t j = i + 1;
+    for (; slots_[j].id != kEmpty && TableHome(slots_[j].fp, capacity_) < j; ++j) {
+      slots_[j - 1] = slots_[j];
+    }
+    slots_[j - 1] = Slot{kEmptyFp, kEmpty};
+    --size_;
+    if (TableMayShrink(size_, capacity_)) Rehash(TableShrunkCapacity(size_));
   }
 
   // The top half of MixKey (Fibonacci hashing of the folded key, as IndexFlatMap's hash):

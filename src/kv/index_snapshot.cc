@@ -132,7 +132,7 @@ std::string KvIndex::Dump() const {
     w.Put<std::uint32_t>(id);
     w.Put<std::uint8_t>(ws.stale);
     std::vector<Mapping> hashes = std::move(keyed[slot]);
-    ws.engine.ForEach([&](std::uint64_t hash, std::uint32_t node, std::uint32_t refs) {
+    ws.engine.ForEach(LoOf(slot), [&](std::uint64_t hash, std::uint32_t node, std::uint32_t refs) {
       hashes.push_back(Mapping{hash, node, refs});
     });
     std::sort(hashes.begin(), hashes.end(),
@@ -149,9 +149,7 @@ std::string KvIndex::Dump() const {
     held.erase(std::unique(held.begin(), held.end()), held.end());
     w.Put<std::uint64_t>(held.size());
     for (const auto& [key, node] : held) {
-      const HolderList& h = nodes_[node].holders;
-      auto it = std::lower_bound(h.begin(), h.end(), slot,
-                                 [](const Entry& e, std::uint32_t s) { return e.slot < s; });
+      const std::optional<Entry> it = nodes_[node].holders.Find(slot);
       w.Put<std::uint64_t>(key);
       for (int t = 0; t < kNumTiers; ++t) w.Put<std::uint16_t>(it->ref[t]);
     }
@@ -255,7 +253,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
     if (!nodes[i].has_parent) continue;
     const std::uint32_t p = index_of.at(nodes[i].parent);
     nodes_[i].parent = p;
-    ++nodes_[p].num_children;
+    AddChild(p);
   }
   // Depths: walk up to a node whose depth is known (or a root), then assign downwards.
   std::vector<std::uint8_t> known(nodes_.size(), 0);
@@ -268,9 +266,9 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
       if (nodes_[cur].parent == kNoNode) break;
       cur = nodes_[cur].parent;
     }
-    std::uint32_t d = known[cur] ? nodes_[cur].depth + 1 : 0;
+    std::uint32_t d = known[cur] ? DepthOf(cur) + 1 : 0;
     for (std::size_t k = chain.size(); k-- > 0;) {
-      nodes_[chain[k]].depth = d++;
+      SetDepth(chain[k], d++);
       known[chain[k]] = 1;
     }
   }
@@ -281,13 +279,6 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
     // operation would have kept it (Dump writes both forms alike).
     workers_[slot].hashes_are_keys = std::all_of(w.hashes.begin(), w.hashes.end(),
                                                  [](const HashRec& h) { return h.hash == h.node; });
-    for (const HashRec& h : w.hashes) {
-      if (workers_[slot].hashes_are_keys) break;
-      EngineMap& engine = workers_[slot].engine;
-      std::uint32_t* mapped = engine.Insert(h.hash).first;
-      EngineMap::SetNode(mapped, index_of.at(h.node));
-      engine.SetRefs(h.hash, mapped, h.refs);
-    }
     for (const EntryRec& e : w.entries) {
       const std::uint32_t node = index_of.at(e.node);
       GetOrCreateEntry(node, slot);
@@ -296,6 +287,23 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
         AddRef(slot, node, t);  // 0 -> 1 runs the orphan bookkeeping
         FindEntry(node, slot)->ref[t] = static_cast<std::uint8_t>(e.ref[t]);
       }
+    }
+    // The mappings, after the entries that confirm them: the first hash of each node is
+    // its entry's primary one, any other goes to the overflow map (as live operation would
+    // have put them, up to which hash came first).
+    std::unordered_map<std::uint32_t, bool> has_primary;
+    for (const HashRec& h : w.hashes) {
+      if (workers_[slot].hashes_are_keys) break;
+      EngineMap& engine = workers_[slot].engine;
+      const std::uint32_t node = index_of.at(h.node);
+      EngineMap::Mapping mapped = engine.Insert(h.hash, LoOf(slot)).first;
+      if (has_primary.emplace(node, true).second) {
+        EngineMap::SetPrimary(mapped, node);
+        FindEntry(node, slot)->hash_lo = EngineMap::Lo(h.hash);
+      } else {
+        mapped = engine.MoveToExtra(h.hash, mapped, node);
+      }
+      engine.SetRefs(h.hash, mapped, h.refs);
     }
   }
   // Nodes that nothing needs (a hand-made image could list them) are dropped as live
@@ -306,6 +314,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
       MaybeDeleteNode(i);
     }
   }
+  CompactTouched(/*all=*/true);
   return {};
 }
 
