@@ -268,6 +268,70 @@ TEST_F(IndexWideFanOutTest, ChildCountDownThroughTheSixteenBitBoundaryAndBackSta
   EXPECT_EQ(index_.counters().unknown_removals, 0u);
 }
 
+TEST_F(IndexWideFanOutTest, AParentNobodyHoldsStaysWhileItsChildCountCrossesTheBoundary) {
+  // Block 0 becomes a hole in both workers: it stays a node only because of its children.
+  index_.ApplyBatch(1, Batch({Remove({H(1, 0)})}));
+  index_.ApplyBatch(2, Batch({Remove({H(2, 0)})}));
+  EXPECT_EQ(index_.stats().nodes, 1u + kKids);
+  constexpr std::uint32_t kFirstChecked = kKids - 65'538;
+  RemoveKids(1, 0, kFirstChecked);
+  // 65,537 .. 65,533 children, each removal deleting one child node under the parent.
+  for (std::uint32_t i = kFirstChecked; i < kFirstChecked + 5; ++i) {
+    RemoveKids(1, i, i + 1);
+    EXPECT_EQ(index_.stats().nodes, 1u + kKids - i - 1) << i;
+  }
+  // Block 0 back in worker 1: its remaining children are reachable under it again.
+  index_.ApplyEvent(1, Store({H(1, 0)}, std::nullopt, {0}));
+  EXPECT_EQ(Look(KidPrompt(20'000))[1], Match(1, 2, 0, 0, 0, 2));
+  EXPECT_EQ(Look(KidPrompt(kFirstChecked))[1], Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(Look(KidPrompt(50'000)).count(2), 0u);
+  index_.ApplyEvent(2, Store({H(2, 0)}, std::nullopt, {0}));
+  EXPECT_EQ(Look(KidPrompt(50'000))[2], Match(2, 2, 0, 0, 0, 2));
+  EXPECT_EQ(index_.stats().nodes, 1u + kKids - kFirstChecked - 5);
+  ExpectRestoredCopyAgrees({KidPrompt(0), KidPrompt(20'000), KidPrompt(50'000)});
+}
+
+// A node's child count matters alone when no worker has an entry in it: all its children are
+// holes (not held, with held children of their own). Here 65,540 of them, counted down
+// through 65,536 by deleting one child node at a time.
+TEST_F(IndexEdgeTest, ABlockWhoseChildrenAreAllHolesStaysWhileTheirCountCrossesTheBoundary) {
+  constexpr std::uint32_t kKids = 65'540;
+  const BlockKey root = PromptKeys(keyer_, {0})[0];
+  auto prompt = [&](std::uint32_t i) {
+    const BlockKey c = Child(root, 1 + i);
+    return std::vector<BlockKey>{root, c, Child(c, 1'000'000 + i)};
+  };
+  // Child i: hash H(1, 1 + 2i), content 1 + i; its child: H(1, 2 + 2i), content 1,000,000 + i.
+  index_.ApplyEvent(1, Store({H(1, 0)}, std::nullopt, {0}));
+  for (std::uint32_t b = 0; b < kKids; b += 1000) {
+    std::vector<KvEvent> events;
+    for (std::uint32_t i = b; i < std::min(kKids, b + 1000); ++i) {
+      events.push_back(Store({H(1, 1 + 2 * i), H(1, 2 + 2 * i)}, H(1, 0), {1 + i, 1'000'000 + i}));
+    }
+    index_.ApplyBatch(1, Batch(std::move(events)));
+  }
+  std::vector<EngineHash> holes{H(1, 0)};
+  for (std::uint32_t i = 0; i < kKids; ++i) holes.push_back(H(1, 1 + 2 * i));
+  index_.ApplyEvent(1, Remove(std::move(holes)));
+  EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 1 + 2 * kKids, kKids, kKids));
+  EXPECT_TRUE(Look(prompt(0)).empty());
+  index_.ApplyEvent(1, Remove({H(1, 2), H(1, 4), H(1, 6)}));  // 65,537 children left
+  for (std::uint32_t i = 3; i < 8; ++i) {
+    index_.ApplyEvent(1, Remove({H(1, 2 + 2 * i)}));
+    const std::uint32_t kids = kKids - i - 1;  // 65,536 .. 65,532
+    EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 1 + 2 * kids, kids, kids)) << kids;
+  }
+  // Block 0 and one child back: that chain is whole again, the others still stop at the hole.
+  index_.ApplyBatch(1,
+                    Batch({Store({H(1, 0)}, std::nullopt, {0}), Store({H(1, 21)}, H(1, 0), {11})}));
+  EXPECT_EQ(Look(prompt(10))[1], Match(1, 3, 0, 0, 0, 3));
+  EXPECT_EQ(Look(prompt(65'539))[1], Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(Look(prompt(5))[1], Match(1, 1, 0, 0, 0, 1));
+  ExpectRestoredCopyAgrees({prompt(0), prompt(10), prompt(65'539)});
+  index_.ApplyEvent(1, AllBlocksCleared{});
+  EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 0u, 0u, 0u));
+}
+
 TEST_F(IndexWideFanOutTest, RemovingEverythingEmptiesTheIndex) {
   // The parent first (a hole under 40,000 held children), then the children, then worker 2.
   index_.ApplyEvent(1, Remove({H(1, 0)}));
@@ -326,15 +390,14 @@ TEST_F(IndexEdgeTest, ThirtyThreeThousandWorkersEachKeepExactDepths) {
     expect[id] = e;
   };
   auto check_groups = [&](const KvIndex& index) {
+    std::vector<std::map<WorkerId, WorkerMatch>> want(kGroups);
+    for (const auto& [id, e] : expect) {
+      WorkerMatch m = Match(id, 0, 0, 0, 0, e.len, e.stale);
+      m.depth[e.tier] = e.len;
+      want[e.group][id] = m;
+    }
     for (std::uint32_t g = 0; g < kGroups; ++g) {
-      std::map<WorkerId, WorkerMatch> want;
-      for (const auto& [id, e] : expect) {
-        if (e.group != g) continue;
-        WorkerMatch m = Match(id, 0, 0, 0, 0, e.len, e.stale);
-        m.depth[e.tier] = e.len;
-        want[id] = m;
-      }
-      ASSERT_EQ(ByWorker(index.Lookup(PromptKeys(keyer_, group_prompt(g)))), want) << g;
+      ASSERT_EQ(ByWorker(index.Lookup(PromptKeys(keyer_, group_prompt(g)))), want[g]) << g;
     }
   };
   for (std::uint32_t k = 0; k < kWorkers; ++k) add_worker(1'000'000 + k, k);
@@ -642,6 +705,31 @@ TEST_P(IndexSaltedHashesTest, SaltedCopiesInTwoTiersAreCountedPerTierAndHash) {
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 0u, 0u, 0u));
 }
 
+// Engine hashes equal in their low or their high 32 bits (an engine map may keep only half
+// of a hash in its table) name different blocks, or one block, and stay told apart.
+TEST_F(IndexEdgeTest, EngineHashesSharingHalfTheirBitsStayDistinct) {
+  constexpr EngineHash kLo = 0x0000'0005, kHi = 0x0000'0001'0000'0000ULL;
+  const EngineHash x = kHi | kLo, y = 2 * kHi | kLo, z = kHi | 6, x2 = 3 * kHi | kLo;
+  // x: block {5}; y: block {5, 6} under x; z: block {7}; x2: block {5} again (salted).
+  index_.ApplyBatch(1, Batch({Store({x}, std::nullopt, {5}), Store({y}, x, {6}),
+                              Store({z}, std::nullopt, {7}), Store({x2}, std::nullopt, {5})}));
+  EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 3u, 3u, 4u));
+  EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6})[1], Match(1, 2, 0, 0, 0, 2));
+  // Hashes sharing a half with held ones but never stored are unknown.
+  index_.ApplyEvent(1, Remove({4 * kHi | kLo, kHi | 9, kLo, kHi}));
+  EXPECT_EQ(index_.counters().unknown_removals, 4u);
+  index_.ApplyEvent(1, Store({11}, kHi | 8, {6}));
+  EXPECT_EQ(index_.counters().unknown_parent_runs, 1u);
+  index_.ApplyEvent(1, Remove({x}));
+  EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6})[1], Match(1, 2, 0, 0, 0, 2));  // via x2
+  index_.ApplyEvent(1, Remove({x2, z}));
+  EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6}).count(1), 0u);
+  EXPECT_TRUE(Look(std::vector<std::uint32_t>{7}).empty());
+  index_.ApplyEvent(1, Remove({y}));
+  EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 0u, 0u, 0u));
+  EXPECT_EQ(index_.counters().unknown_removals, 4u);
+}
+
 INSTANTIATE_TEST_SUITE_P(EngineMapOrKeyedFirst, IndexSaltedHashesTest, ::testing::Bool(),
                          [](const auto& p) { return p.param ? "KeyedFirst" : "EngineMap"; });
 
@@ -681,6 +769,349 @@ TEST_F(IndexEdgeTest, KeyedWorkerSwitchingToAMapKeepsEveryCountAndParent) {
                     Store({keys.begin(), keys.begin() + 3}, std::nullopt, Slice(contents, 0, 3)));
   EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 3, 0, 0, 0, 3));
   EXPECT_EQ(index_.stats().engine_hashes, 3u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Randomized: the regimes above mixed in one stream, against a reference model.
+
+// The model, written as plainly as possible (the differential test's, plus the 255-copy
+// saturation, the counters, and every key's parent so that nodes can be counted: a node
+// exists iff some worker holds it or one of its descendants).
+class ReferenceIndex {
+ public:
+  explicit ReferenceIndex(const BlockKeyer& keyer) : keyer_(keyer) {}
+
+  void Apply(WorkerId w, const KvEvent& event) {
+    Worker& wk = workers_[w];
+    if (std::holds_alternative<AllBlocksCleared>(event)) {
+      wk = Worker{};
+      return;
+    }
+    if (const auto* r = std::get_if<BlockRemoved>(&event)) {
+      const int t = static_cast<int>(*TierFromMedium(r->medium.value_or("GPU")));
+      for (EngineHash h : r->block_hashes) {
+        auto it = wk.engine.find(h);
+        auto held = it == wk.engine.end() ? wk.held.end() : wk.held.find(it->second.key);
+        if (held == wk.held.end() || held->second[t] == 0) {
+          ++counters.unknown_removals;
+          continue;
+        }
+        --held->second[t];
+        if (held->second == std::array<int, kNumTiers>{}) wk.held.erase(held);
+        if (--it->second.refs == 0) wk.engine.erase(it);
+      }
+      return;
+    }
+    const auto& s = std::get<BlockStored>(event);
+    const int t = static_cast<int>(*TierFromMedium(s.medium.value_or("GPU")));
+    std::optional<BlockKey> parent;
+    if (s.parent_block_hash) {
+      auto it = wk.engine.find(*s.parent_block_hash);
+      if (it == wk.engine.end()) {
+        ++counters.unknown_parent_runs;
+        return;
+      }
+      parent = it->second.key;
+    }
+    for (std::size_t i = 0; i < s.block_hashes.size(); ++i) {
+      std::span<const TokenId> tokens(s.token_ids.data() + i * s.block_size, s.block_size);
+      const BlockKey key =
+          keyer_.Next(parent.value_or(keyer_.Root(s.lora_name.value_or(""))), tokens);
+      auto [it, inserted] = wk.engine.try_emplace(s.block_hashes[i], Mapping{key, 0});
+      if (!inserted && it->second.key != key) {
+        ++counters.hash_conflicts;
+        return;
+      }
+      int& copies = wk.held[key][t];
+      if (copies == 255) {
+        ++counters.ref_overflow;
+        if (inserted) wk.engine.erase(it);
+      } else {
+        ++copies;
+        ++it->second.refs;
+      }
+      parent_of_[key] = parent;
+      parent = key;
+    }
+  }
+  void RemoveWorker(WorkerId w) { workers_.erase(w); }
+  void MarkStale(WorkerId w) { workers_[w].stale = true; }
+  void ClearStale(WorkerId w) {
+    if (auto it = workers_.find(w); it != workers_.end()) it->second.stale = false;
+  }
+
+  std::map<WorkerId, WorkerMatch> Lookup(const std::vector<BlockKey>& keys) const {
+    std::map<WorkerId, WorkerMatch> out;
+    for (const auto& [w, wk] : workers_) {
+      WorkerMatch m;
+      m.worker = w;
+      m.stale = wk.stale;
+      std::array<bool, kNumTiers> alive{true, true, true, true};
+      bool any_alive = true;
+      for (BlockKey key : keys) {
+        auto it = wk.held.find(key);
+        if (it == wk.held.end()) break;
+        for (int t = 0; t < kNumTiers; ++t) {
+          alive[t] = alive[t] && it->second[t] > 0;
+          m.depth[t] += alive[t];
+        }
+        m.any_depth += any_alive;
+      }
+      if (m.any_depth > 0) out[w] = m;
+    }
+    return out;
+  }
+
+  // Counting nodes walks every held key up its chain: `nodes` false leaves it 0 (cheaper).
+  IndexStats Stats(bool nodes = true) const {
+    IndexStats s;
+    s.workers = workers_.size();
+    std::unordered_set<BlockKey> seen;
+    for (const auto& [w, wk] : workers_) {
+      s.entries += wk.held.size();
+      s.engine_hashes += wk.engine.size();
+      if (!nodes) continue;
+      for (const auto& [key, copies] : wk.held) {
+        std::optional<BlockKey> k = key;
+        while (k && seen.insert(*k).second) k = parent_of_.at(*k);
+      }
+    }
+    s.nodes = seen.size();
+    return s;
+  }
+
+  IndexCounters counters;  // only the four the model keeps
+
+ private:
+  struct Mapping {
+    BlockKey key;
+    int refs;
+  };
+  struct Worker {
+    std::map<EngineHash, Mapping> engine;
+    std::unordered_map<BlockKey, std::array<int, kNumTiers>> held;  // copies per tier
+    bool stale = false;
+  };
+  const BlockKeyer& keyer_;
+  std::map<WorkerId, Worker> workers_;
+  std::unordered_map<BlockKey, std::optional<BlockKey>> parent_of_;
+};
+
+// One seeded stream over 40 workers: short prompts with salted duplicates (workers 5 and 6
+// publish kvroute's keys for unsalted prompts, so they start keyed and may switch), a block
+// with up to 300 continuations per worker (workers 3..5, batches of up to 24), and a chain of
+// 65,540 blocks (worker 1 in GPU, worker 2 its first 65,537 in CPU) edited near its end.
+void RunMixedSeed(std::uint64_t seed, int steps) {
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  BlockKeyer keyer;
+  KvIndex index(keyer);
+  ReferenceIndex ref(keyer);
+  constexpr int kWorkers = 40;
+  constexpr std::uint32_t kDeep = 65'540, kDeepCpu = 65'537, kFan = 300, kFanRoot = 40;
+  std::map<WorkerId, std::vector<std::pair<EngineHash, std::string>>> stored;
+  auto apply = [&](WorkerId w, std::vector<KvEvent> events) {
+    for (const KvEvent& e : events) {
+      ref.Apply(w, e);
+      if (const auto* s = std::get_if<BlockStored>(&e)) {
+        for (EngineHash h : s->block_hashes) stored[w].emplace_back(h, *s->medium);
+      }
+    }
+    index.ApplyBatch(w, Batch(std::move(events)));
+  };
+  auto keyed = [](WorkerId w, int salt) { return w == 6 || (w == 5 && salt == 0); };
+
+  // The deep chain.
+  std::vector<std::uint32_t> deep(kDeep);
+  for (std::uint32_t i = 0; i < kDeep; ++i) deep[i] = 500'000 + i;
+  const auto deep_keys = PromptKeys(keyer, deep);
+  auto deep_hash = [](WorkerId w, std::uint32_t i) { return H(w, 1'000'000 + i); };
+  auto store_deep = [&](WorkerId w) {
+    const std::uint32_t n = w == 1 ? kDeep : kDeepCpu;
+    std::vector<EngineHash> hashes;
+    for (std::uint32_t i = 0; i < n; ++i) hashes.push_back(deep_hash(w, i));
+    apply(w, {Store(std::move(hashes), std::nullopt, Slice(deep, 0, n), w == 1 ? "GPU" : "CPU")});
+  };
+  store_deep(1);
+  store_deep(2);
+
+  // The fan-out: root content kFanRoot, child r content kFanRoot + 1 + r.
+  const BlockKey fan_root = PromptKeys(keyer, {kFanRoot})[0];
+  auto fan_key = [&](std::uint32_t r) {
+    const std::vector<TokenId> tokens = TokensOf({kFanRoot + 1 + r});
+    return keyer.Next(fan_root, tokens);
+  };
+  auto fan_hash = [&](WorkerId w, std::optional<std::uint32_t> r) {
+    if (keyed(w, 0)) return r ? fan_key(*r) : fan_root;
+    return H(w, 2'000'000 + (r ? *r + 1 : 0));
+  };
+
+  // Short prompts over a 3-letter alphabet, with a salt that changes engine hashes only.
+  struct Prompt {
+    std::vector<std::uint32_t> contents;
+    std::string lora;
+    int salt = 0;
+  };
+  auto random_prompt = [&] {
+    Prompt p;
+    const int len = 1 + uniform(8);
+    for (int i = 0; i < len; ++i) p.contents.push_back(1 + uniform(3));
+    p.lora = uniform(6) == 0 ? "adapter-a" : "";
+    p.salt = uniform(3) == 0 ? 1 + uniform(3) : 0;
+    return p;
+  };
+  auto prompt_hash = [&](WorkerId w, const Prompt& p, std::size_t i) {
+    if (keyed(w, p.salt)) return PromptKeys(keyer, Slice(p.contents, 0, i + 1), p.lora)[i];
+    std::uint64_t h = 0x1234567 + (w % 2 == 0 ? w * 0x9E3779B97F4A7C15ULL : 0);
+    h ^= std::hash<std::string>{}(p.lora) + static_cast<std::uint64_t>(p.salt) * 0x51ED27;
+    for (std::size_t k = 0; k <= i; ++k) h = (h ^ p.contents[k]) * 0x100000001B3ULL + k;
+    return h;
+  };
+  const std::array<std::string, 4> media{"GPU", "CPU", "DISK", "SHARED"};
+  std::vector<Prompt> recent;
+
+  auto compare = [&](const std::vector<BlockKey>& keys, int step, const KvIndex& idx) {
+    ASSERT_EQ(ByWorker(idx.Lookup(keys)), ref.Lookup(keys))
+        << "seed=" << seed << " step=" << step << " keys=" << keys.size();
+  };
+  auto Child = [&](BlockKey parent, std::uint32_t c) {
+    const std::vector<TokenId> tokens = TokensOf({c});
+    return keyer.Next(parent, tokens);
+  };
+  // Prompts are chains (Lookup may assume keys[i] is a child of keys[i - 1]).
+  auto lookup_prompt = [&] {
+    const int kind = uniform(20);
+    if (kind < 2) {  // the deep chain, diverging near its end
+      const std::uint32_t at = kDeep - 20 + uniform(21);
+      std::vector<BlockKey> keys(deep_keys.begin(), deep_keys.begin() + at);
+      if (uniform(2) == 0) keys.push_back(Child(keys.back(), 0xABCDEF));  // a real prompt's chain
+      return keys;
+    }
+    if (kind < 8) {  // the fan-out, sometimes one block further
+      std::vector<BlockKey> keys{fan_root, fan_key(uniform(kFan + 5))};
+      if (uniform(3) == 0) {
+        const std::vector<TokenId> tokens = TokensOf({7});
+        keys.push_back(keyer.Next(keys.back(), tokens));
+      }
+      return keys;
+    }
+    Prompt p = recent.empty() || uniform(4) == 0 ? random_prompt()
+                                                 : recent[uniform(static_cast<int>(recent.size()))];
+    if (uniform(3) == 0) p.contents[uniform(static_cast<int>(p.contents.size()))] = 9;
+    return PromptKeys(keyer, p.contents, p.lora);
+  };
+
+  for (int step = 0; step < steps; ++step) {
+    WorkerId w = static_cast<WorkerId>(1 + uniform(kWorkers));
+    const int op = uniform(1000);
+    if (op < 300) {  // a short prompt's run, from its start or continuing a stored prefix
+      Prompt p = !recent.empty() && uniform(2) == 0
+                     ? recent[uniform(static_cast<int>(recent.size()))]
+                     : random_prompt();
+      if (recent.size() < 32) {
+        recent.push_back(p);
+      } else {
+        recent[uniform(32)] = p;
+      }
+      const int len = static_cast<int>(p.contents.size());
+      const int from = uniform(3) == 0 ? uniform(len) : 0;
+      const int to = from + 1 + uniform(len - from);
+      BlockStored s = Store({}, std::nullopt, {p.contents.begin() + from, p.contents.begin() + to},
+                            uniform(5) == 0 ? media[uniform(4)] : "GPU");
+      for (int i = from; i < to; ++i) s.block_hashes.push_back(prompt_hash(w, p, i));
+      if (from > 0) s.parent_block_hash = prompt_hash(w, p, from - 1);
+      if (!p.lora.empty()) s.lora_name = p.lora;
+      apply(w, {s});
+    } else if (op < 420) {  // up to 24 continuations of the fan-out root, maybe the root too
+      w = static_cast<WorkerId>(3 + uniform(3));
+      std::vector<KvEvent> events;
+      if (uniform(5) == 0)
+        events.push_back(Store({fan_hash(w, std::nullopt)}, std::nullopt, {kFanRoot}));
+      for (int k = 1 + uniform(24); k > 0; --k) {
+        const std::uint32_t r = uniform(kFan);
+        events.push_back(Store({fan_hash(w, r)}, fan_hash(w, std::nullopt), {kFanRoot + 1 + r}));
+      }
+      apply(w, std::move(events));
+    } else if (op < 700) {  // removals of stored hashes (any regime), some unknown
+      if (uniform(4) == 0) w = static_cast<WorkerId>(3 + uniform(3));
+      auto& mine = stored[w];
+      BlockRemoved r = Remove({});
+      for (int k = 1 + uniform(4); k > 0; --k) {
+        if (mine.empty() || uniform(10) == 0) {
+          r.block_hashes.push_back(0xDEAD0000ULL + uniform(1000));
+          continue;
+        }
+        const auto& [h, medium] = mine[uniform(static_cast<int>(mine.size()))];
+        r.block_hashes.push_back(h);
+        r.medium = uniform(8) == 0 ? media[uniform(4)] : medium;
+      }
+      apply(w, {r});
+    } else if (op < 760) {  // the deep chain's end: remove or (re)store a block
+      w = static_cast<WorkerId>(1 + uniform(2));
+      const std::uint32_t n = w == 1 ? kDeep : kDeepCpu;
+      const std::uint32_t i = n - 1 - uniform(12);
+      const std::string medium = w == 1 ? "GPU" : "CPU";
+      if (uniform(2) == 0) {
+        apply(w, {Remove({deep_hash(w, i)}, medium)});
+      } else {
+        apply(w, {Store({deep_hash(w, i)}, deep_hash(w, i - 1), {deep[i]}, medium)});
+      }
+    } else if (op < 770) {
+      if (w <= 2 && uniform(4) != 0) w += 10;  // the deep chain is slow to store again
+      apply(w, {AllBlocksCleared{}});
+      stored[w].clear();
+    } else if (op < 772) {
+      w = static_cast<WorkerId>(1 + uniform(2));
+      store_deep(w);
+    } else if (op < 775) {
+      ref.RemoveWorker(w);
+      index.RemoveWorker(w);
+      stored[w].clear();
+    } else if (op < 785) {
+      if (uniform(2) == 0) {
+        ref.MarkStale(w);
+        index.MarkStale(w);
+      } else {
+        ref.ClearStale(w);
+        index.ClearStale(w);
+      }
+    } else {
+      compare(lookup_prompt(), step, index);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    if (step % 100 == 99) {
+      const IndexCounters got = index.counters();
+      IndexStats got_stats = index.stats();
+      const bool nodes = step % 1000 == 999;
+      if (!nodes) got_stats.nodes = 0;
+      ASSERT_EQ(StatsTuple(got_stats), StatsTuple(ref.Stats(nodes))) << "step=" << step;
+      ASSERT_EQ(std::tuple(got.unknown_removals, got.unknown_parent_runs, got.hash_conflicts,
+                           got.ref_overflow),
+                std::tuple(ref.counters.unknown_removals, ref.counters.unknown_parent_runs,
+                           ref.counters.hash_conflicts, ref.counters.ref_overflow))
+          << "step=" << step;
+    }
+    if (step % 1000 == 999) {
+      KvIndex copy(keyer);
+      const std::string image = index.Dump();
+      auto restored = copy.Restore(image);
+      ASSERT_TRUE(restored.has_value()) << restored.error();
+      ASSERT_EQ(copy.Dump(), image) << "step=" << step;
+      ASSERT_EQ(StatsTuple(copy.stats()), StatsTuple(ref.Stats())) << "step=" << step;
+      for (int k = 0; k < 50; ++k) {
+        compare(lookup_prompt(), step, copy);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(IndexEdgeRandomTest, MixedRegimesAgreeWithTheReferenceModel) {
+  for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+    RunMixedSeed(seed, 1500);
+    if (HasFatalFailure()) return;
+  }
 }
 
 }  // namespace
