@@ -409,6 +409,28 @@ TEST_F(IndexEdgeTest, ThirtyThreeThousandWorkersEachKeepExactDepths) {
   }
   EXPECT_EQ(index_.stats().workers, kWorkers);
 
+  // A worker at a high slot (32,997 when slots are given in order), which stored its own
+  // block once, stores it again and 9 children of it: more than one copy and more than 7
+  // children at a slot past 32,768.
+  const WorkerId high = 1'000'000 + 32'997;
+  const std::uint32_t own_content = 100'000 + 32'997;
+  const BlockKey own = PromptKeys(keyer_, {own_content})[0];
+  auto own_child = [&](std::uint32_t i) {
+    return std::vector<BlockKey>{own, Child(own, 300'000 + i)};
+  };
+  std::vector<KvEvent> events{Store({H(high, 10)}, std::nullopt, {own_content})};
+  for (std::uint32_t i = 0; i < 9; ++i) {
+    events.push_back(Store({H(high, 20 + i)}, H(high, 10), {300'000 + i}));
+  }
+  index_.ApplyBatch(high, Batch(std::move(events)));
+  index_.ApplyEvent(high, Remove({H(high, 10)}));  // one of its two copies
+  for (std::uint32_t i = 0; i < 9; ++i) EXPECT_EQ(Look(own_child(i))[high].any_depth, 2u) << i;
+  index_.ApplyEvent(high, Remove({H(high, 10)}));  // now a hole under 9 children
+  EXPECT_TRUE(Look(own_child(0)).empty());
+  index_.ApplyEvent(high, Store({H(high, 10)}, std::nullopt, {own_content}));
+  EXPECT_EQ(Look(own_child(8))[high].any_depth, 2u);
+  EXPECT_EQ(Look(own_child(9))[high].any_depth, 1u);
+
   // Remove every tenth worker, flag some others stale (many of them at high slots).
   for (std::uint32_t k = 5; k < kWorkers; k += 10) {
     index_.RemoveWorker(1'000'000 + k);
@@ -440,6 +462,7 @@ TEST_F(IndexEdgeTest, ThirtyThreeThousandWorkersEachKeepExactDepths) {
   EXPECT_EQ(copy.Dump(), image);
   EXPECT_EQ(StatsTuple(copy.stats()), StatsTuple(index_.stats()));
   check_groups(copy);
+  EXPECT_EQ(ByWorker(copy.Lookup(own_child(3))), Look(own_child(3)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -493,6 +516,30 @@ TEST_F(IndexEdgeTest, StoresPastTwoHundredFiftyFiveCopiesAreCountedAsOverflowAnd
   EXPECT_EQ(ByWorker(index_.Lookup(keys)).count(1), 0u);  // block 0 is only a hole now
   index_.ApplyEvent(1, Remove({H(1, 3)}));
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 0u, 0u, 0u));
+}
+
+TEST_F(IndexEdgeTest, AllBlocksClearedForgetsEveryCopyAndEveryHash) {
+  const auto keys = PromptKeys(keyer_, {5, 6});
+  for (int c = 0; c < 300; ++c) index_.ApplyEvent(1, Store({H(1, 0)}, std::nullopt, {5}));
+  index_.ApplyBatch(
+      1, Batch({Store({H(1, 0)}, std::nullopt, {5}, "CPU"),
+                Store({H(1, 1)}, std::nullopt, {5}, "CPU"), Store({H(1, 2)}, H(1, 1), {6})}));
+  index_.ApplyEvent(2, Store({H(2, 0)}, std::nullopt, {5}));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 2, 1, 0, 0, 2));
+  index_.ApplyEvent(1, AllBlocksCleared{});
+  auto m = ByWorker(index_.Lookup(keys));
+  EXPECT_EQ(m.count(1), 0u);
+  EXPECT_EQ(m[2], Match(2, 1, 0, 0, 0, 1));
+  EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(2u, 1u, 1u, 1u));
+  // Counts start over: the old hashes are unknown, one store is undone by one removal.
+  index_.ApplyEvent(1, Remove({H(1, 0), H(1, 1)}));
+  EXPECT_EQ(index_.counters().unknown_removals, 2u);
+  index_.ApplyEvent(1, Store({H(1, 0)}, std::nullopt, {5}));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 1, 0, 0, 0, 1));
+  index_.ApplyEvent(1, Remove({H(1, 0)}));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys)).count(1), 0u);
+  EXPECT_EQ(index_.counters().ref_overflow, 45u);
+  EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(2u, 1u, 1u, 1u));
 }
 
 TEST_F(IndexEdgeTest, CopiesInTwoTiersAreCountedPerTier) {
