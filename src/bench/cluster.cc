@@ -4,8 +4,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench/nginx.h"
-
 namespace kvroute::bench {
 namespace {
 
@@ -61,6 +59,55 @@ std::expected<std::string, std::string> ParseServeReadyLine(const std::string& l
 bool IsKnownRouterName(const std::string& router) {
   return router == "nginx-rr" || router == "nginx-lc" ||
          (router.starts_with("kvroute:") && router.size() > 8);
+}
+
+std::string RouterDirName(std::string router) {
+  for (char& c : router) {
+    if (c == ':') c = '_';
+  }
+  return router;
+}
+
+std::expected<StartedRouter, std::string> SpawnServe(const std::string& exe, const std::string& dir,
+                                                     const std::string& yaml,
+                                                     double ready_timeout_s) {
+  const std::string conf = dir + "/serve.yaml";
+  std::ofstream(conf) << yaml;
+  const std::string log = dir + "/serve.log";
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
+  auto child = ChildProcess::Spawn({exe, "serve", "--config", conf}, log);
+  if (!child) return std::unexpected("kvroute serve: " + child.error());
+  // On an error below, `child` stops the process as it goes out of scope.
+  auto line = child->WaitForLine("kvroute serve listening on ", ready_timeout_s);
+  if (!line) return std::unexpected("kvroute serve: " + line.error());
+  auto url = ParseServeReadyLine(*line);
+  if (!url) return std::unexpected("kvroute serve: " + url.error());
+  return StartedRouter{std::move(*child), *url};
+}
+
+std::expected<NginxOptions, std::string> NginxFor(const std::vector<SimInfo>& sims,
+                                                  const std::string& dir) {
+  auto port = FreeLoopbackPort();
+  if (!port) return std::unexpected(port.error());
+  NginxOptions n;
+  for (const auto& s : sims) n.upstreams.push_back(HostPort(s.url));
+  n.listen_port = *port;
+  n.dir = std::filesystem::absolute(dir).string();
+  return n;
+}
+
+std::expected<StartedRouter, std::string> SpawnNginx(const NginxOptions& options,
+                                                     const std::string& config) {
+  const std::string conf = options.dir + "/nginx.conf";
+  std::ofstream(conf) << config;
+  // -e: the error log before the configuration is read (the default path may not be writable).
+  auto child =
+      ChildProcess::Spawn({kNginx, "-e", options.dir + "/error.log", "-p", options.dir, "-c", conf},
+                          options.dir + "/nginx.log");
+  if (!child) return std::unexpected("nginx: " + child.error());
+  return StartedRouter{std::move(*child),
+                       "http://127.0.0.1:" + std::to_string(options.listen_port)};
 }
 
 std::vector<std::string> SimArgv(const ClusterOptions& options) {
@@ -160,63 +207,36 @@ std::expected<void, std::string> Cluster::StartSims() {
 
 std::expected<void, std::string> Cluster::StartRouter(const std::string& router) {
   if (!IsKnownRouterName(router)) return std::unexpected("unknown router " + router);
-  std::string safe = router;
-  for (char& c : safe) {
-    if (c == ':') c = '_';
-  }
-  const std::string dir = options_.dir + "/" + safe;
+  const std::string dir = options_.dir + "/" + RouterDirName(router);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return std::unexpected("cannot create " + dir + ": " + ec.message());
   auto started = router.starts_with("nginx-") ? StartNginx(router == "nginx-lc", dir)
                                               : StartServe(router.substr(8), dir);
-  if (!started) return started;
+  if (!started) return std::unexpected(started.error());
+  router_ = std::move(started->process);
+  router_url_ = started->url;
   if (!WaitHttpOk(router_url_ + "/health", options_.ready_timeout_s)) {
     return std::unexpected(router + " never answered /health; see " + router_.log_path());
   }
   return {};
 }
 
-std::expected<void, std::string> Cluster::StartNginx(bool least_conn, const std::string& dir) {
-  auto port = FreeLoopbackPort();
-  if (!port) return std::unexpected(port.error());
-  NginxOptions n;
-  for (const auto& s : sims_) n.upstreams.push_back(HostPort(s.url));
-  n.least_conn = least_conn;
-  n.listen_port = *port;
-  n.dir = std::filesystem::absolute(dir).string();
-  const std::string conf = n.dir + "/nginx.conf";
-  std::ofstream(conf) << NginxConfig(n);
-  // -e: the error log before the configuration is read (the default path may not be writable).
-  auto child = ChildProcess::Spawn({kNginx, "-e", n.dir + "/error.log", "-p", n.dir, "-c", conf},
-                                   n.dir + "/nginx.log");
-  if (!child) return std::unexpected("nginx: " + child.error());
-  router_ = std::move(*child);
-  router_url_ = "http://127.0.0.1:" + std::to_string(*port);
-  return {};
+std::expected<StartedRouter, std::string> Cluster::StartNginx(bool least_conn,
+                                                              const std::string& dir) {
+  auto n = NginxFor(sims_, dir);
+  if (!n) return std::unexpected(n.error());
+  n->least_conn = least_conn;
+  return SpawnNginx(*n, NginxConfig(*n));
 }
 
-std::expected<void, std::string> Cluster::StartServe(const std::string& policy,
-                                                     const std::string& dir) {
+std::expected<StartedRouter, std::string> Cluster::StartServe(const std::string& policy,
+                                                              const std::string& dir) {
   ServeConfigOptions serve;
   serve.policy = policy;
   serve.seed = options_.seed;
   serve.itl_slo_s = options_.itl_slo_s;
-  const std::string yaml = ServeYaml(sims_, serve);
-  const std::string conf = dir + "/serve.yaml";
-  std::ofstream(conf) << yaml;
-  const std::string log = dir + "/serve.log";
-  std::error_code ec;
-  std::filesystem::remove(log, ec);
-  auto child = ChildProcess::Spawn({options_.exe, "serve", "--config", conf}, log);
-  if (!child) return std::unexpected("kvroute serve: " + child.error());
-  router_ = std::move(*child);
-  auto line = router_.WaitForLine("kvroute serve listening on ", options_.ready_timeout_s);
-  if (!line) return std::unexpected("kvroute serve: " + line.error());
-  auto url = ParseServeReadyLine(*line);
-  if (!url) return std::unexpected(url.error());
-  router_url_ = *url;
-  return {};
+  return SpawnServe(options_.exe, dir, ServeYaml(sims_, serve), options_.ready_timeout_s);
 }
 
 void Cluster::Stop() {

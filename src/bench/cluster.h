@@ -7,7 +7,8 @@
 // `dir`, which survives the run for post-mortems. `kvroute serve` is told each sim's profile
 // and speedup (its rate seeds and KV bytes per block come from them), so a non-default
 // profile and a sped-up fleet are modelled on both sides. ServeYaml is the one writer of that
-// configuration: `bench overhead` (overhead_procs.h) uses it too.
+// configuration, and SpawnServe / SpawnNginx the one way a router is started: `bench overhead`
+// (overhead_procs.h) uses them too.
 //
 // Ownership: the Cluster owns its children; Stop() (and the destructor) stops the router
 // first, then the sims. Thread safety: one thread.
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "bench/cluster_process.h"
+#include "bench/nginx.h"
 
 namespace kvroute::bench {
 
@@ -89,6 +91,28 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions
 double WallItlSlo(double target_tokens_per_s, double speedup);
 // Whether `router` is a name this file knows how to start.
 bool IsKnownRouterName(const std::string& router);
+// The folder of `router`'s logs and configuration: its name with ':' as '_'
+// ("kvroute:round_robin" → "kvroute_round_robin").
+std::string RouterDirName(std::string router);
+
+// A router child started in front of the sims and the URL it answers on. Its /health is not
+// yet known to answer: the caller waits for that.
+struct StartedRouter {
+  ChildProcess process;
+  std::string url;  // http://127.0.0.1:P
+};
+// Starts `kvroute serve` (`exe`) with `yaml` written to <dir>/serve.yaml, its log in
+// <dir>/serve.log (a previous one removed), and returns once it printed its ready line.
+std::expected<StartedRouter, std::string> SpawnServe(const std::string& exe, const std::string& dir,
+                                                     const std::string& yaml,
+                                                     double ready_timeout_s);
+// nginx's options in front of `sims`: every sim upstream, a free loopback port, `dir` made
+// absolute (nginx resolves its paths against it). The caller sets the rest (least_conn).
+std::expected<NginxOptions, std::string> NginxFor(const std::vector<SimInfo>& sims,
+                                                  const std::string& dir);
+// Starts nginx with `config` (made from `options`) written to <options.dir>/nginx.conf.
+std::expected<StartedRouter, std::string> SpawnNginx(const NginxOptions& options,
+                                                     const std::string& config);
 
 class Cluster {
  public:
@@ -108,8 +132,9 @@ class Cluster {
   std::vector<pid_t> pids() const;
 
  private:
-  std::expected<void, std::string> StartNginx(bool least_conn, const std::string& dir);
-  std::expected<void, std::string> StartServe(const std::string& policy, const std::string& dir);
+  std::expected<StartedRouter, std::string> StartNginx(bool least_conn, const std::string& dir);
+  std::expected<StartedRouter, std::string> StartServe(const std::string& policy,
+                                                       const std::string& dir);
 
   ClusterOptions options_;
   std::vector<ChildProcess> sim_processes_;

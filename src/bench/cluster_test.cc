@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace kvroute::bench {
 namespace {
@@ -221,6 +223,63 @@ TEST(ChildProcessTest, WaitForLineReportsAnEarlyExit) {
   ASSERT_FALSE(line.has_value());
   EXPECT_NE(line.error().find("exited"), std::string::npos);
   std::filesystem::remove(log);
+}
+
+TEST(RouterDirNameTest, ReplacesColons) {
+  EXPECT_EQ(RouterDirName("kvroute:round_robin"), "kvroute_round_robin");
+  EXPECT_EQ(RouterDirName("nginx-rr"), "nginx-rr");
+}
+
+// A folder holding an executable stand-in for kvroute that runs `body` as /bin/sh.
+std::string FakeExe(const std::string& name, const std::string& body) {
+  const std::string dir = TempLog(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string exe = dir + "/kvroute";
+  std::ofstream(exe) << "#!/bin/sh\n" << body << "\n";
+  std::filesystem::permissions(exe, std::filesystem::perms::owner_all);
+  return exe;
+}
+
+TEST(SpawnServeTest, WritesTheConfigAndReturnsTheReadyLinesUrl) {
+  // The stand-in checks that it was started as `serve --config <dir>/serve.yaml`.
+  const std::string exe = FakeExe("serve_ok", R"([ "$1" = serve ] && [ "$2" = --config ] || exit 3
+[ -f "$3" ] || exit 4
+echo "kvroute serve listening on http://127.0.0.1:4242 workers=1"
+exec sleep 30)");
+  const std::string dir = std::filesystem::path(exe).parent_path().string();
+  auto started = SpawnServe(exe, dir, "mode: precise\n", 10);
+  ASSERT_TRUE(started.has_value()) << started.error();
+  EXPECT_EQ(started->url, "http://127.0.0.1:4242");
+  EXPECT_GT(started->process.pid(), 0);
+  std::ifstream in(dir + "/serve.yaml");
+  std::stringstream written;
+  written << in.rdbuf();
+  EXPECT_EQ(written.str(), "mode: precise\n");
+  EXPECT_EQ(started->process.log_path(), dir + "/serve.log");
+  started->process.Stop(1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SpawnServeTest, AnExitBeforeTheReadyLineIsAnError) {
+  const std::string exe = FakeExe("serve_exit", "echo bad config; exit 2");
+  const std::string dir = std::filesystem::path(exe).parent_path().string();
+  auto started = SpawnServe(exe, dir, "mode: precise\n", 10);
+  ASSERT_FALSE(started.has_value());
+  EXPECT_TRUE(started.error().starts_with("kvroute serve: ")) << started.error();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(NginxForTest, EverySimIsAnUpstreamAndTheFolderIsAbsolute) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "", "m"},
+                               {"http://127.0.0.1:9002", "", "m"}};
+  auto n = NginxFor(sims, "relative/dir");
+  ASSERT_TRUE(n.has_value()) << n.error();
+  EXPECT_EQ(n->upstreams, (std::vector<std::string>{"127.0.0.1:9001", "127.0.0.1:9002"}));
+  EXPECT_TRUE(std::filesystem::path(n->dir).is_absolute()) << n->dir;
+  EXPECT_TRUE(n->dir.ends_with("/relative/dir")) << n->dir;
+  EXPECT_GT(n->listen_port, 0);
+  EXPECT_FALSE(n->least_conn);
 }
 
 TEST(FreeLoopbackPortTest, ReturnsAUsablePort) {

@@ -12,8 +12,6 @@
 namespace kvroute::bench {
 namespace {
 
-constexpr const char* kNginx = "/usr/sbin/nginx";
-
 std::expected<int, std::string> ParseCpu(std::string_view s) {
   int v = -1;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -21,13 +19,6 @@ std::expected<int, std::string> ParseCpu(std::string_view s) {
     return std::unexpected("bad CPU number '" + std::string(s) + "'");
   }
   return v;
-}
-
-std::string SafeName(std::string name) {
-  for (char& c : name) {
-    if (c == ':') c = '_';
-  }
-  return name;
 }
 
 }  // namespace
@@ -205,46 +196,26 @@ std::expected<void, std::string> OverheadRouters::Start(const std::string& name,
                                                         const std::vector<SimInfo>& sims,
                                                         std::uint64_t seed,
                                                         double ready_timeout_s) {
-  const std::string dir = std::filesystem::absolute(dir_ + "/" + SafeName(name)).string();
+  const std::string dir = std::filesystem::absolute(dir_ + "/" + RouterDirName(name)).string();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return std::unexpected("cannot create " + dir + ": " + ec.message());
-  Router r;
-  r.name = name;
+  std::expected<StartedRouter, std::string> started;
   if (name == "nginx-rr") {
-    auto port = FreeLoopbackPort();
-    if (!port) return std::unexpected(port.error());
-    NginxOptions n;
-    for (const auto& s : sims) n.upstreams.push_back(s.url.substr(std::string("http://").size()));
-    n.listen_port = *port;
-    n.dir = dir;
-    const std::string conf = dir + "/nginx.conf";
-    std::ofstream(conf) << OverheadNginxConfig(n, lanes_);
-    auto child = ChildProcess::Spawn({kNginx, "-e", dir + "/error.log", "-p", dir, "-c", conf},
-                                     dir + "/nginx.log");
-    if (!child) return std::unexpected("nginx: " + child.error());
-    r.process = std::move(*child);
-    r.url = "http://127.0.0.1:" + std::to_string(*port);
+    auto n = NginxFor(sims, dir);
+    if (!n) return std::unexpected(n.error());
+    started = SpawnNginx(*n, OverheadNginxConfig(*n, lanes_));
   } else if (name.starts_with("kvroute:") && name.size() > 8) {
-    const std::string conf = dir + "/serve.yaml";
     ServeConfigOptions serve;
     serve.policy = name.substr(8);
     serve.seed = seed;
     serve.lanes = lanes_;
-    std::ofstream(conf) << ServeYaml(sims, serve);
-    const std::string log = dir + "/serve.log";
-    std::filesystem::remove(log, ec);
-    auto child = ChildProcess::Spawn({exe_, "serve", "--config", conf}, log);
-    if (!child) return std::unexpected(name + ": " + child.error());
-    r.process = std::move(*child);
-    auto line = r.process.WaitForLine("kvroute serve listening on ", ready_timeout_s);
-    if (!line) return std::unexpected(name + ": " + line.error());
-    auto url = ParseServeReadyLine(*line);
-    if (!url) return std::unexpected(name + ": " + url.error());
-    r.url = *url;
+    started = SpawnServe(exe_, dir, ServeYaml(sims, serve), ready_timeout_s);
   } else {
     return std::unexpected("unknown router " + name + " (nginx-rr or kvroute:<preset>)");
   }
+  if (!started) return std::unexpected(name + ": " + started.error());
+  Router r{name, started->url, std::move(started->process)};
   if (!WaitHttpOk(r.url + "/health", ready_timeout_s)) {
     return std::unexpected(name + " never answered /health; see " + r.process.log_path());
   }
