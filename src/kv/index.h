@@ -170,18 +170,17 @@ class KvIndex {
   };
   // The entries of one node, sorted by slot, and the node's lane count (sum of LanesOf), in
   // one 8-byte word. Most blocks are held by one worker with small counts, so that entry is
-  // packed inline: bit 0 clear, slot in bits 1-15, one bit per tier for ref[t] (0 or 1) in
-  // bits 16-19, kids[t] (0..7) in 3 bits each from bit 20, hash_lo in the top 32 bits; its
-  // lane count is computed from it. Anything else (two or more entries, or one that does
-  // not fit) lives in a heap block (header: capacity, size, lane count) whose address,
-  // tagged with bit 0, is the word. 0 is the empty list (an entry always holds a ref or a
-  // kid, so a packed entry is never 0).
+  // packed inline: bit 0 clear, slot + 1 in bits 1-15 (so a packed entry is never 0), one
+  // bit per tier for ref[t] (0 or 1) in bits 16-19, kids[t] (0..7) in 3 bits each from bit
+  // 20, hash_lo in the top 32 bits; its lane count is computed from it. Anything else (two or more
+  // entries, or one that does not fit) lives in a heap block (header: capacity, size, lane count)
+  // whose address, tagged with bit 0, is the word. 0 is the empty list.
   //
-  // Reading works on either form (begin()/end() yield Entry values, Find). Writing needs an
-  // addressable Entry, so the write path first moves an inline entry to a heap block
-  // (Spill: a block from the BlockPool, no malloc) and packs it back once the exclusive
-  // section ends (Compact, KvIndex::CompactTouched); between the two, pointers into the
-  // block stay valid as before (only inserts and erases in the same list move them).
+  // Reading works on either form (begin()/end() yield Entry values, Find). The write path
+  // edits entries through EntryRef: inline fields in the packed word, and an entry whose
+  // new value the packed form cannot hold (a second copy, an eighth child, a second holder)
+  // moved to a heap block first (Spill: a block from the BlockPool, no malloc).
+  // CompactTouched packs lists left with one small entry back.
   class HolderList {
    public:
     HolderList() = default;
@@ -232,7 +231,7 @@ class KvIndex {
     std::optional<Entry> Find(std::uint32_t slot) const {
       if (word_ == 0) return std::nullopt;
       if (!is_heap()) {
-        if (((word_ >> 1) & kSlotMask) != slot) return std::nullopt;
+        if (inline_slot() != slot) return std::nullopt;
         return Unpack(word_);
       }
       const Entry* e = const_cast<HolderList*>(this)->LowerBound(slot);
@@ -250,7 +249,67 @@ class KvIndex {
       return e->hash_lo;
     }
     bool is_inline() const { return word_ != 0 && !is_heap(); }
-    std::uint32_t inline_slot() const { return static_cast<std::uint32_t>(word_ >> 1) & kSlotMask; }
+    std::uint64_t word() const { return word_; }
+    std::uint32_t inline_slot() const {
+      return (static_cast<std::uint32_t>(word_ >> 1) & kSlotMask) - 1;
+    }
+    // The inline entry's fields (is_inline()).
+    std::uint8_t InlineRef(int t) const {
+      return static_cast<std::uint8_t>((word_ >> (kRefShift + t)) & 1);
+    }
+    std::uint8_t InlineKids(int t) const {
+      return static_cast<std::uint8_t>((word_ >> (kKidsShift + 3 * t)) & 7);
+    }
+    bool InlineAnyRef() const { return ((word_ >> kRefShift) & 0xF) != 0; }
+    bool InlineAnyKids() const { return ((word_ >> kKidsShift) & 0xFFF) != 0; }
+    // Writes one of the inline entry's fields; false (nothing written) when the value does
+    // not fit the packed form.
+    bool InlineSetRef(int t, std::uint8_t v) {
+      if (v > 1) return false;
+      const int at = kRefShift + t;
+      word_ = (word_ & ~(std::uint64_t{1} << at)) | (std::uint64_t{v} << at);
+      return true;
+    }
+    bool InlineSetKids(int t, std::uint8_t v) {
+      if (v > 7) return false;
+      const int at = kKidsShift + 3 * t;
+      word_ = (word_ & ~(std::uint64_t{7} << at)) | (std::uint64_t{v} << at);
+      return true;
+    }
+    void InlineSetHashLo(std::uint32_t v) {
+      word_ = (word_ & 0xFFFFFFFFu) | (std::uint64_t{v} << 32);
+    }
+    // Makes an empty list hold a fresh entry of `slot` (no refs, no kids) inline; false
+    // when the slot is too large for the packed form.
+    bool InlineCreate(std::uint32_t slot) {
+      assert(word_ == 0);
+      if (slot >= kSlotMask) return false;
+      word_ = std::uint64_t{slot + 1} << 1;
+      return true;
+    }
+    void InlineErase() {
+      assert(is_inline());
+      word_ = 0;
+    }
+    // The heap entry at position `at` if it is `slot`'s, else nullptr (also when inline).
+    Entry* HeapEntryAt(std::uint32_t at, std::uint32_t slot) {
+      assert(is_heap());
+      Heap* h = heap();
+      if (at >= h->size || h->entries()[at].slot != slot) return nullptr;
+      return h->entries() + at;
+    }
+    // Whether `e` points at one of a heap list's entries.
+    bool Holds(const Entry* e) const {
+      const Entry* d = heap()->entries();
+      return e >= d && e < d + heap()->size;
+    }
+    // The heap entry of `slot`, which must be in the list; nullptr when it is the inline one.
+    Entry* HeapEntryOf(std::uint32_t slot) {
+      if (!is_heap()) return nullptr;
+      Entry* e = LowerBound(slot);
+      assert(e != heap_end() && e->slot == slot);
+      return e;
+    }
     // Hints the CPU to load the heap block (its header holds the lane count a lookup reads).
     void PrefetchHeap() const {
       if (is_heap()) __builtin_prefetch(heap());
@@ -275,7 +334,7 @@ class KvIndex {
       h->lane_count = LanesOf(e);
       set_heap(h);
     }
-    Entry* heap_begin() { return is_heap() ? heap()->entries() : nullptr; }
+    Entry* heap_begin() const { return is_heap() ? heap()->entries() : nullptr; }
     Entry* heap_end() { return is_heap() ? heap()->entries() + heap()->size : nullptr; }
     const Entry* heap_end() const { return const_cast<HolderList*>(this)->heap_end(); }
     // First entry whose slot is >= `slot` (heap_end() if none). Not inline.
@@ -315,7 +374,7 @@ class KvIndex {
       std::uint32_t refs, kids;
       std::memcpy(&refs, e.ref.data(), 4);
       std::memcpy(&kids, e.kids.data(), 4);
-      return e.slot <= kSlotMask && (refs & 0xFEFEFEFEu) == 0 && (kids & 0xF8F8F8F8u) == 0;
+      return e.slot < kSlotMask && (refs & 0xFEFEFEFEu) == 0 && (kids & 0xF8F8F8F8u) == 0;
     }
 
    private:
@@ -345,7 +404,7 @@ class KvIndex {
       const std::uint32_t kids =
           (k & 7) | ((k & 0x38) << 5) | ((k & 0x1C0) << 10) | ((k & 0xE00) << 15);
       Entry e;
-      e.slot = (lo >> 1) & kSlotMask;
+      e.slot = ((lo >> 1) & kSlotMask) - 1;
       std::memcpy(e.ref.data(), &refs, 4);
       std::memcpy(e.kids.data(), &kids, 4);
       e.hash_lo = static_cast<std::uint32_t>(w >> 32);
@@ -358,7 +417,7 @@ class KvIndex {
       const std::uint32_t refs = (x & 1) | ((x >> 7) & 2) | ((x >> 14) & 4) | ((x >> 21) & 8);
       const std::uint32_t kids =
           (k & 7) | ((k >> 5) & 0x38) | ((k >> 10) & 0x1C0) | ((k >> 15) & 0xE00);
-      return (std::uint64_t{e.hash_lo} << 32) | (e.slot << 1) | (refs << kRefShift) |
+      return (std::uint64_t{e.hash_lo} << 32) | ((e.slot + 1) << 1) | (refs << kRefShift) |
              (kids << kKidsShift);
     }
     bool is_heap() const { return (word_ & kHeapTag) != 0; }
@@ -380,6 +439,98 @@ class KvIndex {
     std::uint64_t word_ = 0;  // 0, a packed entry, or a heap block's address | kHeapTag
   };
   static_assert(sizeof(HolderList) == 8);
+  // The write path's handle on one (node, worker) entry, in either form of its list. It
+  // names the list and the worker rather than an address, so it stays valid while the
+  // list's entries move (another worker's insert or erase, a spill, growth) until its own
+  // entry is erased. A heap list's entry is found again on each access (a binary search for
+  // the few lists with several holders). Writes that leave a list holding one heap entry
+  // note it for CompactTouched. (A version that cached the heap position made the handle
+  // 40 bytes, passed through memory: slower, measured.)
+  class EntryRef {
+   public:
+    // No default member initializers: the handle is a default argument inside KvIndex.
+    EntryRef() : list_(nullptr), slot_(0), at_(0) {}
+    EntryRef(HolderList* list, std::uint32_t slot, std::uint32_t at = 0)
+        : list_(list), slot_(slot), at_(at) {}
+    explicit operator bool() const { return list_ != nullptr; }
+
+    [[gnu::always_inline]] std::uint8_t ref(int t) const {
+      const Entry* e = HeapEntry();
+      return e != nullptr ? e->ref[t] : list_->InlineRef(t);
+    }
+    [[gnu::always_inline]] std::uint8_t kids(int t) const {
+      const Entry* e = HeapEntry();
+      return e != nullptr ? e->kids[t] : list_->InlineKids(t);
+    }
+    [[gnu::always_inline]] bool any_ref() const {
+      const Entry* e = HeapEntry();
+      if (e == nullptr) return list_->InlineAnyRef();
+      return (e->ref[0] | e->ref[1] | e->ref[2] | e->ref[3]) != 0;
+    }
+    [[gnu::always_inline]] bool any_kids() const {
+      const Entry* e = HeapEntry();
+      if (e == nullptr) return list_->InlineAnyKids();
+      return (e->kids[0] | e->kids[1] | e->kids[2] | e->kids[3]) != 0;
+    }
+    // Writes take the index: a value the packed form cannot hold spills the entry to one
+    // of its pooled blocks.
+    [[gnu::always_inline]] void set_ref(KvIndex& index, int t, std::uint8_t v) {
+      if (Entry* e = Written(index)) {
+        e->ref[t] = v;
+      } else if (!list_->InlineSetRef(t, v)) {
+        Spilled(index)->ref[t] = v;
+      }
+    }
+    [[gnu::always_inline]] void set_kids(KvIndex& index, int t, std::uint8_t v) {
+      if (Entry* e = Written(index)) {
+        e->kids[t] = v;
+      } else if (!list_->InlineSetKids(t, v)) {
+        Spilled(index)->kids[t] = v;
+      }
+    }
+    [[gnu::always_inline]] void set_hash_lo(std::uint32_t v) {
+      if (Entry* e = HeapEntry()) {
+        e->hash_lo = v;
+      } else {
+        list_->InlineSetHashLo(v);
+      }
+    }
+    // After a ref changed by `delta` lanes (an inline entry's lane count is derived).
+    [[gnu::always_inline]] void AddLanes(int delta) {
+      if (!list_->is_inline()) list_->AddLanes(delta);
+    }
+    // Removes the entry from its list; the handle is invalid afterwards.
+    void Erase(KvIndex& index);
+
+   private:
+    // The heap entry; nullptr when inline. Its last known position is checked first (still
+    // inside the list and still this worker's slot: slots are unique in a list), so a list
+    // with several holders is searched again only after it changed.
+    [[gnu::always_inline]] Entry* HeapEntry() const {
+      if ((list_->word() & 1) == 0) return nullptr;  // inline (never empty while named)
+      Entry* e = list_->HeapEntryAt(at_, slot_);
+      if (e == nullptr) [[unlikely]] {
+        e = list_->HeapEntryOf(slot_);
+        at_ = static_cast<std::uint32_t>(e - list_->heap_begin());
+      }
+      return e;
+    }
+    // The heap entry, noted for CompactTouched when it is the list's only one (a count that
+    // fits the packed form again); nullptr when inline.
+    [[gnu::always_inline]] Entry* Written(KvIndex& index) {
+      Entry* e = HeapEntry();
+      if (e != nullptr && list_->size() == 1) index.touched_.push_back(list_);
+      return e;
+    }
+    Entry* Spilled(KvIndex& index) {
+      list_->Spill(index.pool_);
+      index.touched_.push_back(list_);
+      return HeapEntry();
+    }
+    HolderList* list_;
+    std::uint32_t slot_;
+    mutable std::uint32_t at_;  // where the entry was last seen in a heap list
+  };
   // One canonical block. Exists while some worker has an entry or it has child nodes, so the
   // node set is closed under parents (lookups rely on it). 24 bytes: depth and the child
   // count are 16 bits each, kBig16 meaning the value is in big_depth_ / big_children_ (a
@@ -472,10 +623,9 @@ class KvIndex {
   void MaterializeEngineMap(std::uint32_t slot);
   std::uint32_t GetOrCreateNode(BlockKey key, std::uint32_t parent);
   void MaybeDeleteNode(std::uint32_t node);
-  // The write path's entries: addressable, so an inline entry is first moved to a heap
-  // block and the node noted for CompactTouched.
-  Entry* FindEntry(std::uint32_t node, std::uint32_t slot);
-  Entry& GetOrCreateEntry(std::uint32_t node, std::uint32_t slot);
+  // The write path's entries (an empty EntryRef when absent).
+  EntryRef FindEntry(std::uint32_t node, std::uint32_t slot);
+  EntryRef GetOrCreateEntry(std::uint32_t node, std::uint32_t slot);
   // Packs the lists the write path spilled, once more than kCompactAfter were noted (or
   // always, with `all`): a list touched again soon (an engine step extends the chain the
   // last one ended) is then spilled once, not once per batch. Writers call it before
@@ -516,31 +666,41 @@ class KvIndex {
   // The (node, slot) entry is passed in by callers that already found it: each search of a
   // node's holders saved is a measurable share of the apply cost.
   // `parent_entry`, when given, is (parent of node, slot)'s existing entry.
-  void AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier,
-              Entry* parent_entry = nullptr);
+  void AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
+              EntryRef parent_entry = {});
   void AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
-    AddRef(slot, node, *FindEntry(node, slot), tier);
+    AddRef(slot, node, FindEntry(node, slot), tier);
   }
-  void DropRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
-  void OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry, int tier,
-              Entry* parent_entry);
-  void OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier);
+  void DropRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier);
+  void OnHeld(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
+              EntryRef parent_entry);
+  void OnReleased(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
   // kids[tier] of (node, slot)'s entry + 1; returns true when it was 0. The byte's range is
   // handled inline (every store and removal of a chained block comes here).
-  bool IncKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
-    if (e.kids[tier] < kBigKids - 1) return e.kids[tier]++ == 0;
+  [[gnu::always_inline]] bool IncKids(std::uint32_t node, std::uint32_t slot, EntryRef e,
+                                      int tier) {
+    const std::uint8_t k = e.kids(tier);
+    if (k < kBigKids - 1) {
+      e.set_kids(*this, tier, static_cast<std::uint8_t>(k + 1));
+      return k == 0;
+    }
     IncBigKids(node, slot, e, tier);
     return false;
   }
   // kids[tier] - 1 (it must be > 0); returns true when it becomes 0.
-  bool DecKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
-    if (e.kids[tier] != kBigKids) return --e.kids[tier] == 0;
+  [[gnu::always_inline]] bool DecKids(std::uint32_t node, std::uint32_t slot, EntryRef e,
+                                      int tier) {
+    const std::uint8_t k = e.kids(tier);
+    if (k != kBigKids) {
+      e.set_kids(*this, tier, static_cast<std::uint8_t>(k - 1));
+      return k == 1;
+    }
     DecBigKids(node, slot, e, tier);
     return false;
   }
-  void IncBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
-  void DecBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier);
+  void IncBigKids(std::uint32_t node, std::uint32_t slot, EntryRef e, int tier);
+  void DecBigKids(std::uint32_t node, std::uint32_t slot, EntryRef e, int tier);
   static std::uint64_t BigKidsKey(std::uint32_t node, std::uint32_t slot) {
     return (std::uint64_t{node} << 32) | slot;
   }

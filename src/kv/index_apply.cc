@@ -181,18 +181,17 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
   // The previous block's entry: it is the parent entry OnHeld needs next, and saving its
   // search is a measurable share of a store. Valid across iterations: a block's work changes
   // only its own node's and its parent's holder lists.
-  Entry* prev_entry = nullptr;
+  EntryRef prev_entry;
   std::uint32_t prev_node = kNoNode;
   // One more reference of `node` in tier t, unless the count is saturated (then false). The
   // previous block's entry is passed on when it is this node's parent's.
-  auto add_ref = [&](std::uint32_t node, Entry& entry) {
-    if (entry.ref[t] == kMaxRef) {
+  auto add_ref = [&](std::uint32_t node, EntryRef entry) {
+    if (entry.ref(t) == kMaxRef) {
       ++counters_.ref_overflow;
       return false;
     }
-    const bool hint =
-        prev_entry != nullptr && node != prev_node && nodes_[node].parent == prev_node;
-    AddRef(slot, node, entry, t, hint ? prev_entry : nullptr);
+    const bool hint = prev_entry && node != prev_node && nodes_[node].parent == prev_node;
+    AddRef(slot, node, entry, t, hint ? prev_entry : EntryRef());
     ++counters_.blocks_stored;
     return true;
   };
@@ -204,10 +203,10 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
       // The hash names this node and no other (it is its key), and its count is the entry's
       // refs: nothing to map, no conflict possible.
       const std::uint32_t node = GetOrCreateNode(key, parent_node);
-      Entry& entry = GetOrCreateEntry(node, slot);
+      const EntryRef entry = GetOrCreateEntry(node, slot);
       add_ref(node, entry);
       parent_node = node;
-      prev_entry = &entry;
+      prev_entry = entry;
       prev_node = node;
       continue;
     }
@@ -227,19 +226,19 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
     // The entry keeps a ref afterwards (added now, or saturated before), so it never needs
     // erasing here. GetOrCreateNode and GetOrCreateEntry do not touch the worker's engine
     // map, so `mapped` is still valid.
-    Entry& entry = GetOrCreateEntry(node, slot);
+    EntryRef entry = GetOrCreateEntry(node, slot);
     if (inserted) {
-      if (AnyRef(entry.ref)) {
+      if (entry.any_ref()) {
         // Another of this worker's hashes names this block already (cache_salt): its entry
         // keeps that hash's half, so this one goes to the overflow map.
         mapped = engine.MoveToExtra(hash, mapped, node);
       } else {
         EngineMap::SetPrimary(mapped, node);
-        entry.hash_lo = EngineMap::Lo(hash);
+        entry.set_hash_lo(EngineMap::Lo(hash));
       }
     }
     // The engine-map count is taken before AddRef, as before the helper existed.
-    const bool saturated = entry.ref[t] == kMaxRef;
+    const bool saturated = entry.ref(t) == kMaxRef;
     if (!saturated && !inserted) engine.AddRef(hash, mapped);
     if (!add_ref(node, entry) && inserted) {
       // A mapping exists only while its count is positive: a new one that could not take
@@ -247,7 +246,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
       engine.Erase(hash, mapped);
     }
     parent_node = node;
-    prev_entry = &entry;
+    prev_entry = entry;
     prev_node = node;
   }
 }
@@ -267,84 +266,96 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
   for (EngineHash hash : e.block_hashes) {
     if (w.hashes_are_keys) {
       const std::uint32_t node = ResolveHash(slot, hash);
-      Entry* entry = node == kNoNode ? nullptr : FindEntry(node, slot);
-      if (entry == nullptr || entry->ref[t] == 0) {
+      const EntryRef entry = node == kNoNode ? EntryRef() : FindEntry(node, slot);
+      if (!entry || entry.ref(t) == 0) {
         ++counters_.unknown_removals;
         continue;
       }
-      DropRef(slot, node, *entry, t);
+      DropRef(slot, node, entry, t);
       ++counters_.blocks_removed;
       continue;
     }
     const EngineMap::Mapping mapped = w.engine.Find(hash, LoOf(slot));
     const std::uint32_t node = mapped ? EngineMap::Node(*mapped.value) : kNoNode;
-    Entry* entry = mapped ? FindEntry(node, slot) : nullptr;
-    if (entry == nullptr || entry->ref[t] == 0) {
+    const EntryRef entry = mapped ? FindEntry(node, slot) : EntryRef();
+    if (!entry || entry.ref(t) == 0) {
       ++counters_.unknown_removals;
       continue;
     }
     w.engine.DropRef(hash, mapped);
-    DropRef(slot, node, *entry, t);
+    DropRef(slot, node, entry, t);
     ++counters_.blocks_removed;
   }
 }
 
-// `entry` is (node, slot)'s; it stays valid throughout: only the parent's holders change.
-void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier,
-                     Entry* parent_entry) {
-  const bool was_held = AnyRef(entry.ref);
-  if (entry.ref[tier]++ == 0) {
+void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
+                     EntryRef parent_entry) {
+  const bool was_held = entry.any_ref();
+  const std::uint8_t r = entry.ref(tier);
+  entry.set_ref(*this, tier, static_cast<std::uint8_t>(r + 1));
+  if (r == 0) {
     if (!was_held) {
       ++num_entries_;
       ++workers_[slot].held;
     }
-    nodes_[node].holders.AddLanes(was_held ? 1 : 2);  // + the any-tier lane if new
+    entry.AddLanes(was_held ? 1 : 2);  // + the any-tier lane if new
     OnHeld(slot, node, entry, tier, parent_entry);
   }
 }
 
-void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier) {
-  assert(entry.ref[tier] > 0);
-  if (--entry.ref[tier] == 0) {
-    const bool still_held = AnyRef(entry.ref);
+void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier) {
+  const std::uint8_t r = entry.ref(tier);
+  assert(r > 0);
+  entry.set_ref(*this, tier, static_cast<std::uint8_t>(r - 1));
+  if (r == 1) {
+    const bool still_held = entry.any_ref();
     if (!still_held) {
       --num_entries_;
       --workers_[slot].held;
     }
-    nodes_[node].holders.AddLanes(still_held ? -1 : -2);
+    entry.AddLanes(still_held ? -1 : -2);
     OnReleased(slot, node, entry, tier);  // may erase the entry and the node
   }
 }
 
 // (slot, tier) now holds `node`: the node stops being a hole, and its parent becomes one if
 // the worker does not hold the parent in this tier.
-void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, const Entry& entry, int tier,
-                     Entry* parent_entry) {
-  if (entry.kids[tier] > 0) SetHole(slot, node, tier, false);
+void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
+                     EntryRef parent_entry) {
+  if (entry.kids(tier) > 0) SetHole(slot, node, tier, false);
   const std::uint32_t parent = nodes_[node].parent;
   if (parent == kNoNode) return;
-  Entry& pe = parent_entry != nullptr ? *parent_entry : GetOrCreateEntry(parent, slot);
-  if (IncKids(parent, slot, pe, tier) && pe.ref[tier] == 0) SetHole(slot, parent, tier, true);
+  const EntryRef pe = parent_entry ? parent_entry : GetOrCreateEntry(parent, slot);
+  if (IncKids(parent, slot, pe, tier) && pe.ref(tier) == 0) SetHole(slot, parent, tier, true);
 }
 
 // (slot, tier) no longer holds `node`: the reverse of OnHeld.
-void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, Entry& entry, int tier) {
-  if (entry.kids[tier] > 0) SetHole(slot, node, tier, true);
+void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier) {
+  if (entry.kids(tier) > 0) SetHole(slot, node, tier, true);
   const std::uint32_t parent = nodes_[node].parent;
   if (parent != kNoNode) {
     // OnHeld counted `node` in the parent's entry, and the counts are exact.
-    Entry* pe = FindEntry(parent, slot);
-    assert(pe != nullptr && pe->kids[tier] > 0);
-    if (DecKids(parent, slot, *pe, tier) && pe->ref[tier] == 0) {
+    EntryRef pe = FindEntry(parent, slot);
+    assert(pe && pe.kids(tier) > 0);
+    if (DecKids(parent, slot, pe, tier) && pe.ref(tier) == 0) {
       SetHole(slot, parent, tier, false);
     }
-    // An emptied placeholder goes; the parent node stays (`node` is its child). `entry` is
-    // in another node's list, so it stays valid.
-    if (!AnyRef(pe->ref) && !AnyRef(pe->kids)) nodes_[parent].holders.erase(pe, pool_);
+    // An emptied placeholder goes; the parent node stays (`node` is its child).
+    if (!pe.any_ref() && !pe.any_kids()) pe.Erase(*this);
   }
-  if (AnyRef(entry.ref) || AnyRef(entry.kids)) return;
-  nodes_[node].holders.erase(&entry, pool_);
+  if (entry.any_ref() || entry.any_kids()) return;
+  entry.Erase(*this);
   MaybeDeleteNode(node);
+}
+
+void KvIndex::EntryRef::Erase(KvIndex& index) {
+  if (list_->is_inline()) {
+    list_->InlineErase();
+  } else {
+    list_->erase(list_->HeapEntryOf(slot_), index.pool_);
+    index.touched_.push_back(list_);  // it may be left with one entry that fits inline
+  }
+  list_ = nullptr;
 }
 
 void KvIndex::SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole) {
@@ -367,49 +378,49 @@ void KvIndex::RefreshDirty(std::uint32_t slot) {
 // The byte counts up to 254; from 255 on it reads kBigKids and the count is in big_kids_
 // (the side entry exists exactly while some tier's byte is kBigKids). IncKids and DecKids
 // (index.h) handle the byte's range and call these at its top.
-void KvIndex::IncBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
+void KvIndex::IncBigKids(std::uint32_t node, std::uint32_t slot, EntryRef e, int tier) {
   auto* big = big_kids_.Insert(BigKidsKey(node, slot), {}).first;
-  if (e.kids[tier] == kBigKids - 1) {
-    e.kids[tier] = kBigKids;
+  if (e.kids(tier) == kBigKids - 1) {
+    e.set_kids(*this, tier, kBigKids);
     (*big)[tier] = kBigKids;
   } else {
     ++(*big)[tier];
   }
 }
 
-void KvIndex::DecBigKids(std::uint32_t node, std::uint32_t slot, Entry& e, int tier) {
+void KvIndex::DecBigKids(std::uint32_t node, std::uint32_t slot, EntryRef e, int tier) {
   const std::uint64_t key = BigKidsKey(node, slot);
   auto* big = big_kids_.Find(key);
   assert(big != nullptr && (*big)[tier] >= kBigKids);
   if (--(*big)[tier] >= kBigKids) return;
-  e.kids[tier] = kBigKids - 1;  // back in the byte's range
+  e.set_kids(*this, tier, kBigKids - 1);  // back in the byte's range
   (*big)[tier] = 0;
   bool any_big = false;
-  for (int t = 0; t < kNumTiers; ++t) any_big |= e.kids[t] == kBigKids;
+  for (int t = 0; t < kNumTiers; ++t) any_big |= e.kids(t) == kBigKids;
   if (!any_big) big_kids_.Erase(key);
 }
 
-KvIndex::Entry* KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) {
+KvIndex::EntryRef KvIndex::FindEntry(std::uint32_t node, std::uint32_t slot) {
   HolderList& h = nodes_[node].holders;
-  if (h.is_inline()) {
-    if (h.inline_slot() != slot) return nullptr;
-    h.Spill(pool_);
-    touched_.push_back(&h);
-    return h.heap_begin();
-  }
+  if (h.is_inline()) return h.inline_slot() == slot ? EntryRef(&h, slot) : EntryRef();
   Entry* it = h.LowerBound(slot);
-  if (it == h.heap_end() || it->slot != slot) return nullptr;
-  touched_.push_back(&h);  // it may be left with one entry that fits inline
-  return it;
+  if (it == h.heap_end() || it->slot != slot) return {};
+  return EntryRef(&h, slot, static_cast<std::uint32_t>(it - h.heap_begin()));
 }
 
-KvIndex::Entry& KvIndex::GetOrCreateEntry(std::uint32_t node, std::uint32_t slot) {
+KvIndex::EntryRef KvIndex::GetOrCreateEntry(std::uint32_t node, std::uint32_t slot) {
   HolderList& h = nodes_[node].holders;
-  h.Spill(pool_);
-  touched_.push_back(&h);
+  if (h.empty() && h.InlineCreate(slot)) return EntryRef(&h, slot);
+  if (h.is_inline()) {
+    if (h.inline_slot() == slot) return EntryRef(&h, slot);
+    h.Spill(pool_);  // a second holder
+  }
   Entry* it = h.LowerBound(slot);
-  if (it != h.heap_end() && it->slot == slot) return *it;
-  return *h.insert(it, Entry{slot, {}, {}, 0}, pool_);
+  if (it == h.heap_end() || it->slot != slot) {
+    it = h.insert(it, Entry{slot, {}, {}, 0}, pool_);
+    touched_.push_back(&h);
+  }
+  return EntryRef(&h, slot, static_cast<std::uint32_t>(it - h.heap_begin()));
 }
 
 void KvIndex::CompactTouched(bool all) {
@@ -547,11 +558,11 @@ void KvIndex::MaterializeEngineMap(std::uint32_t slot) {
   for (std::uint32_t node : NodesHeldBy(slot)) {
     // One hash (the key) per node: every mapping is its entry's primary one.
     const BlockKey key = nodes_[node].key;
-    Entry& entry = *FindEntry(node, slot);
-    const std::uint32_t refs = entry.ref[0] + entry.ref[1] + entry.ref[2] + entry.ref[3];
+    EntryRef entry = FindEntry(node, slot);
+    const std::uint32_t refs = entry.ref(0) + entry.ref(1) + entry.ref(2) + entry.ref(3);
     const EngineMap::Mapping mapped = w.engine.Insert(key, LoOf(slot)).first;
     EngineMap::SetPrimary(mapped, node);
-    entry.hash_lo = EngineMap::Lo(key);
+    entry.set_hash_lo(EngineMap::Lo(key));
     w.engine.SetRefs(key, mapped, refs);
   }
   w.hashes_are_keys = false;
@@ -575,10 +586,10 @@ void KvIndex::PurgeWorker(std::uint32_t slot) {
   // in their subtree is gone, and each id in `held` keeps its entry until its own turn.
   for (std::uint32_t node : held) {
     for (int t = 0; t < kNumTiers; ++t) {
-      Entry* e = FindEntry(node, slot);
-      if (e == nullptr) break;
-      while (e != nullptr && e->ref[t] > 0) {
-        DropRef(slot, node, *e, t);
+      EntryRef e = FindEntry(node, slot);
+      if (!e) break;
+      while (e && e.ref(t) > 0) {
+        DropRef(slot, node, e, t);
         e = FindEntry(node, slot);
       }
     }

@@ -285,7 +285,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
       for (int t = 0; t < kNumTiers; ++t) {
         if (e.ref[t] == 0) continue;
         AddRef(slot, node, t);  // 0 -> 1 runs the orphan bookkeeping
-        FindEntry(node, slot)->ref[t] = static_cast<std::uint8_t>(e.ref[t]);
+        FindEntry(node, slot).set_ref(*this, t, static_cast<std::uint8_t>(e.ref[t]));
       }
     }
     // The mappings, after the entries that confirm them: the first hash of each node is
@@ -299,7 +299,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
       EngineMap::Mapping mapped = engine.Insert(h.hash, LoOf(slot)).first;
       if (has_primary.emplace(node, true).second) {
         EngineMap::SetPrimary(mapped, node);
-        FindEntry(node, slot)->hash_lo = EngineMap::Lo(h.hash);
+        FindEntry(node, slot).set_hash_lo(EngineMap::Lo(h.hash));
       } else {
         mapped = engine.MoveToExtra(h.hash, mapped, node);
       }
