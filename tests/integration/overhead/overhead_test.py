@@ -2,7 +2,8 @@
 """Runs `kvroute bench overhead` with 2 sims, a tiny streamed load at one concurrency and a
 tiny non-streamed one, and checks the plumbing: exit 0; direct, nginx-rr,
 kvroute:predicted_latency and kvroute:round_robin each produced a row with ok requests and
-zero errors; JSON and CSV written; the table printed; afterwards no process of ours is left
+zero errors; JSON and CSV written; the table printed; each kvroute serve config carries the
+sims' speedup; afterwards no process of ours is left
 ("ours" = every process holding a file open under the output folder: each child writes its
 log there). The ratios themselves are not checked: they depend on the machine.
 """
@@ -51,6 +52,13 @@ def check(out, label, proc, stream):
     for name in TARGETS:
         assert name in proc.stdout, name
     assert ("TTFT" if stream else "E2E") in proc.stdout
+    # Every kvroute serve config tells the router the sims' pace (--speedup, 1000 by
+    # default), so its rate seeds are not 1000x too slow.
+    configs = [os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs if f == "serve.yaml"]
+    assert configs, "no serve.yaml written"
+    for path in configs:
+        with open(path) as f:
+            assert "profile_speedup: 1000" in f.read(), path
 
 
 def main():
