@@ -291,6 +291,26 @@ class KvIndex {
       assert(is_inline());
       word_ = 0;
     }
+    // The packed word's fields as masks, for the write path's one-load-one-store edits of an
+    // inline entry (AddRef, DropRef and their parent halves in index_apply.cc): checking the
+    // form once per edit instead of once per field read or write is ~1/4 of the apply's
+    // instructions. A word with bit 0 clear is inline (or the empty list, 0).
+    static constexpr std::uint64_t kTagBit = 1;
+    static constexpr std::uint64_t kRefBits = std::uint64_t{0xF} << 16;
+    static constexpr std::uint64_t kKidsBits = std::uint64_t{0xFFF} << 20;
+    static constexpr std::uint64_t RefBit(int t) { return std::uint64_t{1} << (16 + t); }
+    static constexpr std::uint64_t KidsOne(int t) { return std::uint64_t{1} << (20 + 3 * t); }
+    static constexpr std::uint64_t KidsMask(int t) { return std::uint64_t{7} << (20 + 3 * t); }
+    // Replaces an inline (or empty) list's word with another inline word or 0.
+    void SetInlineWord(std::uint64_t w) {
+      assert((word_ & kTagBit) == 0 && (w & kTagBit) == 0);
+      word_ = w;
+    }
+    // The packed word of a fresh entry of `slot` holding tier t with hash_lo `lo` (slot <
+    // the packed form's limit, checked by InlineCreate's caller).
+    static std::uint64_t FreshWord(std::uint32_t slot, int t, std::uint32_t lo) {
+      return (std::uint64_t{lo} << 32) | (std::uint64_t{slot + 1} << 1) | RefBit(t);
+    }
     // The heap entry at position `at` if it is `slot`'s, else nullptr (also when inline).
     Entry* HeapEntryAt(std::uint32_t at, std::uint32_t slot) {
       assert(is_heap());
@@ -378,10 +398,12 @@ class KvIndex {
     }
 
    private:
-    static constexpr std::uint64_t kHeapTag = 1;
+    static constexpr std::uint64_t kHeapTag = kTagBit;
     static constexpr std::uint32_t kSlotMask = 0x7FFF;
     static constexpr int kRefShift = 16;
     static constexpr int kKidsShift = 20;
+    static_assert(kRefBits == std::uint64_t{0xF} << kRefShift && kKidsBits == std::uint64_t{0xFFF}
+                                                                                  << kKidsShift);
     static constexpr std::array<std::uint8_t, 16> kRefBitCount = {0, 1, 1, 2, 1, 2, 2, 3,
                                                                   1, 2, 2, 3, 2, 3, 3, 4};
     struct alignas(16) Heap {
@@ -453,6 +475,7 @@ class KvIndex {
     EntryRef(HolderList* list, std::uint32_t slot, std::uint32_t at = 0)
         : list_(list), slot_(slot), at_(at) {}
     explicit operator bool() const { return list_ != nullptr; }
+    HolderList* list() const { return list_; }
 
     [[gnu::always_inline]] std::uint8_t ref(int t) const {
       const Entry* e = HeapEntry();
@@ -675,6 +698,10 @@ class KvIndex {
   void OnHeld(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
               EntryRef parent_entry);
   void OnReleased(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier);
+  // The parent's halves of OnHeld and OnReleased: one more / one fewer child held in tier t
+  // in the parent's entry (created / erased as a placeholder as needed).
+  void ParentGainsKid(std::uint32_t slot, std::uint32_t node, int tier, EntryRef parent_entry);
+  void ParentLosesKid(std::uint32_t slot, std::uint32_t node, int tier);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
   // kids[tier] of (node, slot)'s entry + 1; returns true when it was 0. The byte's range is
   // handled inline (every store and removal of a chained block comes here).

@@ -290,6 +290,21 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
 
 void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
                      EntryRef parent_entry) {
+  using HL = HolderList;
+  HolderList& h = *entry.list();
+  const std::uint64_t w = h.word();
+  if ((w & (HL::kTagBit | HL::RefBit(tier))) == 0) {
+    // Inline with ref 0 -> 1 (most stores): the packed word in one load and one store; its
+    // lane count is derived from the ref bits, nothing else to update.
+    h.SetInlineWord(w | HL::RefBit(tier));
+    if ((w & HL::kRefBits) == 0) {
+      ++num_entries_;
+      ++workers_[slot].held;
+    }
+    if ((w & HL::KidsMask(tier)) != 0) SetHole(slot, node, tier, false);
+    ParentGainsKid(slot, node, tier, parent_entry);
+    return;
+  }
   const bool was_held = entry.any_ref();
   const std::uint8_t r = entry.ref(tier);
   entry.set_ref(*this, tier, static_cast<std::uint8_t>(r + 1));
@@ -304,6 +319,26 @@ void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int
 }
 
 void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier) {
+  using HL = HolderList;
+  HolderList& h = *entry.list();
+  std::uint64_t w = h.word();
+  if ((w & HL::kTagBit) == 0) {
+    // Inline (its ref is 1, the only count the packed form holds): one load and one store,
+    // and the release below reads the same word (the parent's edits touch another list).
+    assert((w & HL::RefBit(tier)) != 0);
+    w &= ~HL::RefBit(tier);
+    h.SetInlineWord(w);
+    if ((w & HL::kRefBits) == 0) {
+      --num_entries_;
+      --workers_[slot].held;
+    }
+    if ((w & HL::KidsMask(tier)) != 0) SetHole(slot, node, tier, true);
+    ParentLosesKid(slot, node, tier);
+    if ((w & (HL::kRefBits | HL::kKidsBits)) != 0) return;
+    h.InlineErase();
+    MaybeDeleteNode(node);
+    return;
+  }
   const std::uint8_t r = entry.ref(tier);
   assert(r > 0);
   entry.set_ref(*this, tier, static_cast<std::uint8_t>(r - 1));
@@ -323,29 +358,62 @@ void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, in
 void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
                      EntryRef parent_entry) {
   if (entry.kids(tier) > 0) SetHole(slot, node, tier, false);
+  ParentGainsKid(slot, node, tier, parent_entry);
+}
+
+void KvIndex::ParentGainsKid(std::uint32_t slot, std::uint32_t node, int tier,
+                             EntryRef parent_entry) {
+  using HL = HolderList;
   const std::uint32_t parent = nodes_[node].parent;
   if (parent == kNoNode) return;
   const EntryRef pe = parent_entry ? parent_entry : GetOrCreateEntry(parent, slot);
+  HolderList& ph = *pe.list();
+  const std::uint64_t pw = ph.word();
+  const std::uint64_t kids = pw & HL::KidsMask(tier);
+  if ((pw & HL::kTagBit) == 0 && kids != HL::KidsMask(tier)) {
+    // Inline and the count stays below 8: one add to the packed field.
+    ph.SetInlineWord(pw + HL::KidsOne(tier));
+    if (kids == 0 && (pw & HL::RefBit(tier)) == 0) SetHole(slot, parent, tier, true);
+    return;
+  }
   if (IncKids(parent, slot, pe, tier) && pe.ref(tier) == 0) SetHole(slot, parent, tier, true);
 }
 
 // (slot, tier) no longer holds `node`: the reverse of OnHeld.
 void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier) {
   if (entry.kids(tier) > 0) SetHole(slot, node, tier, true);
-  const std::uint32_t parent = nodes_[node].parent;
-  if (parent != kNoNode) {
-    // OnHeld counted `node` in the parent's entry, and the counts are exact.
-    EntryRef pe = FindEntry(parent, slot);
-    assert(pe && pe.kids(tier) > 0);
-    if (DecKids(parent, slot, pe, tier) && pe.ref(tier) == 0) {
-      SetHole(slot, parent, tier, false);
-    }
-    // An emptied placeholder goes; the parent node stays (`node` is its child).
-    if (!pe.any_ref() && !pe.any_kids()) pe.Erase(*this);
-  }
+  ParentLosesKid(slot, node, tier);
   if (entry.any_ref() || entry.any_kids()) return;
   entry.Erase(*this);
   MaybeDeleteNode(node);
+}
+
+void KvIndex::ParentLosesKid(std::uint32_t slot, std::uint32_t node, int tier) {
+  using HL = HolderList;
+  const std::uint32_t parent = nodes_[node].parent;
+  if (parent == kNoNode) return;
+  HolderList& ph = nodes_[parent].holders;
+  std::uint64_t pw = ph.word();
+  if ((pw & HL::kTagBit) == 0) {
+    // Inline: it is this worker's entry and its count is >= 1 (OnHeld counted `node` in it,
+    // and the counts are exact), and a decrement always fits.
+    assert(pw != 0 && ph.inline_slot() == slot && (pw & HL::KidsMask(tier)) != 0);
+    const bool last = (pw & HL::KidsMask(tier)) == HL::KidsOne(tier);
+    pw -= HL::KidsOne(tier);
+    if (last && (pw & HL::RefBit(tier)) == 0) SetHole(slot, parent, tier, false);
+    // An emptied placeholder goes; the parent node stays (`node` is its child).
+    if ((pw & (HL::kRefBits | HL::kKidsBits)) == 0) pw = 0;
+    ph.SetInlineWord(pw);
+    return;
+  }
+  // OnHeld counted `node` in the parent's entry, and the counts are exact.
+  EntryRef pe = FindEntry(parent, slot);
+  assert(pe && pe.kids(tier) > 0);
+  if (DecKids(parent, slot, pe, tier) && pe.ref(tier) == 0) {
+    SetHole(slot, parent, tier, false);
+  }
+  // An emptied placeholder goes; the parent node stays (`node` is its child).
+  if (!pe.any_ref() && !pe.any_kids()) pe.Erase(*this);
 }
 
 void KvIndex::EntryRef::Erase(KvIndex& index) {
