@@ -306,10 +306,13 @@ class KvIndex {
       assert((word_ & kTagBit) == 0 && (w & kTagBit) == 0);
       word_ = w;
     }
-    // The packed word of a fresh entry of `slot` holding tier t with hash_lo `lo` (slot <
-    // the packed form's limit, checked by InlineCreate's caller).
-    static std::uint64_t FreshWord(std::uint32_t slot, int t, std::uint32_t lo) {
-      return (std::uint64_t{lo} << 32) | (std::uint64_t{slot + 1} << 1) | RefBit(t);
+    // Makes an empty list hold `slot`'s entry with ref[t] = 1, hash_lo `lo`, nothing else,
+    // in one store; false when the slot is too large for the packed form.
+    bool InlineCreateHeld(std::uint32_t slot, int t, std::uint32_t lo) {
+      assert(word_ == 0);
+      if (slot >= kSlotMask) return false;
+      word_ = (std::uint64_t{lo} << 32) | (std::uint64_t{slot + 1} << 1) | RefBit(t);
+      return true;
     }
     // The heap entry at position `at` if it is `slot`'s, else nullptr (also when inline).
     Entry* HeapEntryAt(std::uint32_t at, std::uint32_t slot) {
@@ -691,6 +694,15 @@ class KvIndex {
   // `parent_entry`, when given, is (parent of node, slot)'s existing entry.
   void AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
               EntryRef parent_entry = {});
+  // The general paths of AddRef, DropRef, ParentGainsKid, ParentLosesKid (heap lists, counts
+  // the packed form cannot hold), out of line so the inline fast paths stay small.
+  [[gnu::noinline]] void AddRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef entry,
+                                    int tier, EntryRef parent_entry);
+  [[gnu::noinline]] void DropRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef entry,
+                                     int tier);
+  [[gnu::noinline]] void ParentGainsKidSlow(std::uint32_t slot, std::uint32_t parent, int tier,
+                                            EntryRef pe);
+  [[gnu::noinline]] void ParentLosesKidSlow(std::uint32_t slot, std::uint32_t parent, int tier);
   void AddRef(std::uint32_t slot, std::uint32_t node, int tier) {
     AddRef(slot, node, FindEntry(node, slot), tier);
   }

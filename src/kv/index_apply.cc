@@ -195,6 +195,23 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
     ++counters_.blocks_stored;
     return true;
   };
+  // A block no worker has an entry for (most stores): its entry is created holding tier t
+  // in one store, and AddRef's steps that cannot apply are skipped (no refs or kids before,
+  // so no hole to close). The list being empty implies node != prev_node (prev_node holds a
+  // ref). False when the slot does not fit the packed form (the general path then runs).
+  auto store_fresh = [&](std::uint32_t node, std::uint32_t lo) {
+    HolderList& h = nodes_[node].holders;
+    if (!h.empty() || !h.InlineCreateHeld(slot, t, lo)) return false;
+    ++num_entries_;
+    ++w.held;
+    const bool hint = prev_entry && nodes_[node].parent == prev_node;
+    ParentGainsKid(slot, node, t, hint ? prev_entry : EntryRef());
+    ++counters_.blocks_stored;
+    parent_node = node;
+    prev_entry = EntryRef(&h, slot);
+    prev_node = node;
+    return true;
+  };
   for (std::size_t i = 0; i < n; ++i) {
     const BlockKey key = keys[i];
     const EngineHash hash = e.block_hashes[i];
@@ -203,6 +220,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
       // The hash names this node and no other (it is its key), and its count is the entry's
       // refs: nothing to map, no conflict possible.
       const std::uint32_t node = GetOrCreateNode(key, parent_node);
+      if (store_fresh(node, 0)) continue;
       const EntryRef entry = GetOrCreateEntry(node, slot);
       add_ref(node, entry);
       parent_node = node;
@@ -214,6 +232,10 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
     std::uint32_t node;
     if (inserted) {
       node = GetOrCreateNode(key, parent_node);
+      if (store_fresh(node, EngineMap::Lo(hash))) {
+        EngineMap::SetPrimary(mapped, node);  // the entry has no refs: the hash is primary
+        continue;
+      }
     } else {
       node = EngineMap::Node(*mapped.value);
       if (nodes_[node].key != key) {
@@ -305,6 +327,11 @@ void KvIndex::AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int
     ParentGainsKid(slot, node, tier, parent_entry);
     return;
   }
+  AddRefSlow(slot, node, entry, tier, parent_entry);
+}
+
+void KvIndex::AddRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
+                         EntryRef parent_entry) {
   const bool was_held = entry.any_ref();
   const std::uint8_t r = entry.ref(tier);
   entry.set_ref(*this, tier, static_cast<std::uint8_t>(r + 1));
@@ -339,6 +366,10 @@ void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, in
     MaybeDeleteNode(node);
     return;
   }
+  DropRefSlow(slot, node, entry, tier);
+}
+
+void KvIndex::DropRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier) {
   const std::uint8_t r = entry.ref(tier);
   assert(r > 0);
   entry.set_ref(*this, tier, static_cast<std::uint8_t>(r - 1));
@@ -376,6 +407,10 @@ void KvIndex::ParentGainsKid(std::uint32_t slot, std::uint32_t node, int tier,
     if (kids == 0 && (pw & HL::RefBit(tier)) == 0) SetHole(slot, parent, tier, true);
     return;
   }
+  ParentGainsKidSlow(slot, parent, tier, pe);
+}
+
+void KvIndex::ParentGainsKidSlow(std::uint32_t slot, std::uint32_t parent, int tier, EntryRef pe) {
   if (IncKids(parent, slot, pe, tier) && pe.ref(tier) == 0) SetHole(slot, parent, tier, true);
 }
 
@@ -406,6 +441,10 @@ void KvIndex::ParentLosesKid(std::uint32_t slot, std::uint32_t node, int tier) {
     ph.SetInlineWord(pw);
     return;
   }
+  ParentLosesKidSlow(slot, parent, tier);
+}
+
+void KvIndex::ParentLosesKidSlow(std::uint32_t slot, std::uint32_t parent, int tier) {
   // OnHeld counted `node` in the parent's entry, and the counts are exact.
   EntryRef pe = FindEntry(parent, slot);
   assert(pe && pe.kids(tier) > 0);
