@@ -712,8 +712,14 @@ class KvIndex {
   void OnReleased(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier);
   // The parent's halves of OnHeld and OnReleased: one more / one fewer child held in tier t
   // in the parent's entry (created / erased as a placeholder as needed).
-  void ParentGainsKid(std::uint32_t slot, std::uint32_t node, int tier, EntryRef parent_entry);
-  void ParentLosesKid(std::uint32_t slot, std::uint32_t node, int tier);
+  // Defined and called only in index_apply.cc (inline there: every store and removal).
+  [[gnu::always_inline]] inline void ParentGainsKid(std::uint32_t slot, std::uint32_t node,
+                                                    int tier, EntryRef parent_entry);
+  [[gnu::always_inline]] inline void ParentLosesKid(std::uint32_t slot, std::uint32_t node,
+                                                    int tier);
+  // DropRef of an inline entry whose word `w` holds tier t; also index_apply.cc only.
+  [[gnu::always_inline]] inline void DropInlineRef(std::uint32_t slot, std::uint32_t node,
+                                                   HolderList& h, std::uint64_t w, int tier);
   void SetHole(std::uint32_t slot, std::uint32_t node, int tier, bool hole);
   // kids[tier] of (node, slot)'s entry + 1; returns true when it was 0. The byte's range is
   // handled inline (every store and removal of a chained block comes here).

@@ -118,6 +118,64 @@ void KvIndex::PreKey(WorkerId worker, std::span<const KvEvent> events, PreKeyed*
   }
 }
 
+inline void KvIndex::ParentGainsKid(std::uint32_t slot, std::uint32_t node, int tier,
+                                    EntryRef parent_entry) {
+  using HL = HolderList;
+  const std::uint32_t parent = nodes_[node].parent;
+  if (parent == kNoNode) return;
+  const EntryRef pe = parent_entry ? parent_entry : GetOrCreateEntry(parent, slot);
+  HolderList& ph = *pe.list();
+  const std::uint64_t pw = ph.word();
+  const std::uint64_t kids = pw & HL::KidsMask(tier);
+  if ((pw & HL::kTagBit) == 0 && kids != HL::KidsMask(tier)) {
+    // Inline and the count stays below 8: one add to the packed field.
+    ph.SetInlineWord(pw + HL::KidsOne(tier));
+    if (kids == 0 && (pw & HL::RefBit(tier)) == 0) SetHole(slot, parent, tier, true);
+    return;
+  }
+  ParentGainsKidSlow(slot, parent, tier, pe);
+}
+
+inline void KvIndex::ParentLosesKid(std::uint32_t slot, std::uint32_t node, int tier) {
+  using HL = HolderList;
+  const std::uint32_t parent = nodes_[node].parent;
+  if (parent == kNoNode) return;
+  HolderList& ph = nodes_[parent].holders;
+  std::uint64_t pw = ph.word();
+  if ((pw & HL::kTagBit) == 0) {
+    // Inline: it is this worker's entry and its count is >= 1 (OnHeld counted `node` in it,
+    // and the counts are exact), and a decrement always fits.
+    assert(pw != 0 && ph.inline_slot() == slot && (pw & HL::KidsMask(tier)) != 0);
+    const bool last = (pw & HL::KidsMask(tier)) == HL::KidsOne(tier);
+    pw -= HL::KidsOne(tier);
+    if (last && (pw & HL::RefBit(tier)) == 0) SetHole(slot, parent, tier, false);
+    // An emptied placeholder goes; the parent node stays (`node` is its child).
+    if ((pw & (HL::kRefBits | HL::kKidsBits)) == 0) pw = 0;
+    ph.SetInlineWord(pw);
+    return;
+  }
+  ParentLosesKidSlow(slot, parent, tier);
+}
+
+// Inline (its ref is 1, the only count the packed form holds): one load and one store, and
+// the release below reads the same word (the parent's edits touch another list).
+inline void KvIndex::DropInlineRef(std::uint32_t slot, std::uint32_t node, HolderList& h,
+                                   std::uint64_t w, int tier) {
+  using HL = HolderList;
+  assert((w & HL::kTagBit) == 0 && (w & HL::RefBit(tier)) != 0);
+  w &= ~HL::RefBit(tier);
+  h.SetInlineWord(w);
+  if ((w & HL::kRefBits) == 0) {
+    --num_entries_;
+    --workers_[slot].held;
+  }
+  if ((w & HL::KidsMask(tier)) != 0) SetHole(slot, node, tier, true);
+  ParentLosesKid(slot, node, tier);
+  if ((w & (HL::kRefBits | HL::kKidsBits)) != 0) return;
+  h.InlineErase();
+  MaybeDeleteNode(node);
+}
+
 void KvIndex::ApplyLocked(std::uint32_t slot, const KvEvent& event, const PreKeyed::Run* run,
                           std::span<const BlockKey> pre_keys) {
   if (const auto* stored = std::get_if<BlockStored>(&event)) {
@@ -299,6 +357,21 @@ void KvIndex::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
     }
     const EngineMap::Mapping mapped = w.engine.Find(hash, LoOf(slot));
     const std::uint32_t node = mapped ? EngineMap::Node(*mapped.value) : kNoNode;
+    if (node != kNoNode) {
+      HolderList& h = nodes_[node].holders;
+      const std::uint64_t word = h.word();
+      if ((word & HolderList::kTagBit) == 0) {
+        // The inline entry (the mapping names a node this worker has an entry in).
+        if (h.inline_slot() != slot || (word & HolderList::RefBit(t)) == 0) {
+          ++counters_.unknown_removals;
+          continue;
+        }
+        w.engine.DropRef(hash, mapped);
+        DropInlineRef(slot, node, h, word, t);
+        ++counters_.blocks_removed;
+        continue;
+      }
+    }
     const EntryRef entry = mapped ? FindEntry(node, slot) : EntryRef();
     if (!entry || entry.ref(t) == 0) {
       ++counters_.unknown_removals;
@@ -346,24 +419,10 @@ void KvIndex::AddRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef entry,
 }
 
 void KvIndex::DropRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier) {
-  using HL = HolderList;
   HolderList& h = *entry.list();
-  std::uint64_t w = h.word();
-  if ((w & HL::kTagBit) == 0) {
-    // Inline (its ref is 1, the only count the packed form holds): one load and one store,
-    // and the release below reads the same word (the parent's edits touch another list).
-    assert((w & HL::RefBit(tier)) != 0);
-    w &= ~HL::RefBit(tier);
-    h.SetInlineWord(w);
-    if ((w & HL::kRefBits) == 0) {
-      --num_entries_;
-      --workers_[slot].held;
-    }
-    if ((w & HL::KidsMask(tier)) != 0) SetHole(slot, node, tier, true);
-    ParentLosesKid(slot, node, tier);
-    if ((w & (HL::kRefBits | HL::kKidsBits)) != 0) return;
-    h.InlineErase();
-    MaybeDeleteNode(node);
+  const std::uint64_t w = h.word();
+  if ((w & HolderList::kTagBit) == 0) {
+    DropInlineRef(slot, node, h, w, tier);
     return;
   }
   DropRefSlow(slot, node, entry, tier);
@@ -392,24 +451,6 @@ void KvIndex::OnHeld(std::uint32_t slot, std::uint32_t node, EntryRef entry, int
   ParentGainsKid(slot, node, tier, parent_entry);
 }
 
-void KvIndex::ParentGainsKid(std::uint32_t slot, std::uint32_t node, int tier,
-                             EntryRef parent_entry) {
-  using HL = HolderList;
-  const std::uint32_t parent = nodes_[node].parent;
-  if (parent == kNoNode) return;
-  const EntryRef pe = parent_entry ? parent_entry : GetOrCreateEntry(parent, slot);
-  HolderList& ph = *pe.list();
-  const std::uint64_t pw = ph.word();
-  const std::uint64_t kids = pw & HL::KidsMask(tier);
-  if ((pw & HL::kTagBit) == 0 && kids != HL::KidsMask(tier)) {
-    // Inline and the count stays below 8: one add to the packed field.
-    ph.SetInlineWord(pw + HL::KidsOne(tier));
-    if (kids == 0 && (pw & HL::RefBit(tier)) == 0) SetHole(slot, parent, tier, true);
-    return;
-  }
-  ParentGainsKidSlow(slot, parent, tier, pe);
-}
-
 void KvIndex::ParentGainsKidSlow(std::uint32_t slot, std::uint32_t parent, int tier, EntryRef pe) {
   if (IncKids(parent, slot, pe, tier) && pe.ref(tier) == 0) SetHole(slot, parent, tier, true);
 }
@@ -421,27 +462,6 @@ void KvIndex::OnReleased(std::uint32_t slot, std::uint32_t node, EntryRef entry,
   if (entry.any_ref() || entry.any_kids()) return;
   entry.Erase(*this);
   MaybeDeleteNode(node);
-}
-
-void KvIndex::ParentLosesKid(std::uint32_t slot, std::uint32_t node, int tier) {
-  using HL = HolderList;
-  const std::uint32_t parent = nodes_[node].parent;
-  if (parent == kNoNode) return;
-  HolderList& ph = nodes_[parent].holders;
-  std::uint64_t pw = ph.word();
-  if ((pw & HL::kTagBit) == 0) {
-    // Inline: it is this worker's entry and its count is >= 1 (OnHeld counted `node` in it,
-    // and the counts are exact), and a decrement always fits.
-    assert(pw != 0 && ph.inline_slot() == slot && (pw & HL::KidsMask(tier)) != 0);
-    const bool last = (pw & HL::KidsMask(tier)) == HL::KidsOne(tier);
-    pw -= HL::KidsOne(tier);
-    if (last && (pw & HL::RefBit(tier)) == 0) SetHole(slot, parent, tier, false);
-    // An emptied placeholder goes; the parent node stays (`node` is its child).
-    if ((pw & (HL::kRefBits | HL::kKidsBits)) == 0) pw = 0;
-    ph.SetInlineWord(pw);
-    return;
-  }
-  ParentLosesKidSlow(slot, parent, tier);
 }
 
 void KvIndex::ParentLosesKidSlow(std::uint32_t slot, std::uint32_t parent, int tier) {
