@@ -90,6 +90,21 @@ TEST_F(IndexApplyTest, MissingMediumMeansGpu) {
   EXPECT_EQ(Look({1})[1].depth[0], 1u);
 }
 
+// The apply path matches "GPU", "CPU" and a missing medium itself before TierFromMedium:
+// other spellings of the same tier must still name the same tier.
+TEST_F(IndexApplyTest, SpellingsOfOneMediumNameOneTier) {
+  BlockStored gpu = Store({1}, std::nullopt, {1}, "gpu");
+  BlockRemoved gpu_removed = Remove({1});
+  gpu_removed.medium.reset();
+  index_.ApplyBatch(1, Batch({Store({2}, std::nullopt, {2}, "CPU"), gpu}));
+  EXPECT_EQ(Look({2})[1], Match(1, 0, 1, 0, 0, 1));
+  EXPECT_EQ(Look({1})[1], Match(1, 1, 0, 0, 0, 1));
+  index_.ApplyBatch(1, Batch({Remove({2}, "cpu"), gpu_removed}));
+  EXPECT_TRUE(Look({1}).empty());
+  EXPECT_TRUE(Look({2}).empty());
+  EXPECT_EQ(index_.counters().unknown_removals, 0u);
+}
+
 TEST_F(IndexApplyTest, UnknownMediumIsCountedAndSkipped) {
   index_.ApplyBatch(1, Batch({Store({1}, std::nullopt, {1}, "TAPE"), Remove({1}, "TAPE")}));
   EXPECT_TRUE(Look({1}).empty());
