@@ -145,9 +145,9 @@ class KvIndex {
         (e.ref[0] != 0) + (e.ref[1] != 0) + (e.ref[2] != 0) + (e.ref[3] != 0);
     return tiers + (tiers != 0);
   }
-  // Spare heap blocks of HolderList's smallest capacity. Every store and removal spills its
-  // node's inline entry to a heap block and CompactTouched packs it back, so these blocks
-  // are recycled here instead of malloc and free per block event. Bounded (at most
+  // Spare heap blocks of HolderList's smallest capacity. An entry whose new value the packed
+  // form cannot hold is spilled to a heap block and CompactTouched packs it back later, so
+  // these blocks are recycled here instead of malloc and free per spill. Bounded (at most
   // kCompactAfter + a batch's spills are out at once). Guarded by mu_ (exclusive).
   class BlockPool {
    public:
@@ -176,11 +176,13 @@ class KvIndex {
   // entries, or one that does not fit) lives in a heap block (header: capacity, size, lane count)
   // whose address, tagged with bit 0, is the word. 0 is the empty list.
   //
-  // Reading works on either form (begin()/end() yield Entry values, Find). The write path
-  // edits entries through EntryRef: inline fields in the packed word, and an entry whose
-  // new value the packed form cannot hold (a second copy, an eighth child, a second holder)
-  // moved to a heap block first (Spill: a block from the BlockPool, no malloc).
-  // CompactTouched packs lists left with one small entry back.
+  // Reading works on either form (begin()/end() yield Entry values, Find). The write path's
+  // common cases (a fresh block stored, a ref 0 <-> 1, a parent's kids count +-1 below 8, a
+  // removal) load the packed word once, edit it and store it (index_apply.cc); the rest goes
+  // through EntryRef: inline fields in the packed word, and an entry whose new value the
+  // packed form cannot hold (a second copy, an eighth child, a second holder) moved to a heap
+  // block first (Spill: a block from the BlockPool, no malloc). CompactTouched packs lists
+  // left with one small entry back.
   class HolderList {
    public:
     HolderList() = default;
