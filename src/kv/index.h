@@ -100,7 +100,9 @@ class KvIndex {
   void ApplyEvent(WorkerId worker, const KvEvent& event);
 
   // Each worker holding keys[0] in some tier, with its depths. Order unspecified. Workers not
-  // listed have depth 0 everywhere.
+  // listed have depth 0 everywhere. `keys` must be one prompt's chain (keys[i + 1] keyed from
+  // keys[i], as BlockKeyer produces them): the search skips positions whose ends agree, so a
+  // foreign key spliced into the middle of a chain is not noticed.
   std::vector<WorkerMatch> Lookup(std::span<const BlockKey> keys) const;
 
   // Forgets everything about `worker` (it left, or it will be resynced from scratch).
