@@ -1,126 +1,27 @@
-// Differential test: the real index against a plain reference model (std::map / std::set per
-// worker and tier) on seeded random event streams: stores with shared prefixes and branches,
-// continuation runs, removals (including unknown hashes and wrong tiers), duplicate stores,
-// salted duplicates, clears, worker removal, staleness, LoRA names, unknown media and other
-// KV cache groups. Worker 6 publishes kvroute's own keys as engine hashes (the index keeps
-// no engine map for it), worker 5 too except for salted prompts, which switch it to a map. Every
-// lookup of random prompts (many diverging midway) must agree, and so must a copy restored from a
-// snapshot. On failure the seed and step are printed.
+// Differential test: the real index against the plain reference model of
+// kv/index_reference_model.h on seeded random event streams: stores with shared prefixes and
+// branches, continuation runs, removals (including unknown hashes and wrong tiers), duplicate
+// stores, salted duplicates, clears, worker removal, staleness, LoRA names, unknown media and
+// other KV cache groups. Worker 6 publishes kvroute's own keys as engine hashes (the index
+// keeps no engine map for it), worker 5 too except for salted prompts, which switch it to a
+// map. Every lookup of random prompts (many diverging midway) must agree, and so must a copy
+// restored from a snapshot; every 500 steps the stats and the model's counters must too. On
+// failure the seed and step are printed.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
-#include <set>
 
 #include "kv/index.h"
+#include "kv/index_reference_model.h"
 #include "kv/index_test_util.h"
 
 namespace kvroute::kv {
 namespace {
 
 using testing::ByWorker;
+using testing::ReferenceIndex;
 using testing::TokensOf;
-
-// The model, written as plainly as possible.
-class ReferenceIndex {
- public:
-  explicit ReferenceIndex(const BlockKeyer& keyer) : keyer_(keyer) {}
-
-  void Apply(WorkerId w, const KvEvent& event) {
-    Worker& wk = workers_[w];
-    if (std::holds_alternative<AllBlocksCleared>(event)) {
-      wk.engine.clear();
-      wk.held.clear();
-      wk.stale = false;
-      return;
-    }
-    if (const auto* r = std::get_if<BlockRemoved>(&event)) {
-      if (r->group_idx.value_or(0) != 0) return;
-      auto tier = TierFromMedium(r->medium.value_or("GPU"));
-      if (!tier) return;
-      for (EngineHash h : r->block_hashes) {
-        auto it = wk.engine.find(h);
-        if (it == wk.engine.end()) continue;
-        auto held = wk.held.find({it->second.key, *tier});
-        if (held == wk.held.end()) continue;
-        if (--held->second == 0) wk.held.erase(held);
-        if (--it->second.refs == 0) wk.engine.erase(it);
-      }
-      return;
-    }
-    const auto& s = std::get<BlockStored>(event);
-    if (s.group_idx.value_or(0) != 0) return;
-    auto tier = TierFromMedium(s.medium.value_or("GPU"));
-    if (!tier || s.block_size != keyer_.block_size()) return;
-    if (s.token_ids.size() != s.block_hashes.size() * s.block_size) return;
-    BlockKey parent;
-    if (s.parent_block_hash) {
-      auto it = wk.engine.find(*s.parent_block_hash);
-      if (it == wk.engine.end()) return;
-      parent = it->second.key;
-    } else {
-      parent = keyer_.Root(s.lora_name.value_or(""), "");
-    }
-    for (std::size_t i = 0; i < s.block_hashes.size(); ++i) {
-      std::span<const TokenId> tokens(s.token_ids.data() + i * s.block_size, s.block_size);
-      BlockKey key = keyer_.Next(parent, tokens);
-      auto [it, inserted] = wk.engine.try_emplace(s.block_hashes[i], Mapping{key, 0});
-      if (!inserted && it->second.key != key) return;  // conflict: stop the run
-      ++it->second.refs;
-      ++wk.held[{key, *tier}];
-      parent = key;
-    }
-  }
-  void RemoveWorker(WorkerId w) { workers_.erase(w); }
-  std::size_t EngineHashes() const {
-    std::size_t n = 0;
-    for (const auto& [w, wk] : workers_) n += wk.engine.size();
-    return n;
-  }
-  void SetStale(WorkerId w, bool stale) {
-    if (stale) {
-      workers_[w].stale = true;
-    } else if (workers_.contains(w)) {
-      workers_[w].stale = false;
-    }
-  }
-
-  std::map<WorkerId, WorkerMatch> Lookup(const std::vector<BlockKey>& keys) const {
-    std::map<WorkerId, WorkerMatch> out;
-    if (keys.empty()) return out;
-    for (const auto& [w, wk] : workers_) {
-      WorkerMatch m;
-      m.worker = w;
-      m.stale = wk.stale;
-      auto holds = [&](BlockKey k, int t) { return wk.held.contains({k, static_cast<Tier>(t)}); };
-      for (int t = 0; t < kNumTiers; ++t) {
-        while (m.depth[t] < keys.size() && holds(keys[m.depth[t]], t)) ++m.depth[t];
-      }
-      auto any = [&](BlockKey k) {
-        for (int t = 0; t < kNumTiers; ++t) {
-          if (holds(k, t)) return true;
-        }
-        return false;
-      };
-      while (m.any_depth < keys.size() && any(keys[m.any_depth])) ++m.any_depth;
-      if (m.any_depth > 0) out[w] = m;
-    }
-    return out;
-  }
-
- private:
-  struct Mapping {
-    BlockKey key;
-    int refs;
-  };
-  struct Worker {
-    std::map<EngineHash, Mapping> engine;
-    std::map<std::pair<BlockKey, Tier>, int> held;
-    bool stale = false;
-  };
-  const BlockKeyer& keyer_;
-  std::map<WorkerId, Worker> workers_;
-};
 
 // A prompt: block contents drawn from a 3-letter alphabet so prefixes are widely shared and
 // branch often, plus a LoRA name and a salt that changes engine hashes only.
@@ -253,10 +154,11 @@ void RunSeed(std::uint64_t seed, int steps) {
       stored[w].clear();
     } else if (op < 80) {
       const bool stale = gen.Uniform(2) == 0;
-      ref.SetStale(w, stale);
       if (stale) {
+        ref.MarkStale(w);
         index.MarkStale(w);
       } else {
+        ref.ClearStale(w);
         index.ClearStale(w);
       }
     } else {
@@ -273,9 +175,15 @@ void RunSeed(std::uint64_t seed, int steps) {
       const std::string image = index.Dump();
       auto restored = copy.Restore(image);
       ASSERT_TRUE(restored.has_value()) << restored.error();
-      ASSERT_EQ(index.stats().engine_hashes, ref.EngineHashes()) << "step=" << step;
-      ASSERT_EQ(copy.stats().engine_hashes, ref.EngineHashes()) << "step=" << step;
+      ASSERT_EQ(index.stats().engine_hashes, ref.Stats(/*nodes=*/false).engine_hashes)
+          << "step=" << step;
+      ASSERT_EQ(copy.stats().engine_hashes, ref.Stats(/*nodes=*/false).engine_hashes)
+          << "step=" << step;
       ASSERT_EQ(copy.Dump(), image) << "step=" << step;
+      ASSERT_EQ(testing::StatsTuple(index.stats()), testing::StatsTuple(ref.Stats()))
+          << "step=" << step;
+      ASSERT_EQ(testing::ModeledCounters(index.counters()), testing::ModeledCounters(ref.counters))
+          << "step=" << step;
       for (const Prompt& p : recent) {
         compare(keyer.Keys(TokensOf(p.contents), p.lora), step, copy);
         if (::testing::Test::HasFatalFailure()) return;
