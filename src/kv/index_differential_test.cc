@@ -21,19 +21,16 @@ namespace {
 
 using testing::ByWorker;
 using testing::ReferenceIndex;
+using testing::SyntheticEngineHash;
 using testing::TokensOf;
 
-// A prompt: block contents drawn from a 3-letter alphabet so prefixes are widely shared and
-// branch often, plus a LoRA name and a salt that changes engine hashes only.
-struct Prompt {
-  std::vector<std::uint32_t> contents;
-  std::string lora;
-  int salt = 0;
-};
+// Prompts: block contents drawn from a 3-letter alphabet so prefixes are widely shared and
+// branch often, plus a LoRA name and a salt.
+using Prompt = testing::SyntheticPrompt;
 
 class StreamGenerator {
  public:
-  StreamGenerator(std::uint64_t seed, const BlockKeyer& keyer) : rng_(seed), keyer_(keyer) {}
+  explicit StreamGenerator(std::uint64_t seed) : rng_(seed) {}
 
   Prompt RandomPrompt() {
     Prompt p;
@@ -42,22 +39,6 @@ class StreamGenerator {
     p.lora = Uniform(6) == 0 ? "adapter-a" : "";
     p.salt = Uniform(8) == 0 ? 1 : 0;
     return p;
-  }
-
-  // The engine's own hash of block i of the prompt on worker w: depends on the whole prefix,
-  // the LoRA, the salt and (for some workers) a per-worker seed, like vLLM without a fixed
-  // PYTHONHASHSEED, never equal to kvroute's keys; or kvroute's key itself (an engine
-  // hashing blocks as kvroute does) on worker 6 always and on worker 5 for unsalted prompts
-  // (a salted one switches it to an engine map until its next clear).
-  EngineHash EngineHashOf(WorkerId w, const Prompt& p, std::size_t i) const {
-    if (w == 6 || (w == 5 && p.salt == 0)) {
-      std::vector<std::uint32_t> prefix(p.contents.begin(), p.contents.begin() + i + 1);
-      return keyer_.Keys(TokensOf(prefix), p.lora)[i];
-    }
-    std::uint64_t h = 0x1234567 + (w % 2 == 0 ? w * 0x9E3779B97F4A7C15ULL : 0);
-    h ^= std::hash<std::string>{}(p.lora) + static_cast<std::uint64_t>(p.salt) * 0x51ED27;
-    for (std::size_t k = 0; k <= i; ++k) h = (h ^ p.contents[k]) * 0x100000001B3ULL + k;
-    return h;
   }
 
   std::string RandomMedium() {
@@ -82,7 +63,6 @@ class StreamGenerator {
 
  private:
   std::mt19937_64 rng_;
-  const BlockKeyer& keyer_;
 };
 
 void RunSeed(std::uint64_t seed, int steps) {
@@ -90,7 +70,7 @@ void RunSeed(std::uint64_t seed, int steps) {
   BlockKeyer keyer;
   KvIndex index(keyer);
   ReferenceIndex ref(keyer);
-  StreamGenerator gen(seed, keyer);
+  StreamGenerator gen(seed);
   constexpr int kWorkers = 6;
   // Hashes each worker has stored, with the medium, to aim removals at real blocks.
   std::map<WorkerId, std::vector<std::pair<EngineHash, std::string>>> stored;
@@ -123,8 +103,8 @@ void RunSeed(std::uint64_t seed, int steps) {
       const int from = gen.Uniform(3) == 0 ? gen.Uniform(len) : 0;
       const int to = from + 1 + gen.Uniform(len - from);
       BlockStored s;
-      for (int i = from; i < to; ++i) s.block_hashes.push_back(gen.EngineHashOf(w, p, i));
-      if (from > 0) s.parent_block_hash = gen.EngineHashOf(w, p, from - 1);
+      for (int i = from; i < to; ++i) s.block_hashes.push_back(SyntheticEngineHash(keyer, w, p, i));
+      if (from > 0) s.parent_block_hash = SyntheticEngineHash(keyer, w, p, from - 1);
       s.token_ids = TokensOf({p.contents.begin() + from, p.contents.begin() + to});
       s.medium = gen.RandomMedium();
       if (!p.lora.empty()) s.lora_name = p.lora;

@@ -27,12 +27,14 @@ using testing::Batch;
 using testing::ByWorker;
 using testing::H;
 using testing::PromptKeys;
+using testing::PublishesKeys;
 using testing::ReferenceIndex;
 using testing::Remove;
 using testing::Settle;
 using testing::Slice;
 using testing::StatsTuple;
 using testing::Store;
+using testing::SyntheticEngineHash;
 using testing::TokensOf;
 
 // One seeded stream over 40 workers: short prompts with salted duplicates (workers 5 and 6
@@ -59,7 +61,6 @@ void RunMixedSeed(std::uint64_t seed, int steps) {
     index.ApplyBatch(w, Batch(std::move(events)));
     if (uniform(32) == 0) Settle(index);  // O(nodes) here: the dummy worker is keyed
   };
-  auto keyed = [](WorkerId w, int salt) { return w == 6 || (w == 5 && salt == 0); };
 
   // The deep chain.
   std::vector<std::uint32_t> deep(kDeep);
@@ -82,16 +83,12 @@ void RunMixedSeed(std::uint64_t seed, int steps) {
     return keyer.Next(fan_root, tokens);
   };
   auto fan_hash = [&](WorkerId w, std::optional<std::uint32_t> r) {
-    if (keyed(w, 0)) return r ? fan_key(*r) : fan_root;
+    if (PublishesKeys(w, 0)) return r ? fan_key(*r) : fan_root;
     return H(w, 2'000'000 + (r ? *r + 1 : 0));
   };
 
   // Short prompts over a 3-letter alphabet, with a salt that changes engine hashes only.
-  struct Prompt {
-    std::vector<std::uint32_t> contents;
-    std::string lora;
-    int salt = 0;
-  };
+  using Prompt = testing::SyntheticPrompt;
   auto random_prompt = [&] {
     Prompt p;
     const int len = 1 + uniform(8);
@@ -99,13 +96,6 @@ void RunMixedSeed(std::uint64_t seed, int steps) {
     p.lora = uniform(6) == 0 ? "adapter-a" : "";
     p.salt = uniform(3) == 0 ? 1 + uniform(3) : 0;
     return p;
-  };
-  auto prompt_hash = [&](WorkerId w, const Prompt& p, std::size_t i) {
-    if (keyed(w, p.salt)) return PromptKeys(keyer, Slice(p.contents, 0, i + 1), p.lora)[i];
-    std::uint64_t h = 0x1234567 + (w % 2 == 0 ? w * 0x9E3779B97F4A7C15ULL : 0);
-    h ^= std::hash<std::string>{}(p.lora) + static_cast<std::uint64_t>(p.salt) * 0x51ED27;
-    for (std::size_t k = 0; k <= i; ++k) h = (h ^ p.contents[k]) * 0x100000001B3ULL + k;
-    return h;
   };
   const std::array<std::string, 4> media{"GPU", "CPU", "DISK", "SHARED"};
   std::vector<Prompt> recent;
@@ -158,8 +148,8 @@ void RunMixedSeed(std::uint64_t seed, int steps) {
       const int to = from + 1 + uniform(len - from);
       BlockStored s = Store({}, std::nullopt, {p.contents.begin() + from, p.contents.begin() + to},
                             uniform(5) == 0 ? media[uniform(4)] : "GPU");
-      for (int i = from; i < to; ++i) s.block_hashes.push_back(prompt_hash(w, p, i));
-      if (from > 0) s.parent_block_hash = prompt_hash(w, p, from - 1);
+      for (int i = from; i < to; ++i) s.block_hashes.push_back(SyntheticEngineHash(keyer, w, p, i));
+      if (from > 0) s.parent_block_hash = SyntheticEngineHash(keyer, w, p, from - 1);
       if (!p.lora.empty()) s.lora_name = p.lora;
       apply(w, {s});
     } else if (op < 420) {  // up to 24 continuations of the fan-out root, maybe the root too

@@ -16,11 +16,15 @@
 // (tests compare Dump/Restore copies with the index, not with the model), the other counters
 // (batches, blocks_stored/removed, clears, last_event_block_size), and concurrency.
 //
+// Also here: the synthetic prompts and engine hashes both randomized drivers feed it.
+//
 // Ownership: holds a reference to the keyer, which must outlive it. Thread safety: none (one
 // test thread).
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -33,6 +37,7 @@
 
 #include "kv/block_key.h"
 #include "kv/index.h"
+#include "kv/index_test_util.h"
 #include "kv/kv_event.h"
 
 namespace kvroute::kv::testing {
@@ -205,6 +210,34 @@ class ReferenceIndex {
   std::map<WorkerId, Worker> workers_;
   std::unordered_map<BlockKey, std::optional<BlockKey>> parent_of_;
 };
+
+// A synthetic prompt of the randomized tests: block contents (see kv/index_test_util.h), a
+// LoRA name, and a salt that changes engine hashes only (what cache_salt does).
+struct SyntheticPrompt {
+  std::vector<std::uint32_t> contents;
+  std::string lora;
+  int salt = 0;
+};
+
+// Whether worker w publishes kvroute's own keys as engine hashes (an engine hashing blocks as
+// kvroute does) for a prompt with this salt: worker 6 always, worker 5 for unsalted prompts
+// (a salted one switches it to an engine map until its next clear).
+inline bool PublishesKeys(WorkerId w, int salt) { return w == 6 || (w == 5 && salt == 0); }
+
+// The engine's own hash of block i of p on worker w: kvroute's key when PublishesKeys, else
+// a hash of the whole prefix, the LoRA, the salt and (on even workers) a per-worker seed, like
+// vLLM without a fixed PYTHONHASHSEED, never equal to kvroute's keys in practice.
+inline EngineHash SyntheticEngineHash(const BlockKeyer& keyer, WorkerId w, const SyntheticPrompt& p,
+                                      std::size_t i) {
+  if (PublishesKeys(w, p.salt)) {
+    const std::vector<std::uint32_t> prefix(p.contents.begin(), p.contents.begin() + i + 1);
+    return PromptKeys(keyer, prefix, p.lora)[i];
+  }
+  std::uint64_t h = 0x1234567 + (w % 2 == 0 ? w * 0x9E3779B97F4A7C15ULL : 0);
+  h ^= std::hash<std::string>{}(p.lora) + static_cast<std::uint64_t>(p.salt) * 0x51ED27;
+  for (std::size_t k = 0; k <= i; ++k) h = (h ^ p.contents[k]) * 0x100000001B3ULL + k;
+  return h;
+}
 
 // IndexStats as a tuple, to compare the index with the model (or with a restored copy).
 inline auto StatsTuple(const IndexStats& s) {
