@@ -1,21 +1,21 @@
-// KvIndex::HolderList: a node's entries in one word, one small entry packed inline, the rest
-// in a heap block with the capacity, size and lane count in its header (see index.h). The
-// inline cases and the pooled block of one entry are handled in index.h; these are the
-// searches, inserts and erases of lists with several entries.
+// HolderList (KvIndex::HolderList): a node's entries in one word, one small entry packed inline,
+// the rest in a heap block with the capacity, size and lane count in its header (see
+// index_holders.h). The inline cases and the pooled block of one entry are handled in the header;
+// these are the searches, inserts and erases of lists with several entries.
+#include "kv/index_holders.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "kv/index.h"
+namespace kvroute::kv::index_detail {
 
-namespace kvroute::kv {
-
-KvIndex::Entry* KvIndex::HolderList::LowerBoundSlow(std::uint32_t slot) {
+Entry* HolderList::LowerBoundSlow(std::uint32_t slot) {
   Entry* d = heap()->entries();
   return std::lower_bound(d, d + heap()->size, slot,
                           [](const Entry& e, std::uint32_t s) { return e.slot < s; });
 }
 
-KvIndex::Entry* KvIndex::HolderList::insert(Entry* pos, const Entry& e, BlockPool& pool) {
+Entry* HolderList::insert(Entry* pos, const Entry& e, BlockPool& pool) {
   assert(!is_inline());
   if (word_ == 0) {
     Heap* h = NewHeap(kSmallCap, &pool);
@@ -44,7 +44,7 @@ KvIndex::Entry* KvIndex::HolderList::insert(Entry* pos, const Entry& e, BlockPoo
   return d + at;
 }
 
-void KvIndex::HolderList::erase(Entry* pos, BlockPool& pool) {
+void HolderList::erase(Entry* pos, BlockPool& pool) {
   assert(is_heap());
   Heap* h = heap();
   Entry* d = h->entries();
@@ -66,4 +66,4 @@ void KvIndex::HolderList::erase(Entry* pos, BlockPool& pool) {
   }
 }
 
-}  // namespace kvroute::kv
+}  // namespace kvroute::kv::index_detail
