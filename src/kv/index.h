@@ -323,13 +323,11 @@ class KvIndex {
   // The write path's entries (an empty EntryRef when absent).
   EntryRef FindEntry(std::uint32_t node, std::uint32_t slot);
   EntryRef GetOrCreateEntry(std::uint32_t node, std::uint32_t slot);
-  // Packs the lists the write path spilled, once more than kCompactAfter were noted (or
-  // always, with `all`): a list touched again soon (an engine step extends the chain the
-  // last one ended) is then spilled once, not once per batch. Writers call it before
-  // unlocking; at most kCompactAfter + one call's lists stay spilled in between, a few
-  // hundred KiB at most whatever the index size.
-  void CompactTouched(bool all = false);
-  static constexpr std::size_t kCompactAfter = 1024;
+  // Packs the lists the write path left with one heap entry that fits the packed form.
+  // Every writer calls it before unlocking, so between calls every list is in its packed
+  // form where it can be. (A window of 1,024 noted lists, kept while every write spilled,
+  // saved nothing once the hot paths edited the packed word: measured.)
+  void CompactTouched();
   // The read path's entries (either form, nothing moved).
   std::optional<Entry> ReadEntry(std::uint32_t node, std::uint32_t slot) const {
     return nodes_[node].holders.Find(slot);

@@ -264,6 +264,12 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
   // in one store, and AddRef's steps that cannot apply are skipped (no refs or kids before,
   // so no hole to close). The list being empty implies node != prev_node (prev_node holds a
   // ref). False when the slot does not fit the packed form (the general path then runs).
+  // The block just stored is the next one's parent.
+  auto advance = [&](std::uint32_t node, EntryRef entry) __attribute__((always_inline)) {
+    parent_node = node;
+    prev_entry = entry;
+    prev_node = node;
+  };
   auto store_fresh = [&](std::uint32_t node, std::uint32_t lo) __attribute__((always_inline)) {
     HolderList& h = nodes_[node].holders;
     if (!h.empty() || !h.InlineCreateHeld(slot, t, lo)) return false;
@@ -272,9 +278,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
     const bool hint = prev_entry && nodes_[node].parent == prev_node;
     ParentGainsKid(slot, node, t, hint ? prev_entry : EntryRef());
     ++counters_.blocks_stored;
-    parent_node = node;
-    prev_entry = EntryRef(&h, slot);
-    prev_node = node;
+    advance(node, EntryRef(&h, slot));
     return true;
   };
   for (std::size_t i = 0; i < n; ++i) {
@@ -288,9 +292,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
       if (store_fresh(node, 0)) continue;
       const EntryRef entry = GetOrCreateEntry(node, slot);
       add_ref(node, entry);
-      parent_node = node;
-      prev_entry = entry;
-      prev_node = node;
+      advance(node, entry);
       continue;
     }
     auto [mapped, inserted] = engine.Insert(hash, LoOf(slot));
@@ -332,9 +334,7 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
       // its reference goes again (later runs naming it as parent count as unknown parent).
       engine.Erase(hash, mapped);
     }
-    parent_node = node;
-    prev_entry = entry;
-    prev_node = node;
+    advance(node, entry);
   }
 }
 

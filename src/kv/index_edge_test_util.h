@@ -38,10 +38,9 @@ inline std::vector<std::uint32_t> Slice(const std::vector<std::uint32_t>& v, std
   return {v.begin() + from, v.begin() + to};
 }
 
-// Ends a write with every holder list settled. The 24-byte layout keeps the entries a write
-// touched in a spilled (heap) form and packs them back inline only after ~1,024 of them, or
-// in RemoveWorker and Restore; removing a worker that never held anything forces the packing,
-// so the next steps read the packed form. Nothing observable changes.
+// Runs a no-op writer after a write: marking and removing a worker that never held anything
+// must change nothing observable. (Written when the index packed spilled lists back only
+// every ~1,024 writes, to force that packing; every writer call now ends packed.)
 inline void Settle(KvIndex& index) {
   constexpr WorkerId kNobody = 0xFFFF'FFF0u;
   index.MarkStale(kNobody);

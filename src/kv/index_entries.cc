@@ -73,8 +73,7 @@ KvIndex::EntryRef KvIndex::GetOrCreateEntry(std::uint32_t node, std::uint32_t sl
   return EntryRef(&h, slot, static_cast<std::uint32_t>(it - h.heap_begin()));
 }
 
-void KvIndex::CompactTouched(bool all) {
-  if (!all && touched_.size() <= kCompactAfter) return;
+void KvIndex::CompactTouched() {
   for (HolderList* h : touched_) h->Compact(pool_);
   touched_.clear();
 }

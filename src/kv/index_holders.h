@@ -44,9 +44,8 @@ inline std::uint32_t LanesOf(const Entry& e) {
 }
 // Spare heap blocks of HolderList's smallest capacity. An entry whose new value the packed
 // form cannot hold is spilled to a heap block and CompactTouched packs it back later, so
-// these blocks are recycled here instead of malloc and free per spill. Bounded (at most
-// KvIndex::kCompactAfter + a batch's spills are out at once). Guarded by KvIndex's mu_
-// (exclusive).
+// these blocks are recycled here instead of malloc and free per spill. Bounded (1,024
+// spares). Guarded by KvIndex's mu_ (exclusive).
 class BlockPool {
  public:
   BlockPool() = default;
@@ -220,11 +219,6 @@ class HolderList {
     Heap* h = heap();
     if (at >= h->size || h->entries()[at].slot != slot) return nullptr;
     return h->entries() + at;
-  }
-  // Whether `e` points at one of a heap list's entries.
-  bool Holds(const Entry* e) const {
-    const Entry* d = heap()->entries();
-    return e >= d && e < d + heap()->size;
   }
   // The heap entry of `slot`, which must be in the list; nullptr when it is the inline one.
   Entry* HeapEntryOf(std::uint32_t slot) {

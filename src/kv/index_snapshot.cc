@@ -314,7 +314,7 @@ std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
       MaybeDeleteNode(i);
     }
   }
-  CompactTouched(/*all=*/true);
+  CompactTouched();
   return {};
 }
 

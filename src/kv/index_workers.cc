@@ -118,7 +118,7 @@ void KvIndex::RemoveWorker(WorkerId worker) {
   if (found == nullptr) return;
   std::uint32_t slot = *found;
   PurgeWorker(slot);
-  CompactTouched(/*all=*/true);
+  CompactTouched();
   slot_of_worker_.Erase(worker);
   workers_[slot] = WorkerState{};
   dirty_by_slot_[slot] = 0;
