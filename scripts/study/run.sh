@@ -11,7 +11,7 @@
 #                 labelled by its base name)
 #       WORKLOADS (default "agentic trace"; "agentic_jitter" adds agentic with --turn-jitter)
 #       JITTER    turn jitter of agentic_jitter (default 30ms)
-#       TRACE     Mooncake JSONL (default ../shared/data/mooncake/synthetic_trace.jsonl)
+#       TRACE     Mooncake JSONL (default data/mooncake/synthetic_trace.jsonl)
 #       LIMIT_S   timeout per run (default 900), NICE (default 5), RETRY=1 reruns timed-out runs
 # Bounded: every run is under `timeout`; a run that times out or fails is recorded in
 # OUT/runs.csv (rc 124 = timed out) and the table says so. Runs whose JSON already exists are
@@ -26,7 +26,7 @@ W="${W:-8 64 256 512 1024}"
 POLICIES="${POLICIES:-round_robin random least_load approx_prefix dynamo_cost llmd_sticky predicted_latency}"
 WORKLOADS="${WORKLOADS:-agentic trace}"
 JITTER="${JITTER:-30ms}"
-TRACE="${TRACE:-$ROOT/../shared/data/mooncake/synthetic_trace.jsonl}"
+TRACE="${TRACE:-$ROOT/data/mooncake/synthetic_trace.jsonl}"
 LIMIT_S="${LIMIT_S:-900}"
 NICE="${NICE:-5}"
 

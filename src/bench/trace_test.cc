@@ -9,8 +9,8 @@
 namespace kvroute::bench {
 namespace {
 
-// The public traces live in ../shared/data beside the checkout (never edited in place).
-std::string SharedData(const std::string& rel) { return std::string(KVROUTE_SOURCE_DIR) + "/../shared/data/" + rel; }
+// The public traces the project ships in data/ (PROVENANCE.md there; never edited in place).
+std::string SharedData(const std::string& rel) { return std::string(KVROUTE_SOURCE_DIR) + "/data/" + rel; }
 
 TEST(TraceTest, MooncakeSyntheticTraceLoadsWhole) {
   auto trace = LoadTrace(SharedData("mooncake/synthetic_trace.jsonl"));

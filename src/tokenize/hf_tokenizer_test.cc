@@ -22,7 +22,7 @@ class HfTokenizerTest : public ::testing::Test {
 
 TEST_F(HfTokenizerTest, Qwen3EncodesTextAndSpecialTokens) {
   auto tok = Load("qwen3");
-  if (!tok) GTEST_SKIP() << "qwen3 tokenizer files not installed";
+  if (!tok) GTEST_FAIL() << "qwen3 tokenizer files not installed (make setup installs them)";
   EXPECT_EQ(tok->Encode("Hello world!<|im_start|>x", false),
             (std::vector<TokenId>{9707, 1879, 0, 151644, 87}));
   EXPECT_EQ(tok->EosTokenId(), 151645u);
@@ -30,14 +30,14 @@ TEST_F(HfTokenizerTest, Qwen3EncodesTextAndSpecialTokens) {
 
 TEST_F(HfTokenizerTest, Llama31AddsBosWithSpecialTokens) {
   auto tok = Load("llama3_1");
-  if (!tok) GTEST_SKIP() << "llama3_1 tokenizer files not installed";
+  if (!tok) GTEST_FAIL() << "llama3_1 tokenizer files not installed (make setup installs them)";
   EXPECT_EQ(tok->Encode("Hello world", true), (std::vector<TokenId>{128000, 9906, 1917}));
   EXPECT_EQ(tok->Encode("Hello world", false), (std::vector<TokenId>{9906, 1917}));
 }
 
 TEST_F(HfTokenizerTest, DeepSeekV3SplitsDigitsInThrees) {
   auto tok = Load("deepseek_v3");
-  if (!tok) GTEST_SKIP() << "deepseek_v3 tokenizer files not installed";
+  if (!tok) GTEST_FAIL() << "deepseek_v3 tokenizer files not installed (make setup installs them)";
   EXPECT_EQ(tok->Encode(" 12345", false), (std::vector<TokenId>{223, 6895, 1883}));
   EXPECT_EQ(tok->Encode("x", true).front(), 0u);  // BOS from add_bos_token
 }
@@ -45,7 +45,7 @@ TEST_F(HfTokenizerTest, DeepSeekV3SplitsDigitsInThrees) {
 TEST_F(HfTokenizerTest, DecodeInvertsEncode) {
   for (const auto& name : ShippedModelNames()) {
     auto tok = Load(name);
-    if (!tok) GTEST_SKIP() << name << " tokenizer files not installed";
+    if (!tok) GTEST_FAIL() << name << " tokenizer files not installed (make setup installs them)";
     const std::string text = "Größe 日本語 🙂\n\tcode(x) <think>";
     auto back = tok->Decode(tok->Encode(text, false));
     ASSERT_TRUE(back.has_value()) << back.error();
@@ -55,13 +55,13 @@ TEST_F(HfTokenizerTest, DecodeInvertsEncode) {
 
 TEST_F(HfTokenizerTest, DecodeRejectsIdsOutsideTheVocabulary) {
   auto tok = Load("qwen3");
-  if (!tok) GTEST_SKIP() << "qwen3 tokenizer files not installed";
+  if (!tok) GTEST_FAIL() << "qwen3 tokenizer files not installed (make setup installs them)";
   EXPECT_FALSE(tok->Decode({999999999}).has_value());
 }
 
 TEST_F(HfTokenizerTest, InvalidUtf8IsEncodedAsReplacementCharacters) {
   auto tok = Load("qwen3");
-  if (!tok) GTEST_SKIP() << "qwen3 tokenizer files not installed";
+  if (!tok) GTEST_FAIL() << "qwen3 tokenizer files not installed (make setup installs them)";
   EXPECT_EQ(tok->Encode("a\xFF"
                         "b",
                         false),
@@ -72,7 +72,7 @@ TEST_F(HfTokenizerTest, InvalidUtf8IsEncodedAsReplacementCharacters) {
 
 TEST_F(HfTokenizerTest, SegmentsBetweenSpecialTokensEncodeIndependently) {
   auto tok = Load("qwen3");
-  if (!tok) GTEST_SKIP() << "qwen3 tokenizer files not installed";
+  if (!tok) GTEST_FAIL() << "qwen3 tokenizer files not installed (make setup installs them)";
   auto a = tok->Encode("hello there", false);
   auto b = tok->Encode(" friend", false);
   auto joined = tok->Encode("hello there<|im_end|> friend", false);
@@ -123,7 +123,7 @@ TEST(HfChatTest, RendersEachShippedTemplate) {
   };
   for (const auto& [name, text] : expected) {
     auto dir = FindShippedModelDir(name);
-    if (!dir) GTEST_SKIP() << name << " tokenizer files not installed";
+    if (!dir) GTEST_FAIL() << name << " tokenizer files not installed (make setup installs them)";
     auto tok = LoadHfTokenizer(*dir);
     ASSERT_TRUE(tok.has_value()) << tok.error();
     auto rendered = (*tok)->RenderChat(TwoTurnChat());
@@ -134,7 +134,7 @@ TEST(HfChatTest, RendersEachShippedTemplate) {
 
 TEST(HfChatTest, EncodeChatEqualsEncodingTheRenderedPromptAndReusesSegments) {
   auto dir = FindShippedModelDir("qwen3");
-  if (!dir) GTEST_SKIP() << "qwen3 tokenizer files not installed";
+  if (!dir) GTEST_FAIL() << "qwen3 tokenizer files not installed (make setup installs them)";
   auto loaded = LoadHfTokenizer(*dir);
   ASSERT_TRUE(loaded.has_value());
   auto tok = std::static_pointer_cast<const HfTokenizer>(*loaded);
@@ -160,7 +160,7 @@ TEST(HfChatTest, ConcurrentEncodeChatMatchesSingleThreadedResults) {
   // Eight threads encode overlapping conversations (shared prefixes hit the same cache
   // segments, new turns insert); every result must equal the uncached single-thread encoding.
   auto dir = FindShippedModelDir("llama3_1");
-  if (!dir) GTEST_SKIP() << "llama3_1 tokenizer files not installed";
+  if (!dir) GTEST_FAIL() << "llama3_1 tokenizer files not installed (make setup installs them)";
   auto loaded = LoadHfTokenizer(*dir);
   ASSERT_TRUE(loaded.has_value());
   const TokenizerPtr tok = *loaded;
