@@ -25,6 +25,10 @@ struct CandidateTrace {
   std::optional<double> total_cost;        // sum of weight * cost, survivors only
   std::optional<double> probability;       // when the picker samples
   std::optional<double> predicted_ttft_s;  // when the policy reads rates and the worker has them
+  // The queue-dependent part of predicted_ttft_s (queue, decode interference, KV wait, with the
+  // worker's wait correction applied): what the caller's calibration compares with the
+  // measured wait (gateway::LoadTracker).
+  std::optional<double> predicted_wait_s;
   std::optional<double> predicted_itl_s;
 };
 

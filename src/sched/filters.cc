@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "sched/latency_model.h"
 
@@ -112,7 +114,109 @@ std::shared_ptr<const Filter> NewRoleFilter(std::vector<Role> allowed) {
               });
 }
 
+namespace {
+
+// prefix_affinity with the derived bound (filters.h): set-relative, so not a
+// PerCandidateFilter. Cost: one TTFT prediction per candidate plus one comparison per
+// (holder, candidate) pair; a request has one holder or a few.
+class DerivedAffinity final : public Filter {
+ public:
+  explicit DerivedAffinity(const PrefixAffinityOptions& o) : o_(o) {}
+  std::string_view Name() const override { return "prefix_affinity"; }
+  Inputs Needs() const override {
+    return kCacheView | kRouterLoad | kRates | (o_.terms.kv_wait > 0 ? kScrapedMetrics : kNoInputs);
+  }
+  std::expected<Verdicts, SchedError> Apply(const RequestProfile& r,
+                                            std::span<const Candidate> cs) const override {
+    return Judge(r, cs, true);
+  }
+  std::expected<void, SchedError> Keep(const RequestProfile& r, std::span<const Candidate> cs,
+                                       std::vector<char>* keep) const override {
+    auto v = Judge(r, cs, false);
+    if (!v) return std::unexpected(std::move(v.error()));
+    keep->resize(cs.size());
+    for (std::size_t i = 0; i < cs.size(); ++i) (*keep)[i] = (*v)[i].keep ? 1 : 0;
+    return {};
+  }
+
+ private:
+  std::expected<Verdicts, SchedError> Judge(const RequestProfile& r, std::span<const Candidate> cs,
+                                            bool reasons) const {
+    const std::size_t n = cs.size();
+    Verdicts out(n);
+    std::vector<std::size_t> holders;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double ratio = PrefixHitRatio(r, cs[i].cache);
+      if (ratio >= o_.threshold) {
+        holders.push_back(i);
+      } else {
+        out[i].keep = false;
+        if (reasons) out[i].reason = fmt::format("prefix hit {:.2f} < {:.2f}", ratio, o_.threshold);
+      }
+    }
+    if (holders.empty()) return out;
+    // Every candidate's predicted TTFT, uncached tokens and rate.
+    std::vector<double> ttft(n), uncached(n), rate(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const WorkerSnapshot& w = *cs[i].worker;
+      auto p = PredictTtft(r, cs[i].cache, w, w.decode_step ? o_.terms : TtftTerms{});
+      if (!p) return std::unexpected(Missing("prefix_affinity", p.error()));
+      ttft[i] = p->total_s();
+      uncached[i] = static_cast<double>(PlanLoad(r, cs[i].cache, w).uncached_tokens);
+      rate[i] = *w.prefill_tokens_per_s;  // checked by PredictTtft
+    }
+    // The deepest viable holder wins: h is viable when no idle worker beats it by more than
+    // the recompute h saves (nothing, against an idle worker at least as deep). Holders are tried deepest first;
+    // one that is not viable is dropped with the numbers, and the next is tried. The deepest
+    // viable depth keeps its holders (the scorers choose among them); everyone else is
+    // dropped. None viable: every candidate is dropped and the policy's keep_all applies.
+    std::ranges::sort(holders, [&](std::size_t a, std::size_t b) {
+      return uncached[a] != uncached[b] ? uncached[a] < uncached[b] : a < b;
+    });
+    const auto viable = [&](std::size_t h) {
+      for (std::size_t o = 0; o < n; ++o) {
+        const WorkerSnapshot& ow = *cs[o].worker;
+        if (o == h) continue;
+        if (ow.inflight_requests != 0 || ow.pending_prefill_tokens != 0) continue;  // busy
+        // Against every idle worker, even one as deep (saved 0): the rule is the TTFT bound.
+        const double saved_s = std::max(0.0, uncached[o] - uncached[h]) / rate[o];
+        if (ttft[h] > ttft[o] + saved_s) {
+          out[h].keep = false;
+          if (reasons) {
+            out[h].reason = fmt::format(
+                "saturated: predicted TTFT {:.3f}s > {:.3f}s on idle '{}' + {:.3f}s of recompute "
+                "saved",
+                ttft[h], ttft[o], ow.name, saved_s);
+          }
+          return false;
+        }
+      }
+      return true;
+    };
+    std::optional<double> depth;  // uncached tokens of the deepest viable holder
+    std::string deepest;
+    for (std::size_t h : holders) {
+      if (depth && uncached[h] != *depth) {
+        out[h].keep = false;
+        if (reasons) out[h].reason = fmt::format("holds less of the prompt than '{}'", deepest);
+        continue;
+      }
+      if (!viable(h)) continue;
+      if (!depth) {
+        depth = uncached[h];
+        deepest = cs[h].worker->name;
+      }
+    }
+    return out;
+  }
+
+  PrefixAffinityOptions o_;
+};
+
+}  // namespace
+
 std::shared_ptr<const Filter> NewPrefixAffinityFilter(const PrefixAffinityOptions& options) {
+  if (options.derived_tau) return std::make_shared<const DerivedAffinity>(options);
   return Make(
       "prefix_affinity", kCacheView | kRouterLoad | kRates,
       [options](const RequestProfile& r, const Candidate& c, std::string* reason) -> Kept {
@@ -123,9 +227,11 @@ std::shared_ptr<const Filter> NewPrefixAffinityFilter(const PrefixAffinityOption
           });
         }
         const WorkerSnapshot& w = *c.worker;
-        if (!w.prefill_tokens_per_s) {
+        if (!w.prefill_tokens_per_s || !std::isfinite(*w.prefill_tokens_per_s) ||
+            !(*w.prefill_tokens_per_s > 0)) {
           return std::unexpected(Missing(
-              "prefix_affinity", fmt::format("worker '{}' has no prefill_tokens_per_s", w.name)));
+              "prefix_affinity",
+              fmt::format("worker '{}' has no usable prefill_tokens_per_s", w.name)));
         }
         // Look-ahead: what is already pending plus what this request would add there.
         const double lookahead = static_cast<double>(w.pending_prefill_tokens) +

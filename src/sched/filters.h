@@ -6,7 +6,9 @@
 //   role            keeps workers whose role is one of a set (P/D split later)
 //   prefix_affinity llm-d's "sticky until saturated": keeps workers whose prefix hit ratio
 //                   is >= threshold, unless that worker's look-ahead pending uncached prefill
-//                   exceeds tau = prefill_tokens_per_s * max_ttft_penalty_s
+//                   exceeds tau = prefill_tokens_per_s * max_ttft_penalty_s, or (derived
+//                   tau) unless its predicted TTFT exceeds another worker's by more than the
+//                   recompute the holder saves
 //   itl_guard       drops workers whose predicted ITL with this request exceeds the ITL SLO,
 //                   except the conversation's holder within a bounded factor of it
 //
@@ -19,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "sched/latency_model.h"
 #include "sched/plugin.h"
 
 namespace kvroute::sched {
@@ -31,9 +34,27 @@ std::shared_ptr<const Filter> NewRoleFilter(std::vector<Role> allowed);
 struct PrefixAffinityOptions {
   // Minimum fraction of the prompt's full blocks held (any tier) to be sticky. llm-d: 0.80.
   double threshold = 0.80;
-  // Longest extra TTFT (seconds) the sticky worker's backlog may impose before stickiness
-  // breaks; tau = the worker's learned prefill_tokens_per_s * this. llm-d's blog: 14 s.
+  // Fixed bound (llm-d's): the longest extra TTFT (seconds) the sticky worker's backlog may
+  // impose before stickiness breaks; tau = the worker's learned prefill_tokens_per_s * this.
+  // llm-d's blog: 14 s.
   double max_ttft_penalty_s = 14.0;
+  // Derived bound (kvroute's default): the deepest holder h stays sticky while, for every
+  // idle candidate o (nothing routed there in flight),
+  //   TTFT(h) <= TTFT(o) + max(0, uncached(o) - uncached(h)) / prefill_rate(o)
+  // i.e. keeping the conversation costs this request no more TTFT than the recompute it
+  // saves the cluster (the prefix o would have to prefill again). TTFT is the full predicted
+  // model (queue, prefill, tier loads, decode interference, KV wait, the worker's wait
+  // correction), so the bound moves with the learned rates and the measured queueing: no
+  // constant to calibrate. Busy workers do not break stickiness: moving a conversation to
+  // one adds its recompute to a queue that others wait in too (on the conversation trace
+  // comparing against every worker moved 2-3x more conversations and lost hit rate and
+  // TTFT p99: docs/bench/policy-matrix.md). This is the work-conservation rule: an idle
+  // worker is never passed over for a holder whose predicted TTFT exceeds the idle one's by
+  // more than the prefix it saves. Holders that break it are dropped with the numbers as
+  // the reason and the next deepest is tried; shallower holders (a shared system prompt's,
+  // when a conversation's holder is viable) and non-holders are dropped.
+  bool derived_tau = false;
+  TtftTerms terms = kFullTtftModel;  // the model the derived bound predicts with
 };
 std::shared_ptr<const Filter> NewPrefixAffinityFilter(const PrefixAffinityOptions& options);
 

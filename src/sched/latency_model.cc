@@ -8,6 +8,52 @@ namespace {
 
 constexpr int kGpu = static_cast<int>(kv::Tier::kGpu);
 
+// Every time this file reports goes through Bound: finite, within [0, kMaxPredictedSeconds].
+// NaN (impossible once the inputs are checked) reads as hopeless, never as free.
+double Bound(double s) {
+  if (std::isnan(s)) return kMaxPredictedSeconds;
+  return std::clamp(s, 0.0, kMaxPredictedSeconds);
+}
+
+std::string Named(const WorkerSnapshot& worker, const char* what) {
+  return "worker '" + worker.name + "' " + what;
+}
+
+// The prefill rate, checked: absent, non-finite or not positive is an error.
+std::expected<double, std::string> PrefillRate(const WorkerSnapshot& worker) {
+  if (!worker.prefill_tokens_per_s) return std::unexpected(Named(worker, "has no prefill_tokens_per_s"));
+  const double rate = *worker.prefill_tokens_per_s;
+  if (!std::isfinite(rate) || !(rate > 0)) {
+    return std::unexpected(Named(worker, "has an unusable prefill_tokens_per_s (not a positive number)"));
+  }
+  return rate;
+}
+
+// The decode model, checked: absent or with a non-finite coefficient is an error.
+std::expected<const StepTimeModel*, std::string> DecodeModel(const WorkerSnapshot& worker) {
+  if (!worker.decode_step) return std::unexpected(Named(worker, "has no decode_step model"));
+  const StepTimeModel& m = *worker.decode_step;
+  if (!std::isfinite(m.base_s) || !std::isfinite(m.per_sequence_s) ||
+      !std::isfinite(m.per_kv_token_s)) {
+    return std::unexpected(Named(worker, "has a decode_step model with a non-finite coefficient"));
+  }
+  return &m;
+}
+
+// One step's time: a fitted model may have a negative coefficient, a step never takes less
+// than nothing.
+double StepSeconds(const StepTimeModel& m, double batch, double kv_tokens) {
+  return Bound(m.Seconds(batch, kv_tokens));
+}
+
+std::expected<double, std::string> WaitCorrection(const WorkerSnapshot& worker) {
+  const double c = worker.wait_correction;
+  if (!std::isfinite(c) || !(c > 0)) {
+    return std::unexpected(Named(worker, "has an unusable wait_correction (not a positive number)"));
+  }
+  return c;
+}
+
 bool Loadable(const WorkerSnapshot& worker, int tier) {
   const auto& bw = worker.tier_load_bytes_per_s[tier];
   return bw.has_value() && *bw > 0 && worker.kv_bytes_per_block.has_value() &&
@@ -56,8 +102,8 @@ LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
   for (int t = 0; t < kv::kNumTiers; ++t) {
     plan.hit_blocks += plan.load_blocks[t];
     if (t != kGpu && plan.load_blocks[t] > 0) {
-      plan.load_s +=
-          plan.load_blocks[t] * *worker.kv_bytes_per_block / *worker.tier_load_bytes_per_s[t];
+      plan.load_s = Bound(plan.load_s + plan.load_blocks[t] * *worker.kv_bytes_per_block /
+                                            *worker.tier_load_bytes_per_s[t]);
     }
   }
   const std::uint64_t hit_tokens = static_cast<std::uint64_t>(plan.hit_blocks) * request.block_size;
@@ -80,29 +126,28 @@ std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& req
                                                        const CacheView& view,
                                                        const WorkerSnapshot& worker,
                                                        const TtftTerms& terms) {
-  if (!worker.prefill_tokens_per_s || !(*worker.prefill_tokens_per_s > 0)) {
-    return std::unexpected("worker '" + worker.name + "' has no prefill_tokens_per_s");
-  }
-  const double rate = *worker.prefill_tokens_per_s;
+  auto rate_or = PrefillRate(worker);
+  if (!rate_or) return std::unexpected(rate_or.error());
+  auto correction = WaitCorrection(worker);
+  if (!correction) return std::unexpected(correction.error());
+  const double rate = *rate_or;
   const LoadPlan plan = PlanLoad(request, view, worker);
   TtftPrediction p;
-  p.queue_s = static_cast<double>(worker.pending_prefill_tokens) / rate;
-  p.prefill_s = static_cast<double>(plan.uncached_tokens) / rate;
-  p.load_s = plan.load_s;
+  p.wait_correction = *correction;
+  p.queue_s = Bound(*correction * (static_cast<double>(worker.pending_prefill_tokens) / rate));
+  p.prefill_s = Bound(static_cast<double>(plan.uncached_tokens) / rate);
+  p.load_s = Bound(plan.load_s);
   if (terms.decode_load <= 0 && terms.kv_wait <= 0) return p;
 
-  const auto missing_decode = [&] {
-    return std::unexpected("worker '" + worker.name + "' has no decode_step model");
-  };
   const double batch = worker.inflight_requests;
   const double kv_tokens = static_cast<double>(worker.active_kv_blocks) * request.block_size;
   if (terms.decode_load > 0 && worker.inflight_requests > 0) {
-    if (!worker.decode_step) return missing_decode();
-    const StepTimeModel& m = *worker.decode_step;
-    const double marginal = m.Seconds(batch, kv_tokens) - m.Seconds(0, 0);
+    auto m = DecodeModel(worker);
+    if (!m) return std::unexpected(m.error());
+    const double marginal = StepSeconds(**m, batch, kv_tokens) - StepSeconds(**m, 0, 0);
     const double tokens = static_cast<double>(worker.pending_prefill_tokens + plan.uncached_tokens);
     const double steps = std::ceil(tokens / std::max<std::uint32_t>(terms.chunk_tokens, 1));
-    p.decode_s = terms.decode_load * steps * std::max(0.0, marginal);
+    p.decode_s = Bound(*correction * terms.decode_load * steps * std::max(0.0, marginal));
   }
   if (terms.kv_wait > 0 && worker.kv_capacity_blocks > 0) {
     const double held = HeldKvBlocks(worker, request.block_size);
@@ -111,12 +156,14 @@ std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& req
         request.block_size;
     const std::uint64_t gpu_hit = plan.load_blocks[kGpu];
     const double need = static_cast<double>(total_blocks > gpu_hit ? total_blocks - gpu_hit : 0);
-    const double deficit = held + need - static_cast<double>(worker.kv_capacity_blocks);
+    const double capacity = static_cast<double>(worker.kv_capacity_blocks);
+    const double deficit = held + need - capacity;
     if (deficit > 0 && held > 0) {
-      if (!worker.decode_step) return missing_decode();
+      auto m = DecodeModel(worker);
+      if (!m) return std::unexpected(m.error());
       const double horizon = static_cast<double>(request.predicted_output_tokens) *
-                             worker.decode_step->Seconds(batch, kv_tokens);
-      p.kv_wait_s = terms.kv_wait * std::min(1.0, deficit / held) * horizon;
+                             StepSeconds(**m, batch, kv_tokens);
+      p.kv_wait_s = Bound(*correction * terms.kv_wait * (deficit / capacity) * horizon);
     }
   }
   return p;
@@ -124,9 +171,8 @@ std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& req
 
 std::expected<double, std::string> PredictItl(const RequestProfile& request, const CacheView& view,
                                               const WorkerSnapshot& worker) {
-  if (!worker.decode_step) {
-    return std::unexpected("worker '" + worker.name + "' has no decode_step model");
-  }
+  auto m = DecodeModel(worker);
+  if (!m) return std::unexpected(m.error());
   const std::uint64_t gpu_tokens =
       static_cast<std::uint64_t>(std::min(view.depth(kv::Tier::kGpu), request.num_full_blocks)) *
       request.block_size;
@@ -135,35 +181,32 @@ std::expected<double, std::string> PredictItl(const RequestProfile& request, con
       request.predicted_output_tokens;
   const double kv_tokens = static_cast<double>(worker.active_kv_blocks) * request.block_size +
                            static_cast<double>(added);
-  return worker.decode_step->Seconds(worker.inflight_requests + 1.0, kv_tokens);
+  return StepSeconds(**m, worker.inflight_requests + 1.0, kv_tokens);
 }
 
 std::expected<DecodeSlowdown, std::string> PredictDecodeSlowdown(const RequestProfile& request,
                                                                  const CacheView& view,
                                                                  const WorkerSnapshot& worker,
                                                                  const SlowdownTerms& terms) {
-  if (!worker.decode_step) {
-    return std::unexpected("worker '" + worker.name + "' has no decode_step model");
-  }
-  const StepTimeModel& m = *worker.decode_step;
+  auto m_or = DecodeModel(worker);
+  if (!m_or) return std::unexpected(m_or.error());
+  const StepTimeModel& m = **m_or;
   const double horizon = static_cast<double>(request.predicted_output_tokens);
   const double batch = worker.inflight_requests;
   const double kv_tokens = static_cast<double>(worker.active_kv_blocks) * request.block_size;
   const double context = static_cast<double>(request.prompt_tokens) + horizon / 2;
-  const double with_us = m.Seconds(batch + 1, kv_tokens + context);
+  const double with_us = StepSeconds(m, batch + 1, kv_tokens + context);
   DecodeSlowdown d;
-  // A fitted model can have a negative coefficient; a placement never speeds anyone up.
-  d.own_s = horizon * std::max(0.0, with_us - m.Seconds(1, context));
+  // A placement never speeds anyone up.
+  d.own_s = Bound(horizon * std::max(0.0, with_us - StepSeconds(m, 1, context)));
   if (worker.inflight_requests == 0) return d;
-  d.others_s =
-      terms.others_share * horizon * batch * std::max(0.0, with_us - m.Seconds(batch, kv_tokens));
+  d.others_s = Bound(terms.others_share * horizon * batch *
+                     std::max(0.0, with_us - StepSeconds(m, batch, kv_tokens)));
   if (terms.stall > 0) {
-    if (!worker.prefill_tokens_per_s || !(*worker.prefill_tokens_per_s > 0)) {
-      return std::unexpected("worker '" + worker.name + "' has no prefill_tokens_per_s");
-    }
+    auto rate = PrefillRate(worker);
+    if (!rate) return std::unexpected(rate.error());
     const LoadPlan plan = PlanLoad(request, view, worker);
-    d.stall_s = terms.stall * batch * static_cast<double>(plan.uncached_tokens) /
-                *worker.prefill_tokens_per_s;
+    d.stall_s = Bound(terms.stall * batch * static_cast<double>(plan.uncached_tokens) / *rate);
   }
   return d;
 }

@@ -3,9 +3,18 @@
 // predicted TTFT and inter-token latency. Filters and scorers call these helpers instead of
 // doing their own cached-token arithmetic, so every policy counts hits the same way.
 //
+// Bounds: every predicted time is finite and within [0, kMaxPredictedSeconds], whatever the
+// snapshot holds (queues of any length, rates from 1e-300 to 1e300, negative fitted
+// coefficients): a prediction past the bound means "hopeless here", and comparing two such
+// workers by their bound is as good as by their true values. Inputs that are not numbers (a
+// non-finite or non-positive rate, a non-finite decode coefficient or correction) are an
+// error naming the worker and the input: the caller's learner must never produce them, and a
+// silent NaN would make every comparison false and drop or keep workers at random.
+//
 // Pure functions of their arguments. Thread safety: none needed.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <expected>
@@ -14,6 +23,9 @@
 #include "sched/types.h"
 
 namespace kvroute::sched {
+
+// The largest time a prediction reports, seconds (~11.6 days).
+inline constexpr double kMaxPredictedSeconds = 1e6;
 
 // The usable prompt prefix split by the tier each block would be read from. Tiers are
 // layered fastest first: blocks [0, gpu) from GPU, then the CPU depth beyond that, then
@@ -53,9 +65,12 @@ struct TtftTerms {
   double decode_load = 0;
   // kv_wait_s: the request's KV at its final size (prompt + predicted output − the GPU-resident
   // prefix) does not fit beside what the worker holds, so it waits for blocks (or, admitted,
-  // preempts a running request later). The wait is the deficit's share of the held blocks
-  // times the batch's turnover horizon (predicted_output_tokens decode steps: the running
-  // requests free their blocks as they finish).
+  // preempts a running request later). Each turnover of the running batch (about
+  // predicted_output_tokens decode steps: the running requests free their blocks as they
+  // finish) frees about the KV capacity, so the wait is deficit / capacity turnovers. It grows
+  // with the queue: a worker whose booked KV is 5x its capacity has ~4 turnovers of requests
+  // ahead of this one (an earlier model capped the wait at one turnover, so a worker with
+  // hundreds of requests queued for memory looked only one batch away; issue 15).
   double kv_wait = 0;
   // Prefill tokens per engine step (vLLM's max_num_batched_tokens; an engine setting, not a
   // rate): how many chunk steps a prefill takes.
@@ -76,15 +91,23 @@ double HeldKvBlocks(const WorkerSnapshot& worker, std::uint32_t block_size);
 //   prefill_s = uncached_tokens / prefill_tokens_per_s          (our own recompute)
 //   load_s    = sum over lower tiers of blocks * kv_bytes_per_block / bandwidth
 //   decode_s  = decode_load · ceil((pending + uncached) / chunk) · (decode_step(B, K) − base)
-//   kv_wait_s = kv_wait · max(0, held + need − capacity) / held · output · decode_step(B, K)
+//   kv_wait_s = kv_wait · max(0, held + need − capacity) / capacity · output · decode_step(B, K)
 //               (0 with an unknown capacity; need = ceil((prompt + output) / block) − GPU hit)
+// The queue-dependent terms (queue_s, decode_s, kv_wait_s) are multiplied by the worker's
+// wait_correction (recorded in the prediction); prefill_s and load_s are this request's own
+// work and are not: an idle worker is judged by its rates alone, so a worker that was once
+// slow under load is not shunned once its queue is gone.
 struct TtftPrediction {
   double queue_s = 0;
   double prefill_s = 0;
   double load_s = 0;
   double decode_s = 0;
   double kv_wait_s = 0;
-  double total_s() const { return queue_s + prefill_s + load_s + decode_s + kv_wait_s; }
+  double wait_correction = 1;  // already applied to queue_s, decode_s and kv_wait_s
+  double wait_s() const { return queue_s + decode_s + kv_wait_s; }
+  double total_s() const {
+    return std::min(kMaxPredictedSeconds, queue_s + prefill_s + load_s + decode_s + kv_wait_s);
+  }
 };
 // Error text names the missing input (prefill_tokens_per_s, or decode_step when a term needs
 // it) when the worker has no rate.
@@ -127,7 +150,7 @@ struct DecodeSlowdown {
   double own_s = 0;
   double others_s = 0;
   double stall_s = 0;
-  double total_s() const { return own_s + others_s + stall_s; }
+  double total_s() const { return std::min(kMaxPredictedSeconds, own_s + others_s + stall_s); }
 };
 // Error text names the missing input (decode_step, or prefill_tokens_per_s when the stall term
 // is on and the worker decodes something).

@@ -221,7 +221,10 @@ std::expected<Decision, SchedError> Policy::Decide(const RequestProfile& request
       // decode model), the basic one otherwise.
       auto ttft = PredictTtft(request, rows[k].cache, *rows[k].worker, kFullTtftModel);
       if (!ttft) ttft = PredictTtft(request, rows[k].cache, *rows[k].worker);
-      if (ttft) trace.predicted_ttft_s = ttft->total_s();
+      if (ttft) {
+        trace.predicted_ttft_s = ttft->total_s();
+        trace.predicted_wait_s = ttft->wait_s();
+      }
       if (auto itl = PredictItl(request, rows[k].cache, *rows[k].worker))
         trace.predicted_itl_s = *itl;
     }

@@ -62,30 +62,27 @@ filters:
 scorers: [{name: token_load, token_limit: 4194304}]
 picker: {name: argmin}
 )"},
-    // kvroute's default: lowest predicted TTFT subject to an ITL guard, with session
-    // hysteresis. predicted_ttft alone minimises this request's TTFT, so once a session's
-    // worker queues up it moves the session to a worker holding only the common prefix; the
-    // move strands the session's KV and evicts other sessions there, whose next turns miss
-    // and move too (a cascade, issues 5/6). prefix_affinity keeps the worker that holds the
-    // conversation: threshold 0.90 is above a shared system prompt's share (6,000 of 7,200 =
-    // 0.83 in the shared-prefix workload, 20k of >= 32k in Infera's agentic shape) and below a
-    // follow-up turn's (1 - new/prompt = 0.94 at 2,048 new of 32k, rising with the context),
-    // so it only marks "holds this conversation". The bound, 5 s of the holder's prefill
-    // rate (~80-100k tokens on the default profile), is about what a move costs at the
-    // issue's p50 context: re-prefill of the ~55k session tokens (~3 s) plus the share of
-    // another session it evicts; llm-d's 14 s favours hit rate over TTFT more than a
-    // latency-first default should. itl_guard runs first so stickiness never overrides the SLO
-    // by much: it keeps the conversation's holder (the same 0.90) up to 1.25x the SLO, because
-    // moving the session costs more than a somewhat slower ITL. predicted_ttft counts the
-    // decode batch each prefill chunk step carries and the wait for KV blocks when the request
-    // would not fit (latency_model.h): without them a worker busy decoding, or with its KV
-    // full, looked idle and took the next long prefill (Mooncake trace: SLO attainment 0.33
-    // vs llmd_sticky 0.50; shared prefix: TTFT p99 16-33 s from preemption). decode_slowdown
-    // adds what TTFT does not show: the decode time a placement costs this request and the
-    // worker's running requests (its decode joining their batch, its prefill chunks stalling
-    // them), so a request does not join a busy worker when an idle one's extra prefill costs
-    // less, and a miss on a busy worker costs what it stalls (simulate, session 5: shared
-    // prefix at 16 req/s TTFT p99 20 -> 0.8 s, Mooncake trace SLO attainment 0.49 -> 0.57).
+    // kvroute's default: lowest predicted latency (TTFT plus the decode time the placement
+    // costs) subject to an ITL guard, with session stickiness bounded by work conservation.
+    // predicted_ttft alone minimises this request's TTFT, so once a session's worker queued
+    // up it moved the session elsewhere; the move strands its KV and evicts other sessions
+    // there, whose next turns miss and move too (a cascade, issues 5/6). prefix_affinity keeps
+    // a worker holding >= 20 % of the prompt (a conversation's holder, or a shared prompt's)
+    // while its predicted TTFT exceeds no idle worker's by more than the recompute it saves
+    // (tau: derived, filters.h): the bound comes from the learned rates and the measured
+    // queueing, not a constant. An earlier fixed bound (5 s of prefill) trusted predictions
+    // that were 28x too low under load and starved six of eight workers (issue 15); with the
+    // derived bound an idle worker is never passed over by more than the prefix saves.
+    // itl_guard runs first so stickiness never overrides the SLO by much: it keeps the
+    // conversation's holder (>= 0.90) up to 1.25x the SLO, because moving the session costs
+    // more than a somewhat slower ITL. predicted_ttft counts the decode batch each prefill
+    // chunk step carries and the wait for KV blocks when the request would not fit
+    // (latency_model.h), both multiplied by the worker's measured wait correction.
+    // decode_slowdown adds what TTFT does not show: the decode time a placement costs this
+    // request and the worker's running requests (stall 0.3: its prefill chunks slow their
+    // steps, less than a full step each). Threshold 0.20, stall 0.3 and the idle-only bound
+    // were chosen on the 8-worker matrix (docs/bench/policy-matrix.md, where the 16-worker
+    // cells and the live check were not used to choose).
     {"predicted_latency", R"(
 name: predicted_latency
 filters:
@@ -97,10 +94,10 @@ filters:
     holder_threshold: 0.90
     holder_max_itl_factor: 1.25
     if_all_dropped: keep_all
-  - {name: prefix_affinity, threshold: 0.90, max_ttft_penalty_s: 5.0, if_all_dropped: keep_all}
+  - {name: prefix_affinity, threshold: 0.20, tau: derived, chunk_tokens: 8192, if_all_dropped: keep_all}
 scorers:
   - {name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}
-  - {name: decode_slowdown, others_share: 0.5, stall: 1.0}
+  - {name: decode_slowdown, others_share: 0.5, stall: 0.3}
 picker: {name: softmax, temperature: 0.0}
 )"},
 }};

@@ -200,24 +200,30 @@ class PredictedLatencyTest : public ::testing::Test {
   PolicyState state_{0};
 };
 
-// w1 holds 170 of 200 blocks (0.85, a shared system prompt's share): below the preset's
-// prefix_affinity threshold (0.90), so predicted_ttft alone decides (the session hysteresis
-// for deeper holders is in session_affinity_test.cc).
+// w1 holds 170 of 200 blocks (0.85, a shared system prompt's share): above the preset's
+// prefix_affinity threshold (0.20), so w1 keeps the request while its predicted TTFT exceeds
+// an idle worker's (0.32 s) by no more than the recompute it saves (2,720 tokens, 0.272 s).
 TEST_F(PredictedLatencyTest, PrefersCacheHolderWhenItsQueueIsShort) {
   request_.cache_views = {View(1, 170)};
   ws_[0].pending_prefill_tokens = 2000;  // TTFT 0.2 + 480/10000 = 0.248 s < 0.32 s elsewhere
   const Decision d = Run();
   EXPECT_EQ(d.chosen, 1u);
   EXPECT_NEAR(*d.Find(1)->predicted_ttft_s, 0.248, 1e-12);
-  EXPECT_DOUBLE_EQ(*d.Find(2)->predicted_ttft_s, 0.32);
+  EXPECT_EQ(d.Find(2)->dropped_by, "prefix_affinity");
 }
 
-TEST_F(PredictedLatencyTest, MovesAwayWhenQueueWaitExceedsRecomputeElsewhere) {
+TEST_F(PredictedLatencyTest, StaysWhileTheQueueCostsLessThanTheRecomputeItSaves) {
   request_.cache_views = {View(1, 170)};
-  ws_[0].pending_prefill_tokens = 4000;  // 0.448 s > 0.32 s recompute on w2 / w3
+  ws_[0].pending_prefill_tokens = 4000;  // 0.448 s > 0.32 s elsewhere, but <= 0.32 + 0.272
+  EXPECT_EQ(Run().chosen, 1u);
+}
+
+TEST_F(PredictedLatencyTest, MovesAwayWhenTheQueueCostsMoreThanTheRecomputeItSaves) {
+  request_.cache_views = {View(1, 170)};
+  ws_[0].pending_prefill_tokens = 6000;  // 0.648 s > 0.32 + 0.272 s
   const Decision d = Run();
   EXPECT_NE(d.chosen, 1u);
-  EXPECT_NEAR(d.Find(1)->costs.at(0), 0.448, 1e-12);
+  EXPECT_NEAR(d.Find(1)->costs.at(0), 0.648, 1e-12);
 }
 
 TEST_F(PredictedLatencyTest, ItlGuardRejectsWorkerThatWouldBreakTheSlo) {
@@ -247,7 +253,10 @@ TEST_F(PredictedLatencyTest, CpuTierHitIsCheaperThanRecomputeButDearerThanGpu) {
   // w1: GPU hit, 0 s; w2: CPU hit, 200 * 1e6 / 1e10 = 0.02 s; w3: recompute 0.32 s
   const Decision d = Run();
   EXPECT_DOUBLE_EQ(d.Find(1)->costs.at(0), 0.0);
-  EXPECT_DOUBLE_EQ(d.Find(2)->costs.at(0), 0.02);
+  // w2 holds as much but would load it (0.02 s) while idle w1 has it on GPU (0 s): an idle
+  // worker at least as deep and faster ends w2's stickiness.
+  EXPECT_EQ(d.Find(2)->dropped_by, "prefix_affinity");
+  EXPECT_NE(d.Find(2)->drop_reason.find("0.020s"), std::string::npos) << d.Find(2)->drop_reason;
   // w3 would recompute (0.32 s) but holds nothing while w1 and w2 hold the whole prompt.
   EXPECT_EQ(d.Find(3)->dropped_by, "prefix_affinity");
   EXPECT_EQ(d.chosen, 1u);

@@ -53,10 +53,22 @@ Registry MakeBuiltin() {
         PrefixAffinityOptions o;
         auto threshold = p.Number("threshold", o.threshold, 0, 1);
         if (!threshold) return Unexpected(threshold.error());
-        auto penalty = p.Number("max_ttft_penalty_s", o.max_ttft_penalty_s, 0, kInf);
-        if (!penalty) return Unexpected(penalty.error());
+        auto tau = p.String("tau", "fixed");
+        if (!tau) return Unexpected(tau.error());
+        if (*tau != "fixed" && *tau != "derived") {
+          return Unexpected(p.Error("tau", "must be 'fixed' or 'derived'"));
+        }
         o.threshold = *threshold;
-        o.max_ttft_penalty_s = *penalty;
+        o.derived_tau = *tau == "derived";
+        if (o.derived_tau) {
+          auto chunk = p.Number("chunk_tokens", o.terms.chunk_tokens, 1, 1 << 24);
+          if (!chunk) return Unexpected(chunk.error());
+          o.terms.chunk_tokens = static_cast<std::uint32_t>(*chunk);
+        } else {
+          auto penalty = p.Number("max_ttft_penalty_s", o.max_ttft_penalty_s, 0, kInf);
+          if (!penalty) return Unexpected(penalty.error());
+          o.max_ttft_penalty_s = *penalty;
+        }
         return NewPrefixAffinityFilter(o);
       },
       IfAllDropped::kKeepAll);

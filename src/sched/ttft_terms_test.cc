@@ -92,7 +92,7 @@ TEST(TtftTermsTest, TermsOffGiveTheBasicPrediction) {
   EXPECT_NEAR(p->total_s(), 2.0, 1e-12);
 }
 
-TEST(TtftTermsTest, KvWaitIsTheDeficitShareOfTheTurnoverHorizon) {
+TEST(TtftTermsTest, KvWaitIsTheDeficitInTurnoversOfTheCapacity) {
   WorkerSnapshot w = RatedWorker(0);
   w.kv_capacity_blocks = 10000;
   w.active_kv_blocks = 9900;
@@ -101,10 +101,16 @@ TEST(TtftTermsTest, KvWaitIsTheDeficitShareOfTheTurnoverHorizon) {
   RequestProfile r = Request(8000);
   r.predicted_output_tokens = 500;
   // need = ceil(8,500 / 16) - 62 GPU blocks = 470; deficit = 9,900 + 470 - 10,000 = 370;
-  // wait = 370 / 9,900 of 500 steps of 20 ms.
+  // each turnover (500 steps of 20 ms) frees ~ the capacity: wait = 370 / 10,000 turnovers.
   const auto p = PredictTtft(r, View(0, 62), w, kFullTtftModel);
   ASSERT_TRUE(p.has_value()) << p.error();
-  EXPECT_NEAR(p->kv_wait_s, 370.0 / 9900 * 500 * 0.02, 1e-12);
+  EXPECT_NEAR(p->kv_wait_s, 370.0 / 10000 * 500 * 0.02, 1e-12);
+  // A queue for memory several batches deep waits several turnovers (issue 15: a cap at one
+  // turnover made a worker with hundreds of requests queued look one batch away).
+  w.active_kv_blocks = 40000;
+  w.kv_capacity_blocks = 10000;
+  EXPECT_NEAR(PredictTtft(r, View(0, 62), w, kFullTtftModel)->kv_wait_s,
+              (40000.0 + 470 - 10000) / 10000 * 500 * 0.02, 1e-9);
   // With room for it: no wait.
   w.active_kv_blocks = 9000;
   EXPECT_EQ(PredictTtft(r, View(0, 62), w, kFullTtftModel)->kv_wait_s, 0);
