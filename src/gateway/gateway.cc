@@ -193,6 +193,8 @@ void Gateway::Parts::RefreshMetrics() {
     HealthStatus h = registry->health().Status(w.id, now);
     metrics.SetWorkerState(w.spec.name, h.Routable(), h.draining,
                            registry->load().Load(w.id).inflight_requests);
+    metrics.SetTtftCalibration(w.spec.name, registry->load().WaitCorrection(w.id, now),
+                               registry->load().Calibration(w.id).drift);
   }
   if (index) {
     kv::IndexStats s = index->stats();

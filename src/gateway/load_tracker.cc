@@ -1,6 +1,7 @@
 #include "gateway/load_tracker.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "gateway/rate_learner.h"
 
@@ -11,6 +12,20 @@ template <typename T>
 void SubClamped(T& v, T d) {
   v = v >= d ? v - d : T{0};
 }
+
+// A usable prediction: finite, the wait part within the whole.
+bool HasPrediction(const RoutedRequest& r) {
+  return r.predicted_ttft_s && r.predicted_wait_s && std::isfinite(*r.predicted_ttft_s) &&
+         std::isfinite(*r.predicted_wait_s) && *r.predicted_wait_s >= 0 &&
+         *r.predicted_ttft_s >= *r.predicted_wait_s && std::isfinite(r.wait_correction) &&
+         r.wait_correction > 0;
+}
+
+// The prediction's own part: this request's prefill and tier loads.
+double OwnPart(const RoutedRequest& r) { return *r.predicted_ttft_s - *r.predicted_wait_s; }
+
+// The softening of a wait ratio (header): 50 ms, or 10 % of the request's own work.
+double Epsilon(double own_s) { return std::max(0.05, 0.1 * own_s); }
 
 }  // namespace
 
@@ -28,8 +43,63 @@ bool LoadTracker::OnRouted(RequestId id, const RoutedRequest& request, Nanos now
   w.inflight_requests += 1;
   w.pending_prefill_tokens += r.routed.uncached_tokens;
   w.active_kv_blocks += request.kv_blocks;
+  if (HasPrediction(request)) calibration_[request.worker].waiting.emplace(now, id);
   requests_.emplace(id, r);
   return true;
+}
+
+void LoadTracker::StopWaitingLocked(const Request& r, RequestId id) {
+  if (!HasPrediction(r.routed)) return;
+  auto it = calibration_.find(r.routed.worker);
+  if (it != calibration_.end()) it->second.waiting.erase({r.routed_at, id});
+}
+
+void LoadTracker::CalibrateLocked(const Request& r, Nanos now) {
+  if (!HasPrediction(r.routed) || now < r.routed_at) return;
+  Calibrated& c = calibration_[r.routed.worker];
+  const double measured = ToSeconds(now - r.routed_at);
+  const double predicted = *r.routed.predicted_ttft_s;
+  const double own = OwnPart(r.routed);
+  const double e = Epsilon(own);
+  const double measured_wait = std::max(0.0, measured - own);
+  const double predicted_wait = *r.routed.predicted_wait_s;
+  // No queue predicted and none seen: nothing to learn about the wait.
+  if (measured_wait >= e || predicted_wait >= e) {
+    const double step = kCalibrationGain * std::log((measured_wait + e) / (predicted_wait + e));
+    c.log_correction = std::clamp(c.log_correction + step, std::log(kMinWaitCorrection),
+                                  std::log(kMaxWaitCorrection));
+  }
+  const double drift = std::log(std::max(measured, 1e-6) / std::max(predicted, 1e-6));
+  c.log_drift = c.samples == 0 ? drift : 0.95 * c.log_drift + 0.05 * drift;
+  ++c.samples;
+}
+
+double LoadTracker::WaitCorrection(WorkerId worker, Nanos now) const {
+  std::lock_guard lock(mu_);
+  auto it = calibration_.find(worker);
+  if (it == calibration_.end()) return 1;
+  const Calibrated& c = it->second;
+  double factor = std::exp(c.log_correction);
+  if (!c.waiting.empty()) {
+    const auto& [routed_at, id] = *c.waiting.begin();
+    auto rit = requests_.find(id);
+    if (rit != requests_.end() && now > routed_at) {
+      const RoutedRequest& rr = rit->second.routed;
+      const double own = OwnPart(rr);
+      const double e = Epsilon(own);
+      const double waited = ToSeconds(now - routed_at) - own;
+      const double overdue = (waited + e) / (*rr.predicted_wait_s + e);
+      if (overdue > 1) factor = std::max(factor, rr.wait_correction * overdue);
+    }
+  }
+  return std::clamp(factor, kMinWaitCorrection, kMaxWaitCorrection);
+}
+
+TtftCalibration LoadTracker::Calibration(WorkerId worker) const {
+  std::lock_guard lock(mu_);
+  auto it = calibration_.find(worker);
+  if (it == calibration_.end()) return {};
+  return {std::exp(it->second.log_correction), std::exp(it->second.log_drift), it->second.samples};
 }
 
 void LoadTracker::OnFirstToken(RequestId id, Nanos now) {
@@ -44,6 +114,8 @@ void LoadTracker::OnFirstToken(RequestId id, Nanos now) {
   r.first_token_seen = true;
   r.last_token_at = now;
   r.generated = 1;
+  StopWaitingLocked(r, id);
+  CalibrateLocked(r, now);
   SubClamped(w.pending_prefill_tokens, r.routed.uncached_tokens);
   w.decoding_requests += 1;
   w.active_kv_tokens += r.routed.prompt_tokens + 1;
@@ -88,6 +160,7 @@ void LoadTracker::OnDone(RequestId id, Nanos /*now*/, bool /*ok*/) {
 
 void LoadTracker::DropLocked(std::unordered_map<RequestId, Request>::iterator it) {
   const Request& r = it->second;
+  if (!r.first_token_seen) StopWaitingLocked(r, it->first);
   auto wit = workers_.find(r.routed.worker);
   if (wit != workers_.end()) {
     WorkerLoad& w = wit->second;
@@ -114,6 +187,8 @@ void LoadTracker::ForgetWorker(WorkerId worker) {
   std::lock_guard lock(mu_);
   std::erase_if(requests_, [&](const auto& kv) { return kv.second.routed.worker == worker; });
   workers_.erase(worker);
+  // The learned correction stays (as the learner's rates do); the waiting list is gone.
+  if (auto it = calibration_.find(worker); it != calibration_.end()) it->second.waiting.clear();
 }
 
 std::size_t LoadTracker::inflight() const {

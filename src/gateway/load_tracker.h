@@ -14,6 +14,21 @@
 //   prefill: TTFT (route → first token) against own uncached tokens + the pending prefill
 //            tokens already queued on the worker at route time. Queue-free TTFTs are not
 //            observable from the router, so the queue ahead is counted as work.
+//   calibration: each first token's measured TTFT against the policy's prediction for it
+//            (RoutedRequest::predicted_*). The queue-dependent part of the prediction (queue,
+//            decode interference, KV wait) is what a model of the engine gets wrong under
+//            load: preemption, memory-bound queues and batching are not in it. So per worker
+//            a wait correction c is learned online in log space,
+//              log c <- log c + kCalibrationGain * log((measured_wait + e) / (predicted_wait + e))
+//            with measured_wait = TTFT - the prediction's own part (prefill and tier loads),
+//            e = max(50 ms, 10 % of that own part) so that a near-zero wait neither explodes
+//            nor dominates, and c within [kMinWaitCorrection, kMaxWaitCorrection]. The
+//            prediction already carries c, so each sample corrects the residual (an
+//            integral controller): c settles where predicted and measured waits agree.
+//            Feedback at first token is late exactly when it matters (a queue of 150 s
+//            reports after 150 s), so WaitCorrection also bounds c from below by how overdue
+//            the worker's oldest waiting request is: one that was predicted to wait 5 s and
+//            has waited 50 s says the worker is at least 10x slower than believed, now.
 //   decode:  each OnToken interval divided by the tokens it delivered, against the worker's
 //            decoding batch and active KV tokens at that moment. Intervals during which the
 //            worker had pending prefill are skipped: that step mixed prefill chunks in and
@@ -28,6 +43,8 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "common/types.h"
@@ -43,6 +60,19 @@ struct RoutedRequest {
   std::uint64_t prompt_tokens = 0;    // whole prompt (its KV stays while the request runs)
   std::uint64_t uncached_tokens = 0;  // tokens the worker must prefill (<= prompt_tokens)
   std::uint64_t kv_blocks = 0;        // KV blocks the request will hold
+  // The policy's prediction for the chosen worker (sched::CandidateTrace), when it made one:
+  // the whole TTFT and its queue-dependent part, both with the wait correction the decision
+  // saw (`wait_correction`). Requests without one are not calibrated against.
+  std::optional<double> predicted_ttft_s;
+  std::optional<double> predicted_wait_s;
+  double wait_correction = 1;
+};
+
+// TTFT calibration of one worker (LoadTracker::Calibration), for metrics and reports.
+struct TtftCalibration {
+  double wait_correction = 1;  // the learned factor (without the overdue bound)
+  double drift = 1;            // exp(mean log(measured / predicted TTFT)), recent samples
+  std::uint64_t samples = 0;   // first tokens compared with a prediction
 };
 
 struct WorkerLoad {
@@ -69,6 +99,11 @@ class LoadTracker {
   void OnDone(RequestId id, Nanos now, bool ok);
 
   WorkerLoad Load(WorkerId worker) const;  // zero for a worker with nothing in flight
+  // The factor for the queue-dependent part of predicted TTFT on `worker` at `now`: the
+  // learned correction, raised to what the oldest request still waiting for its first token
+  // there implies (see above). 1 for a worker never calibrated and nothing overdue.
+  double WaitCorrection(WorkerId worker, Nanos now) const;
+  TtftCalibration Calibration(WorkerId worker) const;
   // Drops every in-flight record of `worker` (it was removed); their later calls are ignored.
   void ForgetWorker(WorkerId worker);
 
@@ -84,14 +119,28 @@ class LoadTracker {
     Nanos last_token_at{0};
     std::uint64_t generated = 0;
   };
+  struct Calibrated {  // per worker; survives the worker having nothing in flight
+    double log_correction = 0;
+    double log_drift = 0;  // EWMA of log(measured / predicted TTFT)
+    std::uint64_t samples = 0;
+    // Requests with a prediction still waiting for their first token, oldest first.
+    std::set<std::pair<Nanos, RequestId>> waiting;
+  };
   void DropLocked(std::unordered_map<RequestId, Request>::iterator it);
+  void StopWaitingLocked(const Request& r, RequestId id);
+  void CalibrateLocked(const Request& r, Nanos now);
 
   RateLearner* const learner_;
   mutable std::mutex mu_;
-  std::unordered_map<RequestId, Request> requests_;   // guarded by mu_
-  std::unordered_map<WorkerId, WorkerLoad> workers_;  // guarded by mu_
-  std::uint64_t stale_calls_ = 0;                     // guarded by mu_
+  std::unordered_map<RequestId, Request> requests_;        // guarded by mu_
+  std::unordered_map<WorkerId, WorkerLoad> workers_;       // guarded by mu_
+  std::unordered_map<WorkerId, Calibrated> calibration_;  // guarded by mu_
+  std::uint64_t stale_calls_ = 0;                          // guarded by mu_
 };
+
+inline constexpr double kCalibrationGain = 0.2;
+inline constexpr double kMinWaitCorrection = 1.0 / 16;
+inline constexpr double kMaxWaitCorrection = 1000;
 
 // TokenBatcher: one stream's decode tokens, reported to LoadTracker::OnToken once per
 // `tokens_per_report` tokens instead of once per relayed piece. Why: at one token per piece

@@ -232,5 +232,87 @@ TEST(TokenBatcherTest, ReportsOncePerWindowAndTheRestAtFlush) {
   EXPECT_EQ(tracker.stale_calls(), 0u);
 }
 
+// Calibration (issue 15): the queue-dependent part of predicted TTFT is corrected online.
+RoutedRequest Predicted(WorkerId w, double ttft_s, double wait_s, double correction = 1) {
+  RoutedRequest r = Req(w, 4000, 4000, 250);
+  r.predicted_ttft_s = ttft_s;
+  r.predicted_wait_s = wait_s;
+  r.wait_correction = correction;
+  return r;
+}
+
+TEST(LoadTrackerCalibrationTest, LearnsTheFactorByWhichWaitsAreUnderPredicted) {
+  // Predicted: own 0.5 s + wait 2 s; measured: 0.5 s + 10 s (5x the wait). Each prediction
+  // carries the correction the previous samples taught, as the policy's would.
+  LoadTracker t;
+  for (RequestId id = 1; id <= 120; ++id) {
+    const double c = t.WaitCorrection(kA, Ms(0));
+    const Nanos at = Ms(100000.0 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, 0.5 + 2 * c, 2 * c, c), at);
+    t.OnFirstToken(id, at + FromSeconds(10.5));
+    t.OnDone(id, at + FromSeconds(11), true);
+  }
+  EXPECT_NEAR(t.WaitCorrection(kA, Ms(0)), 5.0, 0.05);
+  const TtftCalibration cal = t.Calibration(kA);
+  EXPECT_EQ(cal.samples, 120u);
+  EXPECT_NEAR(cal.drift, 1.0, 0.05);  // calibrated now: measured / predicted ~ 1
+  EXPECT_EQ(t.WaitCorrection(kB, Ms(0)), 1.0);  // another worker is untouched
+}
+
+TEST(LoadTrackerCalibrationTest, OverPredictedWaitsLowerTheFactor) {
+  LoadTracker t;
+  for (RequestId id = 1; id <= 60; ++id) {
+    const double c = t.WaitCorrection(kA, Ms(0));
+    const Nanos at = Ms(100000.0 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, 0.5 + 8 * c, 8 * c, c), at);
+    t.OnFirstToken(id, at + FromSeconds(2.5));  // waited 2 s of a predicted 8
+    t.OnDone(id, at + FromSeconds(3), true);
+  }
+  EXPECT_NEAR(t.WaitCorrection(kA, Ms(0)), 0.25, 0.01);
+}
+
+TEST(LoadTrackerCalibrationTest, NoQueueEitherWayTeachesNothing) {
+  LoadTracker t;
+  for (RequestId id = 1; id <= 20; ++id) {
+    const Nanos at = Ms(1000.0 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, 0.4, 0.0), at);
+    t.OnFirstToken(id, at + Ms(410));
+    t.OnDone(id, at + Ms(500), true);
+  }
+  EXPECT_EQ(t.WaitCorrection(kA, Ms(0)), 1.0);
+  EXPECT_EQ(t.Calibration(kA).samples, 20u);
+}
+
+TEST(LoadTrackerCalibrationTest, AnOverdueRequestRaisesTheFactorBeforeItsFirstToken) {
+  // Predicted own 1 s + wait 4 s; 45 s later it still waits: >= (44 + 0.1) / (4 + 0.1) ~ 10.8x.
+  LoadTracker t;
+  t.OnRouted(1, Predicted(kA, 5, 4), Ms(0));
+  t.OnRouted(2, Predicted(kA, 9, 8), Ms(1000));
+  EXPECT_EQ(t.WaitCorrection(kA, FromSeconds(3)), 1.0);  // not overdue yet
+  EXPECT_NEAR(t.WaitCorrection(kA, FromSeconds(45)), (44 + 0.1) / (4 + 0.1), 1e-9);
+  // Its first token ends the bound; the learned factor takes over.
+  t.OnFirstToken(1, FromSeconds(46));
+  const double learned = t.Calibration(kA).wait_correction;
+  EXPECT_GT(learned, 1.5);
+  EXPECT_LT(t.WaitCorrection(kA, FromSeconds(46)), 10.8);
+  // A request that failed before its first token is forgotten, not learned from.
+  t.OnDone(2, FromSeconds(47), false);
+  EXPECT_EQ(t.Calibration(kA).samples, 1u);
+  EXPECT_NEAR(t.WaitCorrection(kA, FromSeconds(500)), learned, 1e-12);
+}
+
+TEST(LoadTrackerCalibrationTest, TheFactorStaysWithinItsBounds) {
+  LoadTracker t;
+  for (RequestId id = 1; id <= 200; ++id) {
+    const Nanos at = Ms(1e6 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, 0.01, 0.001), at);
+    t.OnFirstToken(id, at + FromSeconds(3000));
+    t.OnDone(id, at + FromSeconds(3001), true);
+  }
+  EXPECT_DOUBLE_EQ(t.WaitCorrection(kA, Ms(0)), kMaxWaitCorrection);
+  t.OnRouted(1000, Predicted(kA, 0.01, 0.001, kMaxWaitCorrection), Ms(0));
+  EXPECT_DOUBLE_EQ(t.WaitCorrection(kA, FromSeconds(1e6)), kMaxWaitCorrection);
+}
+
 }  // namespace
 }  // namespace kvroute::gateway

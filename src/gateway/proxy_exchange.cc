@@ -112,6 +112,11 @@ void Exchange::BookRoute(const PreparedRequest& request, const RouteOutcome& rou
   rr.prompt_tokens = static_cast<std::uint64_t>(std::max<std::int64_t>(request.prompt_tokens, 0));
   rr.uncached_tokens = route.uncached_tokens;
   rr.kv_blocks = route.kv_blocks;
+  if (const sched::CandidateTrace* c = route.decision.Find(route.worker)) {
+    rr.predicted_ttft_s = c->predicted_ttft_s;
+    rr.predicted_wait_s = c->predicted_wait_s;
+    rr.wait_correction = route.wait_correction;
+  }
   proxy_->registry_->load().OnRouted(id_, rr, now);
   proxy_->pipeline_->OnRouted(request, route, now);
 }

@@ -89,7 +89,10 @@ struct Rls {
     for (std::size_t i = 0; i < N; ++i) s += theta[i] * x[i];
     return s;
   }
-  void Update(const Vec<N>& x, double y, const RateLearnerOptions& o, const Vec<N>& lo,
+  // Returns false when the step was not a number (a covariance that lost definiteness, an
+  // overflow): the caller then restarts this estimator from its seed, so a degenerate run of
+  // data can cost what was learned but never leaves a NaN or infinite rate behind.
+  bool Update(const Vec<N>& x, double y, const RateLearnerOptions& o, const Vec<N>& lo,
               const Vec<N>& hi) {
     double pred = Predict(x);
     double residual = y - pred;
@@ -102,6 +105,7 @@ struct Rls {
     }
     double denom = o.forgetting;
     for (std::size_t i = 0; i < N; ++i) denom += x[i] * px[i];
+    if (!std::isfinite(denom) || !(denom >= o.forgetting * 0.5)) return false;
     Vec<N> k{};
     for (std::size_t i = 0; i < N; ++i) k[i] = px[i] / denom;
     Vec<N> next{};
@@ -127,23 +131,37 @@ struct Rls {
         next[i] = std::clamp(theta[i] + step, lo[i], hi[i]);
       }
     }
-    theta = next;
+    for (double v : next) {
+      if (!std::isfinite(v)) return false;
+    }
+    Mat<N> next_p{};
     double trace = 0;
     for (std::size_t i = 0; i < N; ++i) {
-      for (std::size_t j = 0; j < N; ++j) p[i][j] = (p[i][j] - k[i] * px[j]) / o.forgetting;
-      trace += p[i][i];
+      for (std::size_t j = 0; j < N; ++j) {
+        next_p[i][j] = (p[i][j] - k[i] * px[j]) / o.forgetting;
+        if (!std::isfinite(next_p[i][j])) return false;
+      }
+      trace += next_p[i][i];
+    }
+    // A covariance with a non-positive diagonal has lost definiteness to rounding: the next
+    // gain would point anywhere.
+    for (std::size_t i = 0; i < N; ++i) {
+      if (!(next_p[i][i] > 0)) return false;
     }
     if (trace > p_trace_cap) {
       double f = p_trace_cap / trace;
-      for (auto& row : p) {
+      for (auto& row : next_p) {
         for (double& v : row) v *= f;
       }
     }
+    theta = next;
+    p = next_p;
     ++samples;
+    return true;
   }
 };
 
-bool GoodSeconds(double s, double max_s) { return std::isfinite(s) && s > 0 && s <= max_s; }
+bool GoodSeconds(double s) { return std::isfinite(s) && s > 0; }
 bool GoodCount(double v) { return std::isfinite(v) && v >= 0 && v < 1e12; }
 
 }  // namespace
@@ -158,7 +176,10 @@ struct RateLearner::State {
   Rls<3> decode;
   Vec<2> prefill_lo{}, prefill_hi{};
   Vec<3> decode_lo{}, decode_hi{};
+  Vec<2> prefill_seed{};  // where a reset restarts (normalised units)
+  Vec<3> decode_seed{};
   std::uint64_t rejected = 0;
+  std::uint64_t resets = 0;
 };
 
 void ScaleSeedTime(RateSeed& seed, double factor) {
@@ -242,12 +263,14 @@ void RateLearner::Seed(WorkerId worker, const RateSeed& seed) {
   Vec<2> p0{st->seed.prefill_overhead_s / st->prefill_y0,
             st->seed.prefill_s_per_token * kTokenScale / st->prefill_y0};
   st->prefill.Reset(p0, options_.prior_weight);
+  st->prefill_seed = p0;
   st->prefill_lo = {0.0, p0[1] / d};
   st->prefill_hi = {d, p0[1] * d};
   Vec<3> d0{seed.decode.base_s / st->decode_y0,
             seed.decode.per_sequence_s * kBatchScale / st->decode_y0,
             seed.decode.per_kv_token_s * kKvScale / st->decode_y0};
   st->decode.Reset(d0, options_.prior_weight);
+  st->decode_seed = d0;
   st->decode_lo = {0.0, 0.0, 0.0};
   st->decode_hi = {d, d, d};
   std::lock_guard lock(mu_);
@@ -265,12 +288,17 @@ void RateLearner::ObservePrefill(WorkerId worker, double tokens, Nanos ttft) {
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
   State& st = *it->second;
-  if (!GoodSeconds(y, options_.max_sample_s) || !GoodCount(tokens) || tokens < 1) {
+  if (!GoodSeconds(y) || !GoodCount(tokens) || tokens < 1) {
     ++st.rejected;
     return;
   }
-  st.prefill.Update({1.0, st.Work(tokens) / kTokenScale}, y / st.prefill_y0, options_,
-                    st.prefill_lo, st.prefill_hi);
+  y = std::min(y, options_.max_sample_s);
+  const Vec<2> x{1.0, st.Work(tokens) / kTokenScale};
+  if (!std::isfinite(x[1]) ||
+      !st.prefill.Update(x, y / st.prefill_y0, options_, st.prefill_lo, st.prefill_hi)) {
+    st.prefill.Reset(st.prefill_seed, options_.prior_weight);
+    ++st.resets;
+  }
 }
 
 void RateLearner::ObserveDecode(WorkerId worker, double batch, double kv_tokens, Nanos itl) {
@@ -279,13 +307,16 @@ void RateLearner::ObserveDecode(WorkerId worker, double batch, double kv_tokens,
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
   State& st = *it->second;
-  if (!GoodSeconds(y, options_.max_sample_s) || !GoodCount(batch) || batch < 1 ||
-      !GoodCount(kv_tokens)) {
+  if (!GoodSeconds(y) || !GoodCount(batch) || batch < 1 || !GoodCount(kv_tokens)) {
     ++st.rejected;
     return;
   }
-  st.decode.Update({1.0, batch / kBatchScale, kv_tokens / kKvScale}, y / st.decode_y0, options_,
-                   st.decode_lo, st.decode_hi);
+  y = std::min(y, options_.max_sample_s);
+  if (!st.decode.Update({1.0, batch / kBatchScale, kv_tokens / kKvScale}, y / st.decode_y0,
+                        options_, st.decode_lo, st.decode_hi)) {
+    st.decode.Reset(st.decode_seed, options_.prior_weight);
+    ++st.resets;
+  }
 }
 
 std::optional<RateEstimate> RateLearner::Estimate(WorkerId worker) const {
@@ -305,6 +336,7 @@ std::optional<RateEstimate> RateLearner::Estimate(WorkerId worker) const {
   e.prefill_samples = st.prefill.samples;
   e.decode_samples = st.decode.samples;
   e.rejected_samples = st.rejected;
+  e.resets = st.resets;
   return e;
 }
 

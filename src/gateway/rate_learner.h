@@ -22,8 +22,14 @@
 // effective memory of 1/(1-forgetting) samples), started at the seed with a prior covariance,
 // so with few samples the estimate stays near the seed and with many it follows the data.
 // Features are normalised by the seed's scale (see rate_learner.cc) to keep RLS well
-// conditioned. Robustness: a sample that is not finite, not positive or more than
-// `max_sample_s` is rejected and counted; a residual larger than `outlier_clip` times the
+// conditioned. Robustness: a sample that is not finite or not positive is rejected and
+// counted; one longer than `max_sample_s` is clipped to it (a very slow first token under
+// overload is real information, "at least this slow": rejecting it, as an earlier version did
+// past 600 s, kept an overloaded worker's estimate from ever seeing its overload, issue 15);
+// a step that is not a number (a covariance that lost definiteness to rounding, an overflow)
+// restarts that estimator from its seed and is counted in `resets`, so every estimate is
+// finite and within its bounds whatever the data (rate_learner_test's degenerate streams);
+// a residual larger than `outlier_clip` times the
 // current prediction is clipped to that bound (Huber-style), so one outlier moves the estimate
 // by a bounded amount while a persistent shift still converges. Coefficients are kept >= 0 and
 // c1 within [seed/max_drift, seed·max_drift]; a step whose clamping would move the prediction
@@ -68,7 +74,7 @@ struct RateLearnerOptions {
   double forgetting = 0.995;  // RLS forgetting factor in (0, 1]; memory ~200 samples
   double prior_weight = 10;   // how many samples' worth of belief the seed carries
   double outlier_clip = 3.0;  // residual clip, multiples of the current prediction
-  double max_sample_s = 600;  // samples above this (seconds) are garbage
+  double max_sample_s = 3600;  // samples above this (seconds) are clipped to it
   double max_drift = 1000;    // coefficients stay within seed/max_drift .. seed·max_drift
 };
 
@@ -85,6 +91,7 @@ struct RateEstimate {
   std::uint64_t prefill_samples = 0;   // accepted TTFT samples behind the prefill estimate
   std::uint64_t decode_samples = 0;    // accepted ITL samples behind the decode estimate
   std::uint64_t rejected_samples = 0;  // garbage samples ignored (both kinds)
+  std::uint64_t resets = 0;            // estimators restarted from the seed (not a number)
 };
 
 // Peer shrinkage of the prefill rate (used by WorkerRegistry::Snapshot and kvroute simulate's

@@ -268,7 +268,9 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
   RouteOutcome out;
   out.worker = *decision->chosen;
   for (const auto& w : workers) {
-    if (w.id == out.worker) out.worker_name = w.name;
+    if (w.id != out.worker) continue;
+    out.worker_name = w.name;
+    out.wait_correction = w.wait_correction;
   }
   out.base_url = BaseUrlOf(*deps_.registry, out.worker);
   for (const auto& v : profile.cache_views) {

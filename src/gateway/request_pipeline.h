@@ -115,6 +115,7 @@ struct RouteOutcome {
   std::uint32_t cached_any_blocks = 0;
   std::uint64_t uncached_tokens = 0;  // prompt tokens the worker must prefill (predicted)
   std::uint64_t kv_blocks = 0;        // blocks the request will hold (prompt + output)
+  double wait_correction = 1;         // the chosen worker's, as the decision saw it
 };
 
 class RequestPipeline {

@@ -81,6 +81,16 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                           .Name("kvroute_worker_inflight_requests")
                           .Help("Router-side in-flight requests per worker")
                           .Register(r);
+  wait_correction_ = &BuildGauge()
+                          .Name("kvroute_ttft_wait_correction")
+                          .Help("Factor on the worker's predicted queueing time, learned from "
+                                "measured TTFT and raised while a request is overdue (1: none)")
+                          .Register(r);
+  ttft_drift_ = &BuildGauge()
+                     .Name("kvroute_ttft_prediction_drift")
+                     .Help("Measured / predicted TTFT on the worker, recent geometric mean "
+                           "(1: calibrated)")
+                     .Register(r);
   index_blocks_ = &BuildGauge()
                        .Name("kvroute_index_blocks")
                        .Help("Distinct blocks in the KV index")
@@ -147,6 +157,11 @@ void RouterMetrics::SetWorkerState(std::string_view worker, bool healthy, bool d
   worker_healthy_->Add({{"worker", S(worker)}}).Set(healthy ? 1 : 0);
   worker_draining_->Add({{"worker", S(worker)}}).Set(draining ? 1 : 0);
   worker_inflight_->Add({{"worker", S(worker)}}).Set(inflight);
+}
+void RouterMetrics::SetTtftCalibration(std::string_view worker, double wait_correction,
+                                       double drift) {
+  wait_correction_->Add({{"worker", S(worker)}}).Set(wait_correction);
+  ttft_drift_->Add({{"worker", S(worker)}}).Set(drift);
 }
 void RouterMetrics::SetIndex(double blocks, double entries, double predicted_blocks) {
   index_blocks_->Set(blocks);

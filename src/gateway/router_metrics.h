@@ -17,6 +17,9 @@
 //   worker_healthy{worker}                       gauge    1 routable, 0 not
 //   worker_draining{worker}                      gauge    1 draining
 //   worker_inflight_requests{worker}             gauge    router-side in-flight per worker
+//   ttft_wait_correction{worker}                 gauge    factor on predicted queueing (1: none)
+//   ttft_prediction_drift{worker}                gauge    measured / predicted TTFT, recent
+//                                                         geometric mean (1: calibrated)
 //   index_blocks                                 gauge    distinct blocks in the KV index
 //   index_entries                                gauge    (block, worker) pairs
 //   predicted_blocks                             gauge    entries of the predict-on-route overlay
@@ -64,6 +67,7 @@ class RouterMetrics {
   void InflightDelta(double delta);
 
   void SetWorkerState(std::string_view worker, bool healthy, bool draining, double inflight);
+  void SetTtftCalibration(std::string_view worker, double wait_correction, double drift);
   void SetIndex(double blocks, double entries, double predicted_blocks);
   void SetEventLag(std::string_view worker, double seconds);
   void SetParity(std::string_view worker, double ratio);
@@ -87,6 +91,8 @@ class RouterMetrics {
   prometheus::Family<prometheus::Gauge>* worker_healthy_;
   prometheus::Family<prometheus::Gauge>* worker_draining_;
   prometheus::Family<prometheus::Gauge>* worker_inflight_;
+  prometheus::Family<prometheus::Gauge>* wait_correction_;
+  prometheus::Family<prometheus::Gauge>* ttft_drift_;
   prometheus::Gauge* index_blocks_;
   prometheus::Gauge* index_entries_;
   prometheus::Gauge* predicted_blocks_;

@@ -183,6 +183,7 @@ std::vector<sched::WorkerSnapshot> WorkerRegistry::Snapshot(Nanos now,
     s.inflight_requests = l.inflight_requests;
     s.pending_prefill_tokens = l.pending_prefill_tokens;
     s.active_kv_blocks = l.active_kv_blocks;
+    s.wait_correction = load_.WaitCorrection(id, now);
     // Capacity: what the engine says (cache_config_info), else config, else the profile. A
     // capacity reported in another block size than ours is not comparable: skipped.
     if (e.metrics && e.metrics->num_gpu_blocks && *e.metrics->num_gpu_blocks > 0 &&
