@@ -104,8 +104,10 @@ void RouterLoad::OnDone(std::uint64_t request, WorkerId worker, Nanos now, bool 
   Touch(worker);
 }
 
-void RouterLoad::Fill(WorkerId worker, sched::WorkerSnapshot* s) {
+void RouterLoad::Fill(WorkerId worker, Nanos now, sched::WorkerSnapshot* s) {
   if (worker >= dirty_.size()) return;
+  // As WorkerRegistry::Snapshot: the learned correction, raised while a request is overdue.
+  s->wait_correction = tracker_.WaitCorrection(worker, now);
   // As WorkerRegistry::Snapshot's peer prior; every call, since a peer's sample moves it.
   const Own& own = own_[worker];
   const Pool& pool = pools_[own.pool];
@@ -123,9 +125,11 @@ void RouterLoad::Fill(WorkerId worker, sched::WorkerSnapshot* s) {
   // As WorkerRegistry::Snapshot: too few decode samples of its own, its peers' model.
   const bool lend_decode = own.decode_samples < kPeerMinSamples && pool.decode_weight > 0;
   if (lend_decode) {
-    s->decode_step = sched::StepTimeModel{pool.decode.base_s / pool.decode_weight,
-                                          pool.decode.per_sequence_s / pool.decode_weight,
-                                          pool.decode.per_kv_token_s / pool.decode_weight};
+    // The pool is kept by adding and subtracting: rounding can leave a coefficient a hair
+    // below zero where every member's is zero.
+    s->decode_step = sched::StepTimeModel{std::max(0.0, pool.decode.base_s / pool.decode_weight),
+                                          std::max(0.0, pool.decode.per_sequence_s / pool.decode_weight),
+                                          std::max(0.0, pool.decode.per_kv_token_s / pool.decode_weight)};
   }
   if (dirty_[worker] == 0) return;
   dirty_[worker] = 0;

@@ -66,8 +66,9 @@ class RouterLoad {
 
   // Router-load and rate fields of `snapshot` (inflight, pending prefill, active KV blocks,
   // prefill rate, decode model, KV bytes per block), rewritten only when they changed since
-  // this worker's last Fill. REQUIRES: the same snapshot object for a worker every time.
-  void Fill(WorkerId worker, sched::WorkerSnapshot* snapshot);
+  // this worker's last Fill; the wait correction (time-dependent) at every call.
+  // REQUIRES: the same snapshot object for a worker every time.
+  void Fill(WorkerId worker, Nanos now, sched::WorkerSnapshot* snapshot);
 
   const gateway::LoadTracker& tracker() const { return tracker_; }
   const gateway::RateLearner& learner() const { return learner_; }

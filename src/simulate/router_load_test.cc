@@ -30,7 +30,7 @@ TEST(RouterLoadTest, FillCopiesTheTrackersLoadAndTheSeededRates) {
   ASSERT_TRUE(router.AddWorker(0, profile, 16).has_value());
   router.OnRouted(7, Routed(0, 1000, 600, 70), Nanos(0));
   sched::WorkerSnapshot s;
-  router.Fill(0, &s);
+  router.Fill(0, Nanos(0), &s);
   EXPECT_EQ(s.inflight_requests, 1u);
   EXPECT_EQ(s.pending_prefill_tokens, 600u);
   EXPECT_EQ(s.active_kv_blocks, 70u);
@@ -56,19 +56,19 @@ TEST(RouterLoadTest, FillSeesEveryChangeOfTheWorkerItFills) {
   ASSERT_TRUE(router.AddWorker(1, profile, 16).has_value());
   sched::WorkerSnapshot s0, s1;
   router.OnRouted(1, Routed(0, 2048, 2048, 130), Nanos(0));
-  router.Fill(0, &s0);
-  router.Fill(1, &s1);
+  router.Fill(0, Nanos(0), &s0);
+  router.Fill(1, Nanos(0), &s1);
   EXPECT_EQ(s0.inflight_requests, 1u);
   EXPECT_EQ(s1.inflight_requests, 0u);
   const double seeded_rate = *s0.prefill_tokens_per_s;
   // A slow first token: the prefill estimate moves, the pending tokens are gone.
   router.OnFirstToken(1, 0, milliseconds(2000));
-  router.Fill(0, &s0);
+  router.Fill(0, Nanos(0), &s0);
   EXPECT_EQ(s0.pending_prefill_tokens, 0u);
   EXPECT_LT(*s0.prefill_tokens_per_s, seeded_rate);
   router.OnToken(1, 0, milliseconds(2030));
   router.OnDone(1, 0, milliseconds(2030), true);
-  router.Fill(0, &s0);
+  router.Fill(0, Nanos(0), &s0);
   EXPECT_EQ(s0.inflight_requests, 0u);
   EXPECT_EQ(s0.active_kv_blocks, 0u);
   EXPECT_EQ(router.learner().Estimate(0)->prefill_samples, 1u);
@@ -81,11 +81,11 @@ TEST(RouterLoadTest, ForgettingAWorkerDropsItsLoadAndKeepsItsLearnedRates) {
   router.OnFirstToken(1, 0, milliseconds(3000));
   router.OnRouted(2, Routed(0, 512, 512, 40), milliseconds(3000));
   sched::WorkerSnapshot s;
-  router.Fill(0, &s);
+  router.Fill(0, Nanos(0), &s);
   const double learned = *s.prefill_tokens_per_s;
   router.ForgetWorker(0);
   router.OnDone(2, 0, milliseconds(3100), false);  // a late call for a forgotten request
-  router.Fill(0, &s);
+  router.Fill(0, Nanos(0), &s);
   EXPECT_EQ(s.inflight_requests, 0u);
   EXPECT_EQ(s.pending_prefill_tokens, 0u);
   EXPECT_EQ(s.active_kv_blocks, 0u);
@@ -100,7 +100,7 @@ TEST(RouterLoadTest, FillShrinksScatteredPrefillRatesTowardThePeersAsTheRegistry
   ASSERT_TRUE(router.AddWorker(0, TestProfile(), 16).has_value());
   ASSERT_TRUE(router.AddWorker(1, TestProfile(), 16).has_value());
   sched::WorkerSnapshot s0, s1;
-  router.Fill(0, &s0);
+  router.Fill(0, Nanos(0), &s0);
   const double seed_rate = *s0.prefill_tokens_per_s;
   std::uint64_t id = 0;
   Nanos now(0);
@@ -115,8 +115,8 @@ TEST(RouterLoadTest, FillShrinksScatteredPrefillRatesTowardThePeersAsTheRegistry
   }
   const double own0 = router.learner().Estimate(0)->prefill_tokens_per_s;
   const double own1 = router.learner().Estimate(1)->prefill_tokens_per_s;
-  router.Fill(0, &s0);
-  router.Fill(1, &s1);
+  router.Fill(0, Nanos(0), &s0);
+  router.Fill(1, Nanos(0), &s1);
   // 50 own samples against a prior of 100: a third of the log spread is left.
   EXPECT_GT(own0 / own1, 1.3);
   EXPECT_NEAR(std::log(*s0.prefill_tokens_per_s / *s1.prefill_tokens_per_s),
@@ -133,7 +133,7 @@ TEST(RouterLoadTest, FillLendsAWorkerWithFewDecodeSamplesItsPeersDecodeModel) {
   ASSERT_TRUE(router.AddWorker(0, TestProfile(), 16).has_value());
   ASSERT_TRUE(router.AddWorker(1, TestProfile(), 16).has_value());
   sched::WorkerSnapshot s0, s1;
-  router.Fill(1, &s1);
+  router.Fill(1, Nanos(0), &s1);
   const sched::StepTimeModel seed = *s1.decode_step;
   // Worker 0 decodes 40 tokens at twice the seed's batch-1 step time.
   const double itl = 2 * seed.Seconds(1, 4096);
@@ -150,8 +150,8 @@ TEST(RouterLoadTest, FillLendsAWorkerWithFewDecodeSamplesItsPeersDecodeModel) {
   ASSERT_TRUE(learned.has_value());
   ASSERT_GE(learned->decode_samples, 10u);
   ASSERT_LT(router.learner().Estimate(1)->decode_samples, 10u);
-  router.Fill(0, &s0);
-  router.Fill(1, &s1);
+  router.Fill(0, Nanos(0), &s0);
+  router.Fill(1, Nanos(0), &s1);
   EXPECT_DOUBLE_EQ(s0.decode_step->Seconds(1, 4096), learned->decode.Seconds(1, 4096));
   EXPECT_NEAR(s1.decode_step->Seconds(1, 4096), learned->decode.Seconds(1, 4096), 1e-12);
   EXPECT_GT(s1.decode_step->Seconds(1, 4096), 1.2 * seed.Seconds(1, 4096));

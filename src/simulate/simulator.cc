@@ -353,7 +353,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   const bool scrape = NeedsScrape();
   for (std::size_t w = 0; w < workers.size(); ++w) {
     if (!workers[w].alive) continue;
-    router.Fill(static_cast<WorkerId>(w), &snapshots[w]);  // only what changed
+    router.Fill(static_cast<WorkerId>(w), now, &snapshots[w]);  // only what changed
     if (scrape && snapshots[w].scraped) {
       snapshots[w].scraped->age_s = ToSeconds(now - workers[w].scraped_at);
     }
@@ -408,7 +408,13 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   lr.worker = w;
   lr.arrival = sent;  // TTFT and E2E count from the client's send, router delay included
   lr.last_token = now;
-  router.OnRouted(id, {w, prompt_tokens, prompt_tokens - cached_any, kv_blocks}, now);
+  gateway::RoutedRequest booking{w, prompt_tokens, prompt_tokens - cached_any, kv_blocks};
+  if (const sched::CandidateTrace* c = decision->Find(w)) {
+    booking.predicted_ttft_s = c->predicted_ttft_s;
+    booking.predicted_wait_s = c->predicted_wait_s;
+    booking.wait_correction = snapshots[w].wait_correction;
+  }
+  router.OnRouted(id, booking, now);
   ++workers[w].routed;
   engine::RequestSpec spec;
   spec.id = std::to_string(id);
