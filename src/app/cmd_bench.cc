@@ -386,6 +386,8 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   });
   void RegisterBenchOverheadCommand(CLI::App*, int*);  // defined in cmd_bench_overhead.cc
   RegisterBenchOverheadCommand(bench, exit_code);
+  void RegisterBenchTraceCommand(CLI::App*, int*);  // defined in cmd_bench_trace.cc
+  RegisterBenchTraceCommand(bench, exit_code);
 }
 
 }  // namespace kvroute::app
