@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Policy matrix (issue 15, docs/bench/policy-matrix.md): every built-in preset on six
+# workloads x two fleet sizes in `kvroute simulate`; table.py turns OUT into the doc's table
+# and checks the default against the best preset and round robin in every cell.
+#
+# Usage: scripts/policy-matrix/run.sh [OUT]      (default OUT: policy-matrix-results)
+# Env:  KVROUTE   binary (default build/release/kvroute; better a copy, note its commit)
+#       W         fleet sizes (default "8 16")
+#       POLICIES  presets, or .yaml policy files labelled by base name (default: all seven)
+#       WORKLOADS (default "agentic shared_prefix conv_low conv_high mooncake azure")
+#       JOBS      runs side by side (default 2), LIMIT_S timeout per run (default 900)
+# The conversation workloads replay a trace written by `kvroute bench conversation-trace`
+# (seed 1, defaults) into OUT/conversations.jsonl. Fleet size scales the offered load:
+# W/8 replicas of each trace, W/8 x the agentic concurrency and shared-prefix rate.
+# Bounded: every run is under `timeout`; runs whose JSON exists are skipped (resumable).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+OUT="${1:-policy-matrix-results}"
+KVROUTE="${KVROUTE:-$ROOT/build/release/kvroute}"
+W="${W:-8 16}"
+POLICIES="${POLICIES:-round_robin random least_load approx_prefix dynamo_cost llmd_sticky predicted_latency}"
+WORKLOADS="${WORKLOADS:-agentic shared_prefix conv_low conv_high mooncake azure}"
+JOBS="${JOBS:-2}"
+LIMIT_S="${LIMIT_S:-900}"
+mkdir -p "$OUT"
+CONV="$OUT/conversations.jsonl"
+[[ -f "$CONV" ]] || "$KVROUTE" bench conversation-trace --out "$CONV" --seed 1 >/dev/null
+
+workload_args() {  # $1 workload, $2 workers
+  local k=$(( $2 / 8 ))
+  case "$1" in
+    agentic) echo "--workload agentic --concurrency $((16 * k)) --sessions $((48 * k)) --turns 10 \
+--common-prefix-tokens 4000 --session-prefix-tokens 2000 --turn-input-tokens 1500 \
+--output-tokens 200 --turn-jitter 3s" ;;
+    shared_prefix) echo "--workload shared-prefix --rates $((12 * k)) --requests-per-rate $((1500 * k))" ;;
+    conv_low) echo "--workload trace --trace $CONV --trace-speedup 1.4 --trace-replicas $k" ;;
+    conv_high) echo "--workload trace --trace $CONV --trace-speedup 2 --trace-replicas $k" ;;
+    mooncake) echo "--workload trace --trace $ROOT/data/mooncake/synthetic_trace.jsonl \
+--trace-speedup 2 --trace-replicas $k" ;;
+    azure) echo "--workload trace --trace $ROOT/data/azure-llm-2023/AzureLLMInferenceTrace_conv.csv \
+--trace-speedup 4 --trace-replicas $k --max-requests $((4000 * k))" ;;
+    *) echo "unknown workload $1" >&2; return 1 ;;
+  esac
+}
+
+jobs_file="$OUT/jobs.txt"
+: > "$jobs_file"
+for w in $W; do
+  for wl in $WORKLOADS; do
+    for p in $POLICIES; do
+      if [[ "$p" == *.yaml ]]; then label="$(basename "$p" .yaml)"; pol="--policy-file $p"; else label="$p"; pol="--policy $p"; fi
+      name="${wl}_w${w}_${label}"
+      [[ -f "$OUT/$name.json" ]] && continue
+      echo "timeout $LIMIT_S $KVROUTE simulate $(workload_args "$wl" "$w") --workers $w $pol \
+--ttft-slo 1 --tpot-slo 0.05 --seed 1 --out $OUT --label $name --no-plots --no-progress \
+> $OUT/$name.log 2>&1 < /dev/null || echo \"$name failed (rc \$?)\"" >> "$jobs_file"
+    done
+  done
+done
+n=$(wc -l < "$jobs_file")
+echo "policy matrix: $n runs, $JOBS at a time, into $OUT"
+xargs -P "$JOBS" -I{} -d '\n' bash -c '{} ; echo -n .' < "$jobs_file"
+echo
+python3 "$ROOT/scripts/policy-matrix/table.py" "$OUT"
