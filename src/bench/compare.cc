@@ -54,7 +54,7 @@ CompareRow CompareRowOf(const RunReport& run) {
   std::vector<double> ttft, itl;
   double hit_sum = 0, ext_sum = 0, duration = 0;
   int hit_levels = 0, ext_levels = 0;
-  std::uint64_t output_tokens = 0;
+  std::uint64_t output_tokens = 0, prompt_tokens = 0, cached_tokens = 0;
   for (const auto& level : run.levels) {
     for (const auto& r : level.requests) {
       ++row.sent;
@@ -63,6 +63,8 @@ CompareRow CompareRowOf(const RunReport& run) {
         continue;
       }
       ++row.ok;
+      prompt_tokens += r.result.prompt_tokens;
+      cached_tokens += r.result.cached_tokens;
       ttft.push_back(r.result.ttft_s);
       itl.insert(itl.end(), r.result.itl_s.begin(), r.result.itl_s.end());
       output_tokens += r.result.output_tokens;
@@ -79,6 +81,9 @@ CompareRow CompareRowOf(const RunReport& run) {
   }
   row.ttft = Summarize(ttft);
   row.itl = Summarize(itl);
+  if (prompt_tokens > 0) {
+    row.cached_fraction = static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens);
+  }
   if (hit_levels > 0) row.hit_rate = hit_sum / hit_levels;
   if (ext_levels > 0) row.external_hit_rate = ext_sum / ext_levels;
   if (run.sweep_stop) row.stopped_after = run.sweep_stop->after_level;
@@ -123,7 +128,7 @@ std::string CompareTable(const std::vector<CompareRow>& rows, const CompareMeta&
     out << line;
   }
   std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s %6s %s\n", "out tok/s", "ratio",
-                "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "hit", "cpu", "stop");
+                "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "cached", "cpu", "stop");
   out << line;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof(line), "%-28s %7zu %6zu", r.router.c_str(), r.ok, r.failed);
@@ -139,14 +144,15 @@ std::string CompareTable(const std::vector<CompareRow>& rows, const CompareMeta&
     std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s %6s %s\n",
                   Fixed(r.output_tokens_per_s, 1).c_str(), Fixed(r.throughput_ratio, 2).c_str(),
                   Ms(r.ttft.p50).c_str(), Ms(r.ttft.p99).c_str(), Ms(r.itl.p50).c_str(),
-                  Ms(r.itl.p99).c_str(), Fixed(r.hit_rate, 3).c_str(),
+                  Ms(r.itl.p99).c_str(), Fixed(r.cached_fraction, 3).c_str(),
                   Fixed(r.external_hit_rate, 3).c_str(),
                   r.stopped_after.empty() ? "-" : r.stopped_after.c_str());
     out << line;
   }
   out << "goodput gp@T: Infera tokens/s/GPU at T tokens/s/user; ratios vs " << meta.baseline
-      << " (at c: the concurrency it was taken at); latencies in ms, pooled over levels; hit: "
-         "engine prefix cache (GPU tier), cpu: CPU-tier hits (null without a tier); stop: the "
+      << " (at c: the concurrency it was taken at); latencies in ms, pooled over levels; cached: "
+         "prompt tokens served from cache (the clients' usage.cached_tokens; the engine's hit "
+         "rate is in the files), cpu: CPU-tier hits (null without a tier); stop: the "
          "level after which the stop rule ended the sweep; "
       << TimeBaseNote(meta.speedup) << ".\n";
   if (meta.speedup != 1) {
@@ -187,6 +193,7 @@ std::string CompareJson(const std::vector<CompareRow>& rows, const CompareMeta& 
     o["throughput_ratio"] = OrNull(r.throughput_ratio);
     o["ttft_s"] = SummaryJson(r.ttft);
     o["itl_s"] = SummaryJson(r.itl);
+    o["cached_fraction"] = OrNull(r.cached_fraction);
     o["hit_rate"] = OrNull(r.hit_rate);
     o["external_hit_rate"] = OrNull(r.external_hit_rate);
     o["stopped_after"] =

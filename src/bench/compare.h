@@ -29,6 +29,7 @@ struct CompareRow {
   double output_tokens_per_s = 0;                    // summed over levels / summed durations
   std::optional<double> throughput_ratio;            // output tokens/s vs the baseline
   Summary ttft, itl;
+  std::optional<double> cached_fraction;       // prompt tokens served from cache (clients' usage)
   std::optional<double> hit_rate;              // engine prefix cache (vLLM: the GPU tier)
   std::optional<double> external_hit_rate;     // the lower (CPU) tier, when the engines export it
   std::vector<std::optional<int>> goodput_at;  // the concurrency each goodput was taken at
