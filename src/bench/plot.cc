@@ -141,7 +141,8 @@ std::vector<PlotFile> MakePlotFiles(const RunReport& run, std::string_view png_t
 }
 
 std::string DetectPngTerminal() {
-  FILE* p = ::popen("gnuplot -e 'set terminal' 2>&1", "r");
+  // stdin closed: with a terminal as input gnuplot pages its list and waits for Enter.
+  FILE* p = ::popen("gnuplot -e 'set terminal' </dev/null 2>&1", "r");
   if (p == nullptr) return "";
   std::string out;
   char buf[4096];
@@ -165,7 +166,8 @@ std::expected<void, std::string> WritePlots(const RunReport& run, const std::str
   }
   if (terminal.empty()) return std::unexpected("gnuplot not found: plots not rendered");
   const std::string cmd =
-      "cd " + ShellQuote(dir) + " && gnuplot " + ShellQuote(files.back().name) + " >/dev/null 2>&1";
+      "cd " + ShellQuote(dir) + " && gnuplot " + ShellQuote(files.back().name) +
+      " </dev/null >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0)
     return std::unexpected("gnuplot failed on " + files.back().name);
   return {};

@@ -116,6 +116,22 @@ def main():
                   "--ttft-slo", "2", "--tpot-slo", "0.1"], timeout=60)
     doc, _ = check_run(out, "trace", ["trace"], 4)
     check(doc["levels"][0]["rate_per_s"] > 0, "trace level has an offered rate")
+    # The plotting path under a pseudo-terminal, as a person runs it (make demo shares it):
+    # gnuplot given the terminal as its input paged its terminal list and waited for Enter,
+    # freezing the run for minutes behind output nobody saw. `script` gives the command a
+    # pty for stdin and stdout; it must finish by itself, charts written.
+    import shlex
+    plotted = [a.kvroute, "simulate", "--out", out, "--num-gpu-blocks", "4096", "--label",
+               "pty", "--workload", "agentic", "--workers", "2", "--concurrency", "2",
+               "--turns", "2", "--common-prefix-tokens", "256", "--session-prefix-tokens",
+               "128", "--turn-input-tokens", "64", "--output-tokens", "8"]
+    p = subprocess.run(["script", "-qfec", " ".join(shlex.quote(x) for x in plotted), "/dev/null"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "simulate under a pty exits 0: " + p.stdout[-500:] + p.stderr[-500:])
+    if shutil.which("gnuplot"):
+        check(os.path.exists(os.path.join(out, "pty_ttft_cdf.png")) or
+              any(f.startswith("pty_") and f.endswith(".png") for f in os.listdir(out)),
+              "charts rendered under a pty")
     print("OK")
 
 
