@@ -245,6 +245,9 @@ int RunSimulate(SimulateFlags f) {
     result->level.rate_per_s = plan.rate;
     extras.push_back(simulate::AppendLevel(std::move(*result), plan.name, &report));
     std::cerr << simulate::RunLine(extras.back(), n) << "\n";
+    const std::string calibration =
+        simulate::CalibrationLine(report.levels.back(), extras.back());
+    if (!calibration.empty()) std::cerr << calibration << "\n";
   }
   if (auto rss = simulate::PeakRssBytes()) {
     std::cerr << "peak RSS " << (*rss >> 20) << " MiB\n";

@@ -55,7 +55,7 @@ RandomCase MakeCase(std::mt19937_64& rng, bool sane) {
     WorkerSnapshot w = Worker(static_cast<WorkerId>(id));
     const bool idle = coin(rng) == 0;
     if (!idle) {
-      w.inflight_requests = static_cast<std::uint32_t>(Extreme(rng, 50));
+      w.inflight_requests = static_cast<std::uint32_t>(std::min(Extreme(rng, 50), 1e9));
       w.pending_prefill_tokens = static_cast<std::uint64_t>(std::min(Extreme(rng, 1e5), 1e15));
       w.active_kv_blocks = static_cast<std::uint64_t>(std::min(Extreme(rng, 800), 1e15));
     }

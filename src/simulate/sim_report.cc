@@ -1,5 +1,6 @@
 #include "simulate/sim_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -97,6 +98,28 @@ std::string RunLine(const SimLevelExtras& l, std::size_t requests) {
       "%llu engine steps",
       l.level.c_str(), requests, l.virtual_s, l.wall_s, l.wall_s > 0 ? l.virtual_s / l.wall_s : 0.0,
       static_cast<unsigned long long>(l.events), static_cast<unsigned long long>(l.steps));
+  return buf;
+}
+
+std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtras& extras) {
+  std::vector<double> ratios;
+  for (const DecisionRecord& d : extras.decisions) {
+    if (!d.predicted_ttft_s || *d.predicted_ttft_s <= 0 || d.request >= level.requests.size()) {
+      continue;
+    }
+    const bench::RequestResult& r = level.requests[d.request].result;
+    if (r.ok && r.ttft_s > 0) ratios.push_back(r.ttft_s / *d.predicted_ttft_s);
+  }
+  if (ratios.empty()) return "";
+  std::sort(ratios.begin(), ratios.end());
+  const auto q = [&](double p) {
+    return ratios[static_cast<std::size_t>(p * static_cast<double>(ratios.size() - 1))];
+  };
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "level %s: TTFT measured / predicted on the chosen worker: p10 %.2f, p50 %.2f, "
+                "p90 %.2f (%zu requests)",
+                extras.level.c_str(), q(0.1), q(0.5), q(0.9), ratios.size());
   return buf;
 }
 

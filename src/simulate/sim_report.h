@@ -48,6 +48,11 @@ std::expected<void, std::string> WriteSimFiles(const bench::RunReport& report,
 // "level c=8: 1234 requests, virtual 812.3 s, wall 4.1 s (198x), 2.1M events, 310k steps"
 std::string RunLine(const SimLevelExtras& level, std::size_t requests);
 
+// "TTFT measured / predicted on the chosen worker: p10 0.8, p50 1.0, p90 1.3 (4,812 requests)"
+// over the served requests of `level` (the report's level of the same name) that had a
+// prediction; empty when none had. The router's calibration at a glance (issue 15).
+std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtras& extras);
+
 // Peak resident set size of this process (VmHWM), bytes; nullopt where unavailable.
 std::optional<std::uint64_t> PeakRssBytes();
 

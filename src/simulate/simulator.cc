@@ -607,4 +607,6 @@ const engine::Engine* Simulator::engine(WorkerId worker) const {
 
 const kv::KvIndex& Simulator::index() const { return impl_->index; }
 
+const RouterLoad& Simulator::router_load() const { return impl_->router; }
+
 }  // namespace kvroute::simulate

@@ -45,6 +45,8 @@ class KvIndex;
 
 namespace kvroute::simulate {
 
+class RouterLoad;
+
 struct SimOptions {
   Fleet fleet;
   std::shared_ptr<const sched::Policy> policy;
@@ -121,6 +123,8 @@ class Simulator {
   // For tests (valid during on_step_end and after Run): the engine of a live worker, the index.
   const engine::Engine* engine(WorkerId worker) const;
   const kv::KvIndex& index() const;
+  // The router-side load and learned rates (the gateway's LoadTracker and RateLearner).
+  const RouterLoad& router_load() const;
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 #include "engine/step_time.h"
 #include "kv/index.h"
 #include "simulate/sim_report.h"
+#include "simulate/router_load.h"
 #include "simulate/sim_test_util.h"
 
 namespace kvroute::simulate {
@@ -220,6 +221,46 @@ TEST(SimulatorTest, LeanPathGivesTheSameResultsAsTheFullTracePath) {
       EXPECT_EQ(run(preset, false, agentic), full) << preset << (agentic ? " agentic" : "");
     }
   }
+}
+
+// Issue 15: requests longer than the context fail at once; they must not feed the rate
+// learner or the calibration as if served, and must leave no load behind.
+TEST(SimulatorTest, FastFailuresFeedNeitherTheLearnerNorTheLoad) {
+  auto trace = std::make_shared<bench::Trace>();
+  trace->hash_block_tokens = 512;
+  std::uint64_t next_id = 0;
+  for (int i = 0; i < 40; ++i) {
+    bench::TraceRequest r;
+    r.arrival_s = 0.5 * i;
+    r.input_tokens = i % 4 == 0 ? 50000 : 2048;  // 50,000 > the profile's 40,960
+    r.output_tokens = 8;
+    for (std::uint32_t b = 0; b < (r.input_tokens + 511) / 512; ++b) r.hash_ids.push_back(next_id++);
+    trace->requests.push_back(r);
+  }
+  SimOptions o = testing::Options(2, "predicted_latency");
+  Simulator sim(o, NewTraceWorkload(trace, TraceSimOptions{}));
+  auto r = sim.Run();
+  ASSERT_TRUE(r.has_value()) << r.error();
+  int ok = 0, failed = 0;
+  for (const auto& req : r->level.requests) {
+    if (req.result.ok) {
+      ++ok;
+    } else {
+      ++failed;
+      EXPECT_EQ(req.result.error_kind, "http_4xx");
+    }
+  }
+  EXPECT_EQ(failed, 10);
+  EXPECT_EQ(ok, 30);
+  std::uint64_t prefill_samples = 0, calibrated = 0;
+  for (WorkerId w = 0; w < 2; ++w) {
+    prefill_samples += sim.router_load().learner().Estimate(w)->prefill_samples;
+    calibrated += sim.router_load().tracker().Calibration(w).samples;
+    EXPECT_EQ(sim.router_load().tracker().Load(w), gateway::WorkerLoad{});
+  }
+  EXPECT_EQ(prefill_samples, 30u);  // one per served first token, none per failure
+  EXPECT_EQ(calibrated, 30u);
+  EXPECT_EQ(sim.router_load().tracker().inflight(), 0u);
 }
 
 }  // namespace
