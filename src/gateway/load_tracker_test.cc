@@ -241,17 +241,24 @@ RoutedRequest Predicted(WorkerId w, double ttft_s, double wait_s, double correct
   return r;
 }
 
-TEST(LoadTrackerCalibrationTest, LearnsTheFactorByWhichWaitsAreUnderPredicted) {
-  // Predicted: own 0.5 s + wait 2 s; measured: 0.5 s + 10 s (5x the wait). Each prediction
-  // carries the correction the previous samples taught, as the policy's would.
-  LoadTracker t;
-  for (RequestId id = 1; id <= 120; ++id) {
+// `n` requests on kA, one at a time, each predicted (with the correction the previous ones
+// taught, as the policy's predictions carry it) to take `own` s of its own work plus a wait of
+// `model_wait` s x the correction, and measured at `own` + `measured_wait` s.
+void CalibrateOnSteadyWaits(LoadTracker& t, int n, double own, double model_wait,
+                            double measured_wait) {
+  for (RequestId id = 1; id <= static_cast<RequestId>(n); ++id) {
     const double c = t.WaitCorrection(kA, Ms(0));
     const Nanos at = Ms(100000.0 * static_cast<double>(id));
-    t.OnRouted(id, Predicted(kA, 0.5 + 2 * c, 2 * c, c), at);
-    t.OnFirstToken(id, at + FromSeconds(10.5));
-    t.OnDone(id, at + FromSeconds(11), true);
+    t.OnRouted(id, Predicted(kA, own + model_wait * c, model_wait * c, c), at);
+    t.OnFirstToken(id, at + FromSeconds(own + measured_wait));
+    t.OnDone(id, at + FromSeconds(own + measured_wait + 0.5), true);
   }
+}
+
+TEST(LoadTrackerCalibrationTest, LearnsTheFactorByWhichWaitsAreUnderPredicted) {
+  // Predicted: own 0.5 s + wait 2 s; measured: 0.5 s + 10 s (5x the wait).
+  LoadTracker t;
+  CalibrateOnSteadyWaits(t, 120, 0.5, 2, 10);
   EXPECT_NEAR(t.WaitCorrection(kA, Ms(0)), 5.0, 0.05);
   const TtftCalibration cal = t.Calibration(kA);
   EXPECT_EQ(cal.samples, 120u);
@@ -261,13 +268,7 @@ TEST(LoadTrackerCalibrationTest, LearnsTheFactorByWhichWaitsAreUnderPredicted) {
 
 TEST(LoadTrackerCalibrationTest, OverPredictedWaitsLowerTheFactor) {
   LoadTracker t;
-  for (RequestId id = 1; id <= 60; ++id) {
-    const double c = t.WaitCorrection(kA, Ms(0));
-    const Nanos at = Ms(100000.0 * static_cast<double>(id));
-    t.OnRouted(id, Predicted(kA, 0.5 + 8 * c, 8 * c, c), at);
-    t.OnFirstToken(id, at + FromSeconds(2.5));  // waited 2 s of a predicted 8
-    t.OnDone(id, at + FromSeconds(3), true);
-  }
+  CalibrateOnSteadyWaits(t, 60, 0.5, 8, 2);  // waited 2 s of a predicted 8
   EXPECT_NEAR(t.WaitCorrection(kA, Ms(0)), 0.25, 0.01);
 }
 
