@@ -1,7 +1,7 @@
 // ChunkedDecoder: an incremental decoder of an HTTP/1.1 chunked message body (RFC 9112 §7.1),
 // for ResponseStream's body reads. Why not Beast's parser for this part: a relayed token
 // stream is one small chunk per token, and `basic_parser::put` spent ~1.2k instructions per
-// chunk (callgrind, gateway/README.md); this loop is a few per byte of framing plus one append.
+// chunk (callgrind, docs/bench/proxy-overhead.md); this loop is a few per byte of framing plus one append.
 //
 // Feed it bytes as they arrive, split anywhere; it appends the chunk data to `out` and stops
 // after the final CRLF (bytes after it, a next pipelined response, are not consumed).
