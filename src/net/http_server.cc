@@ -78,6 +78,82 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
+constexpr std::string_view kAmbiguousFraming =
+    "Bad Request: a request must not carry both Content-Length and Transfer-Encoding (nor "
+    "conflicting copies of either)";
+
+// The server's own error answers, in the OpenAI error shape every kvroute endpoint uses.
+// `message` is ours (fixed text or Beast's parse-error name): nothing of the request leaks.
+HttpResponse ErrorJson(int status, std::string_view type, std::string_view message) {
+  std::string body = R"({"error":{"message":")";
+  for (char c : message) {
+    if (c == '"' || c == '\\') body += '\\';
+    body += c;
+  }
+  body += R"(","type":")" + std::string(type) + R"(","param":null,"code":)" +
+          std::to_string(status) + "}}";
+  return JsonResponse(status, std::move(body));
+}
+
+// What a failed read of a request (header or body) is answered with before the connection
+// closes; nullopt: nothing (the client went away, timed out, or the server closed it).
+//   body_limit     413
+//   header_limit   431
+//   other parse errors (malformed start line or field, bad chunk, and request smuggling:
+//   Content-Length together with Transfer-Encoding, or a duplicate of either) 400
+// A request whose framing is ambiguous is never served: a proxy in front may have framed it
+// differently (RFC 9112 section 6.3), so the connection is not reused either.
+std::optional<HttpResponse> ReadErrorAnswer(const beast::error_code& ec,
+                                            const http::request_parser<http::string_body>& parser) {
+  if (ec.category() != http::make_error_code(http::error::end_of_stream).category()) {
+    return std::nullopt;
+  }
+  switch (static_cast<http::error>(ec.value())) {
+    case http::error::end_of_stream:
+    case http::error::partial_message:
+    case http::error::short_read:
+      return std::nullopt;
+    case http::error::body_limit:
+      return ErrorJson(413, "BadRequestError", "request body too large");
+    case http::error::header_limit:
+      return ErrorJson(431, "BadRequestError", "request header too large");
+    case http::error::bad_content_length:
+    case http::error::bad_transfer_encoding: {
+      // Beast stops at the second framing field, so the first one is in the message.
+      const auto& fields = parser.get();
+      if (fields.count(http::field::content_length) > 0 ||
+          fields.count(http::field::transfer_encoding) > 0) {
+        return ErrorJson(400, "BadRequestError", kAmbiguousFraming);
+      }
+      [[fallthrough]];
+    }
+    default:
+      return ErrorJson(400, "BadRequestError", "Bad Request: " + ec.message());
+  }
+}
+
+// The framing rules Beast's parser lets through (RFC 9112 section 6.1): it reads a request
+// with `Transfer-Encoding: gzip` and a Content-Length by the Content-Length, and one with
+// `Transfer-Encoding: chunked, chunked` or two Transfer-Encoding fields as it sees fit, where
+// a proxy in front may have read the same bytes as two requests. Only a single `chunked` is
+// accepted; anything else with a Transfer-Encoding is a 400. nullopt: the framing is sound.
+std::optional<HttpResponse> FramingAnswer(const http::request_parser<http::string_body>& parser) {
+  const auto& fields = parser.get();
+  const std::size_t te = fields.count(http::field::transfer_encoding);
+  if (te == 0) return std::nullopt;
+  if (fields.count(http::field::content_length) > 0) {
+    return ErrorJson(400, "BadRequestError", kAmbiguousFraming);
+  }
+  std::string_view value = fields[http::field::transfer_encoding];
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  if (te > 1 || !beast::iequals(value, "chunked")) {
+    return ErrorJson(400, "BadRequestError",
+                     "Bad Request: the only Transfer-Encoding accepted is a single chunked");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 class HttpServer::Impl {
@@ -174,6 +250,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                                     bool keep_alive);
   template <typename Buffers>
   asio::awaitable<bool> WriteNow(Buffers buffers);
+  asio::awaitable<void> Linger();
   asio::awaitable<void> Watch();
   asio::awaitable<void> StopWatching();
   void StartWatching();
@@ -216,13 +293,18 @@ asio::awaitable<void> HttpServer::Impl::Session::Run() {
     stream_.expires_after(opt.idle_timeout);
     auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kNoThrow);
     idle_ = false;
-    if (hec == http::error::body_limit) {
+    // EOF, idle timeout, closed at drain: nothing to say. Malformed or ambiguously framed:
+    // an error answer, and the connection closes (its next bytes cannot be trusted).
+    std::optional<HttpResponse> refusal =
+        hec ? ReadErrorAnswer(hec, parser) : FramingAnswer(parser);
+    if (refusal) {
       server_->RequestStarted();
-      co_await WriteFull(TextResponse(413, "request body too large\n"), 11, false);
+      co_await WriteFull(*refusal, hec ? 11 : parser.get().version(), false);
       server_->RequestFinished();
+      co_await Linger();
       break;
     }
-    if (hec) break;  // EOF, idle timeout, closed at drain, malformed header
+    if (hec) break;
     server_->RequestStarted();
     bool keep_going = co_await Serve(parser);
     server_->RequestFinished();
@@ -255,11 +337,13 @@ asio::awaitable<bool> HttpServer::Impl::Session::Serve(
   }
   stream_.expires_after(opt.read_timeout);
   auto [ec, n] = co_await http::async_read(stream_, buffer_, parser, kNoThrow);
-  if (ec == http::error::body_limit) {
-    co_await WriteFull(TextResponse(413, "request body too large\n"), version, false);
+  if (ec) {
+    if (auto answer = ReadErrorAnswer(ec, parser)) {
+      co_await WriteFull(*answer, version, false);
+      co_await Linger();
+    }
     co_return false;
   }
-  if (ec) co_return false;
   stream_.expires_never();
 
   const auto& msg = parser.get();
@@ -378,6 +462,24 @@ asio::awaitable<bool> HttpServer::Impl::Session::WriteStream(const HttpResponse&
   co_return !lec;
 }
 
+// After an error answer the connection is closed with the client's bytes possibly still
+// unread (a body we refused, the rest of a malformed request). Closing a socket with unread
+// data sends a reset, and the client's kernel may drop our answer before the client reads
+// it. So: stop sending (FIN after the answer), read and discard until the client closes, for
+// at most kLingerTime (nginx's lingering_close). Shutdown's Cut ends it early (not busy_).
+asio::awaitable<void> HttpServer::Impl::Session::Linger() {
+  constexpr std::chrono::seconds kLingerTime{2};
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) co_return;
+  stream_.expires_after(kLingerTime);
+  for (;;) {
+    auto [rec, rn] = co_await stream_.async_read_some(asio::buffer(watch_buf_), kNoThrow);
+    if (rec) break;
+  }
+  stream_.expires_never();
+}
+
 // While an answer is pending, a read on the socket tells us when the client goes away (EOF
 // or reset); HTTP clients send nothing while they wait for a response. Bytes that do arrive
 // are a pipelined next request: they are kept for the next read.
@@ -450,14 +552,11 @@ asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
 HandlerResult HttpServer::Impl::Dispatch(HttpRequest&& request) const {
   auto path_it = routes_.find(request.path);
   if (path_it == routes_.end()) {
-    return JsonResponse(
-        404, R"({"error":{"message":"Not Found","type":"NotFoundError","param":null,"code":404}})");
+    return ErrorJson(404, "NotFoundError", "Not Found");
   }
   auto method_it = path_it->second.find(request.method);
   if (method_it == path_it->second.end()) {
-    HttpResponse r = JsonResponse(
-        405,
-        R"({"error":{"message":"Method Not Allowed","type":"MethodNotAllowed","param":null,"code":405}})");
+    HttpResponse r = ErrorJson(405, "MethodNotAllowed", "Method Not Allowed");
     std::string allow;
     for (const auto& [method, h] : path_it->second) allow += (allow.empty() ? "" : ", ") + method;
     r.headers.emplace_back("Allow", allow);
@@ -469,9 +568,7 @@ HandlerResult HttpServer::Impl::Dispatch(HttpRequest&& request) const {
     // Handlers must not throw; if one does, only this request fails and nothing leaks. The
     // route's own key names it: the handler may have moved from the request.
     spdlog::error("http: handler for {} {} threw: {}", method_it->first, path_it->first, e.what());
-    return JsonResponse(
-        500,
-        R"({"error":{"message":"Internal Server Error","type":"InternalServerError","param":null,"code":500}})");
+    return ErrorJson(500, "InternalServerError", "Internal Server Error");
   }
 }
 
