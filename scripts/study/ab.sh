@@ -32,10 +32,15 @@ mkdir -p "$OUT"
 sed 's/^max_model_len: .*/max_model_len: 131072/' "$ROOT/profiles/qwen3-32b-tp2-h100.yaml" \
   > "$OUT/qwen131k.yaml"
 
+# Infera's session shape, spelled out: simulate's own default session is smaller (it fits the
+# default profile's 40,960-token context).
+INFERA_SHAPE="--common-prefix-tokens 20000 --session-prefix-tokens 10000 --turns 30 \
+--turn-input-tokens 2048 --output-tokens 900"
+
 case_flags() {
   case "$1" in
     infera_j3s) echo --workers 4 --profile "$OUT/qwen131k.yaml" --concurrency 8 16 32 \
-                  --sessions 32 --turn-jitter 3s ;;
+                  --sessions 32 --turn-jitter 3s $INFERA_SHAPE ;;
     agentic_j) echo --workers 8 --num-gpu-blocks 8192 --workload agentic --concurrency 32 \
                  --sessions 32 --common-prefix-tokens 2000 --session-prefix-tokens 1000 \
                  --turns 5 --turn-input-tokens 256 --output-tokens 64 --turn-jitter 30ms ;;

@@ -53,6 +53,8 @@ for cpu in $TIERS; do
     timeout "$LIMIT_S" nice -n "$NICE" "$KVROUTE" simulate --no-plots --no-progress \
       --out "$OUT" --label "$label" "${pol[@]}" --workers 4 --profile "$OUT/qwen131k.yaml" \
       --num-cpu-blocks "$cpu" --workload agentic --concurrency $LEVELS --sessions 64 \
+      --common-prefix-tokens 20000 --session-prefix-tokens 10000 --turns 30 \
+      --turn-input-tokens 2048 --output-tokens 900 \
       --duration 300s --turn-jitter "$JITTER" --scrape-interval 10s --predicted-ttl 50s \
       > "$OUT/$label.log" 2>&1 || echo "   $label: rc $?" >&2
   done

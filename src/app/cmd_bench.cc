@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "app/commands.h"
+#include "bench/compare_notes.h"
 #include "bench/compare_run.h"
 #include "bench/plot.h"
 #include "bench/report.h"
@@ -190,6 +191,9 @@ int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   meta.workers = c.workers;
   meta.workload = f.run.workload;
   std::cout << bench::CompareTable(result->rows, meta);
+  if (const std::string notes = bench::CompareRunNotes(result->runs, f.run); !notes.empty()) {
+    std::cout << "\n" << notes;
+  }
   std::string plot_error;
   auto wrote = bench::WriteCompareFiles(result->rows, meta, f.out_dir, !f.no_plots, &plot_error);
   if (!wrote) {

@@ -3,16 +3,27 @@
 // running for the user to try with curl until Ctrl-C. Everything is a child of this process
 // (bench/cluster.h) and is stopped on every exit path.
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
 
 #include "app/commands.h"
+#include "bench/compare_notes.h"
 #include "bench/compare_run.h"
+#include "bench/demo_try.h"
 #include "tokenize/simple_tokenizer.h"
 
 namespace kvroute::app {
 namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 // The default profile (qwen3-32b-tp2-h100) runs each sim on 2 GPUs: goodput is per GPU.
 constexpr int kGpusPerSim = 2;
@@ -86,10 +97,18 @@ int RunDemo(const DemoFlags& f) {
   if (!f.quick) options.cluster.max_model_len = 131072;
   options.routers = {"nginx-rr", "kvroute:predicted_latency"};
   options.out_dir = f.out_dir;
-  std::cout << "kvroute demo: " << f.workers << " sims (" << f.speedup
-            << "x real time) behind nginx round robin, then behind kvroute predicted_latency; "
-            << run.concurrency.front() << " concurrent agentic sessions (Infera shape), about "
-            << (f.quick ? "half a minute" : "two minutes") << std::endl;
+  std::cout << bench::WrapText("kvroute demo: the same workload, " +
+                               std::to_string(run.concurrency.front()) +
+                               " concurrent agentic sessions (Infera's shape), through nginx "
+                               "round robin and then through kvroute predicted_latency, each in "
+                               "front of " +
+                               std::to_string(f.workers) + " fresh simulated vLLM workers; about " +
+                               (f.quick ? "half a minute" : "two minutes") + ". The sims run " +
+                               Num(f.speedup) +
+                               "x faster than real time, and every time reported is model "
+                               "time: what the simulated GPUs would take (wall time x " +
+                               Num(f.speedup) + ").")
+            << std::flush;
   auto result = bench::RunCompare(options, run, report);
   if (!result) {
     std::cerr << "kvroute demo: " << result.error() << "\n";
@@ -99,17 +118,21 @@ int RunDemo(const DemoFlags& f) {
   meta.speedup = f.speedup;
   meta.workers = f.workers;
   meta.workload = run.workload;
-  std::cout << bench::CompareTable(result->rows, meta);
+  std::cout << "\n" << bench::CompareTable(result->rows, meta);
+  if (const std::string notes = bench::CompareRunNotes(result->runs, run); !notes.empty()) {
+    std::cout << "\n" << notes;
+  }
   std::string plot_error;
   if (auto wrote = bench::WriteCompareFiles(result->rows, meta, f.out_dir, true, &plot_error);
       !wrote) {
     std::cerr << "kvroute demo: " << wrote.error() << "\n";
     return 2;
   }
-  std::cout << "results: " << f.out_dir << "/compare.json, compare.csv; charts "
-            << (plot_error.empty() ? f.out_dir + "/compare.png, <router>_*.png"
-                                   : "not rendered (" + plot_error + ")")
-            << std::endl;
+  std::cout << "\n"
+            << bench::WrapText("Results in " + f.out_dir + ": compare.json, compare.csv, " +
+                               (plot_error.empty() ? "charts compare.png and <router>_*.png."
+                                                   : "charts not rendered (" + plot_error + ")."))
+            << std::flush;
 
   // A fresh cluster for the user to try.
   bench::ClusterOptions cluster_options = options.cluster;
@@ -125,17 +148,17 @@ int RunDemo(const DemoFlags& f) {
   }
   const std::string url = cluster.router_url();
   const std::string model = cluster.sims().front().model;
-  std::cout << "\nkvroute is running at " << url << " in front of " << f.workers << " sims.\n"
-            << "Try:\n  curl -N " << url
-            << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \""
-            << model
-            << "\", \"stream\": true, \"max_tokens\": 32, \"messages\": [{\"role\": \"user\", "
-               "\"content\": \"Hello!\"}]}'\n"
-            << "  curl " << url << "/metrics\n"
-            << "  curl -X POST " << url
-            << "/debug/route -H 'Content-Type: application/json' -d '{\"model\": \"" << model
-            << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'\n"
-            << std::flush;
+  // The cache probe the try-it commands send, by absolute path so they paste from anywhere.
+  std::error_code ec;
+  const std::string probe =
+      std::filesystem::absolute(f.out_dir + "/cache_probe.json", ec).lexically_normal().string();
+  std::ofstream(probe) << bench::CacheProbeBody(model);
+  std::cout << "\n"
+            << bench::WrapText("kvroute is running at " + url + " in front of " +
+                               std::to_string(f.workers) +
+                               " fresh sims (cold caches). Try, in another terminal:")
+            << "\n"
+            << bench::TryItText(url, model, probe) << std::flush;
   if (f.no_wait) {
     cluster.Stop();
     return 0;

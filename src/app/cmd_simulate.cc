@@ -25,6 +25,7 @@ struct SimulateFlags {
   std::vector<std::string> fail, restart, add;
   std::uint32_t block_size = 16, max_num_seqs = 256, max_num_batched_tokens = 8192;
   std::int64_t num_gpu_blocks = 0, num_cpu_blocks = 0;
+  std::uint32_t max_model_len = 0;  // 0: each profile's
   // Router.
   std::string policy = "predicted_latency";
   std::string policy_file;
@@ -33,7 +34,7 @@ struct SimulateFlags {
   bool no_overlay = false;
   // Workload.
   std::string workload = "agentic";
-  bench::AgenticOptions agentic;
+  bench::AgenticOptions agentic = simulate::DefaultAgenticShape();  // fits the default profile
   std::vector<int> concurrency = {8};
   std::string think_time = "0";
   std::string turn_jitter = "0";
@@ -65,6 +66,7 @@ std::expected<simulate::Fleet, std::string> BuildFleet(const SimulateFlags& f) {
   base.config.max_num_batched_tokens = f.max_num_batched_tokens;
   base.config.num_gpu_blocks_override = f.num_gpu_blocks;
   base.config.num_cpu_blocks = f.num_cpu_blocks;
+  base.config.max_model_len = f.max_model_len;
   simulate::Fleet fleet;
   if (!f.fleet_file.empty()) {
     std::ifstream in(f.fleet_file);
@@ -206,6 +208,9 @@ int RunSimulate(SimulateFlags f) {
       {"seed", static_cast<double>(f.seed)},
       {"max_requests", static_cast<double>(f.max_requests)},
   };
+  if (f.max_model_len > 0) {
+    report.config.push_back({"max_model_len", static_cast<double>(f.max_model_len)});
+  }
   const auto& a = f.agentic;
   if (f.workload == "agentic") {
     report.config.insert(report.config.end(),
@@ -253,6 +258,11 @@ int RunSimulate(SimulateFlags f) {
     std::cerr << "peak RSS " << (*rss >> 20) << " MiB\n";
   }
   std::cout << bench::TerminalTable(report);
+  // Said twice, so that neither a reader of the table nor one of the log misses it.
+  if (auto note = simulate::FailureNote(report, extras)) {
+    std::cout << *note << "\n";
+    std::cerr << "kvroute simulate: " << *note << "\n";
+  }
   auto wrote = bench::WriteRunFiles(report, f.out_dir);
   if (!wrote) return fail(wrote.error());
   const std::string stem = f.out_dir + "/" + bench::FileStem(report.label);
@@ -315,6 +325,10 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--num-cpu-blocks", f.num_cpu_blocks, "CPU-tier KV blocks per worker (0: none)")
       ->capture_default_str();
+  cmd->add_option("--max-model-len", f.max_model_len,
+                  "Context length of every worker, as `kvroute sim --max-model-len` (0: the "
+                  "profile's; Infera's agentic shape needs 131072)")
+      ->capture_default_str();
   // Router.
   cmd->add_option("--policy", f.policy,
                   "Built-in policy: round_robin, random, least_load, approx_prefix, dynamo_cost,\n"
@@ -364,7 +378,7 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "(client and network delays a live run has; 0 keeps sessions in lockstep)")
       ->capture_default_str();
   cmd->add_option("--output-tokens", f.output_tokens,
-                  "Output tokens per request (agentic default 900, shared-prefix 1000)");
+                  "Output tokens per request (agentic default 200, shared-prefix 1000)");
   cmd->add_option("--rates", f.rates, "Shared-prefix: Poisson rates (req/s); a list sweeps")
       ->delimiter(',')
       ->capture_default_str();

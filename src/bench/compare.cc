@@ -1,12 +1,17 @@
 #include "bench/compare.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 
+#include "bench/compare_notes.h"
 #include "bench/plot.h"
 #include "bench/time_base.h"
 
@@ -24,8 +29,6 @@ std::string Fixed(std::optional<double> v, int precision) {
   std::snprintf(buf, sizeof(buf), "%.*f", precision, v.value_or(0.0));
   return buf;
 }
-
-std::string Ms(double seconds) { return Fixed(seconds * 1000.0, 1); }
 
 boost::json::value OrNull(std::optional<double> v) {
   return v.has_value() ? boost::json::value(v.value_or(0.0)) : boost::json::value(nullptr);
@@ -116,53 +119,156 @@ void FillRatios(std::vector<CompareRow>& rows, const std::string& baseline) {
   }
 }
 
+// Fits 100 columns for the demo (and for `bench compare`'s nine routers at one goodput
+// target): a column no row has a value for is left out (a target nobody met, the CPU tier
+// without one, the stop rule when nothing stopped), so is a goodput target whose every value
+// repeats the previous one, and "at c" when every row shares one concurrency; numbers carry
+// only the digits that tell routers apart. Every value stays in compare.json / compare.csv.
+// The legend explains only the columns shown, wrapped at 100 columns.
 std::string CompareTable(const std::vector<CompareRow>& rows, const CompareMeta& meta) {
-  std::ostringstream out;
-  char line[512];
-  std::vector<double> targets = rows.empty() ? std::vector<double>{} : rows.front().targets_tps;
-  std::snprintf(line, sizeof(line), "%-28s %7s %6s", "router", "ok", "fail");
-  out << line;
-  for (double t : targets) {
-    std::snprintf(line, sizeof(line), " %10s %5s %7s", ("gp@" + Fixed(t, 0)).c_str(), "at c",
-                  "ratio");
-    out << line;
-  }
-  std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s %6s %s\n", "out tok/s", "ratio",
-                "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "cached", "cpu", "stop");
-  out << line;
-  for (const auto& r : rows) {
-    std::snprintf(line, sizeof(line), "%-28s %7zu %6zu", r.router.c_str(), r.ok, r.failed);
-    out << line;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const auto g = i < r.goodput.size() ? r.goodput[i] : std::nullopt;
-      const auto q = i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt;
-      const auto at = i < r.goodput_at.size() ? r.goodput_at[i] : std::nullopt;
-      std::snprintf(line, sizeof(line), " %10s %5s %7s", Fixed(g, 1).c_str(),
-                    at ? std::to_string(*at).c_str() : "-", Fixed(q, 2).c_str());
-      out << line;
+  constexpr std::size_t kWidth = 100;
+  const std::vector<double> targets =
+      rows.empty() ? std::vector<double>{} : rows.front().targets_tps;
+  auto any_row = [&rows](auto&& has) { return std::ranges::any_of(rows, has); };
+  auto at = [](const auto& v, std::size_t i) {
+    return i < v.size() ? v[i] : std::decay_t<decltype(v[0])>{};
+  };
+  // Milliseconds: whole ones from 100 up, one decimal below.
+  auto ms = [](double seconds) {
+    const double v = seconds * 1000.0;
+    return Fixed(v, v >= 100 ? 0 : 1);
+  };
+  struct Column {
+    std::string name;
+    std::size_t width;
+    std::function<std::string(const CompareRow&)> cell;
+  };
+  std::vector<Column> columns;
+  columns.push_back({"ok", 5, [](const CompareRow& r) { return std::to_string(r.ok); }});
+  columns.push_back({"fail", 4, [](const CompareRow& r) { return std::to_string(r.failed); }});
+  std::vector<std::string> shown, same_as_previous;  // "gp@30", ...; "gp@50 = gp@30"
+  std::optional<std::size_t> previous;
+  std::string taken_at;  // the one concurrency every goodput was taken at, if they share one
+  bool at_column = false;
+  std::set<int> concurrencies;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (!any_row([&](const CompareRow& r) { return at(r.goodput, i).has_value(); })) continue;
+    const std::string name = "gp@" + Fixed(targets[i], 0);
+    if (previous && std::ranges::all_of(rows, [&](const CompareRow& r) {
+          return at(r.goodput, i) == at(r.goodput, *previous);
+        })) {
+      same_as_previous.push_back(name + " = gp@" + Fixed(targets[*previous], 0));
+      continue;
     }
-    std::snprintf(line, sizeof(line), " %9s %7s %9s %9s %8s %8s %6s %6s %s\n",
-                  Fixed(r.output_tokens_per_s, 1).c_str(), Fixed(r.throughput_ratio, 2).c_str(),
-                  Ms(r.ttft.p50).c_str(), Ms(r.ttft.p99).c_str(), Ms(r.itl.p50).c_str(),
-                  Ms(r.itl.p99).c_str(), Fixed(r.cached_fraction, 3).c_str(),
-                  Fixed(r.external_hit_rate, 3).c_str(),
-                  r.stopped_after.empty() ? "-" : r.stopped_after.c_str());
-    out << line;
+    previous = i;
+    shown.push_back(name);
+    columns.push_back({name, 6, [&at, i](const CompareRow& r) {
+                         const auto g = at(r.goodput, i);
+                         return Fixed(g, g && *g < 100 ? 1 : 0);
+                       }});
+    columns.push_back(
+        {"ratio", 5, [&at, i](const CompareRow& r) { return Fixed(at(r.goodput_ratio, i), 2); }});
+    std::set<int> seen;
+    for (const auto& r : rows) {
+      if (const auto c = at(r.goodput_at, i)) seen.insert(*c);
+    }
+    concurrencies.insert(seen.begin(), seen.end());
+    if (seen.size() > 1) {
+      at_column = true;
+      columns.push_back({"at c", 4, [&at, i](const CompareRow& r) {
+                           const auto c = at(r.goodput_at, i);
+                           return c ? std::to_string(*c) : std::string("-");
+                         }});
+    }
   }
-  out << "goodput gp@T: Infera tokens/s/GPU at T tokens/s/user; ratios vs " << meta.baseline
-      << " (at c: the concurrency it was taken at); latencies in ms, pooled over levels; cached: "
-         "prompt tokens served from cache (the clients' usage.cached_tokens; the engine's hit "
-         "rate is in the files), cpu: CPU-tier hits (null without a tier); stop: the "
-         "level after which the stop rule ended the sweep; "
-      << TimeBaseNote(meta.speedup) << ".\n";
+  if (!at_column && concurrencies.size() == 1) taken_at = std::to_string(*concurrencies.begin());
+  columns.push_back({"tok/s", 6, [](const CompareRow& r) {
+                       return Fixed(r.output_tokens_per_s, r.output_tokens_per_s < 100 ? 1 : 0);
+                     }});
+  columns.push_back({"ratio", 5, [](const CompareRow& r) { return Fixed(r.throughput_ratio, 2); }});
+  columns.push_back({"TTFT50", 6, [&ms](const CompareRow& r) { return ms(r.ttft.p50); }});
+  columns.push_back({"TTFT99", 6, [&ms](const CompareRow& r) { return ms(r.ttft.p99); }});
+  columns.push_back({"ITL50", 5, [&ms](const CompareRow& r) { return ms(r.itl.p50); }});
+  columns.push_back({"ITL99", 5, [&ms](const CompareRow& r) { return ms(r.itl.p99); }});
+  const bool cached = any_row([](const CompareRow& r) { return r.cached_fraction.has_value(); });
+  const bool cpu = any_row([](const CompareRow& r) { return r.external_hit_rate.has_value(); });
+  const bool stop = any_row([](const CompareRow& r) { return !r.stopped_after.empty(); });
+  if (cached) {
+    columns.push_back(
+        {"cached", 6, [](const CompareRow& r) { return Fixed(r.cached_fraction, 3); }});
+  }
+  if (cpu) {
+    columns.push_back(
+        {"cpu", 5, [](const CompareRow& r) { return Fixed(r.external_hit_rate, 3); }});
+  }
+  if (stop) {
+    columns.push_back({"stop", 4, [](const CompareRow& r) {
+                         return r.stopped_after.empty() ? std::string("-") : r.stopped_after;
+                       }});
+  }
+
+  std::ostringstream out;
+  auto pad = [](const std::string& text, std::size_t width, bool left) {
+    if (text.size() >= width) return text;
+    const std::string fill(width - text.size(), ' ');
+    return left ? text + fill : fill + text;
+  };
+  std::size_t router_width = 6;
+  for (const auto& r : rows) router_width = std::max(router_width, r.router.size());
+  out << pad("router", router_width, true);
+  for (const auto& c : columns) out << ' ' << pad(c.name, c.width, false);
+  out << '\n';
+  for (const auto& r : rows) {
+    out << pad(r.router, router_width, true);
+    for (const auto& c : columns) out << ' ' << pad(c.cell(r), c.width, false);
+    out << '\n';
+  }
+
+  // The legend: a sentence per column shown. '\x01' is a space the wrap must not break at
+  // (phrases scripts and tests look for).
+  auto keep = [](std::string phrase) {
+    std::ranges::replace(phrase, ' ', '\x01');
+    return phrase;
+  };
+  std::string legend = "ok, fail: requests answered and failed.";
+  if (!shown.empty()) {
+    std::string names, speeds;
+    for (std::size_t i = 0; i < shown.size(); ++i) {
+      const char* sep = i == 0 ? "" : (i + 1 == shown.size() ? " and " : ", ");
+      names += sep + shown[i];
+      speeds += sep + shown[i].substr(3);
+    }
+    legend += " " + names + ": goodput (Infera's), output tokens/s per GPU while every user gets " +
+              speeds + " tokens/s or more";
+    legend += taken_at.empty() ? "" : ", at concurrency " + taken_at;
+    legend += at_column ? "; at c: the concurrency it was taken at." : ".";
+  }
+  for (const auto& same : same_as_previous) legend += " " + same + " in every row.";
+  legend += " tok/s: output tokens/s. ratio: the column to its left over " + meta.baseline +
+            "'s. TTFT50/99 and ITL50/99: median and 99th percentile of the time to first token "
+            "and of the gaps between tokens, ms.";
+  if (cached) legend += " cached: share of the prompt tokens served from a KV cache.";
+  if (cpu) legend += " cpu: hit rate of the CPU KV tier.";
+  if (stop) legend += " stop: the level after which the stop rule ended the sweep.";
+  std::string time_base = TimeBaseNote(meta.speedup);
+  const std::size_t clause = time_base.find(';');
+  time_base = keep(time_base.substr(0, clause)) +
+              (clause == std::string::npos ? "" : time_base.substr(clause));
+  time_base[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(time_base[0])));
+  legend += " " + time_base + ".";
   if (meta.speedup != 1) {
-    out << "note: routers and the client run in real time, so every real millisecond a proxy "
-           "adds counts as "
-        << meta.speedup
-        << " model milliseconds: router overhead (nginx's and kvroute's alike) is magnified "
-        << meta.speedup << "x relative to the engine's work.\n";
+    char note[200];
+    std::snprintf(note, sizeof note, "counts as %g model milliseconds", meta.speedup);
+    legend +=
+        " The routers and the client run in real time, so each real millisecond a proxy "
+        "adds " +
+        keep(note) + " (nginx's and kvroute's alike).";
   }
-  return out.str();
+  legend += " More columns (the engines' hit rates, means) in compare.json and compare.csv.";
+  out << WrapText(legend, kWidth);
+  std::string text = out.str();
+  std::ranges::replace(text, '\x01', ' ');
+  return text;
 }
 
 std::string CompareJson(const std::vector<CompareRow>& rows, const CompareMeta& meta) {

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "bench/compare_run.h"
 
@@ -167,6 +170,75 @@ TEST(CompareTableTest, HeaderStatesTheModelTimeBase) {
   meta.speedup = 20;
   EXPECT_NE(CompareTable(rows, meta).find("model time = wall x 20"), std::string::npos);
   EXPECT_NE(CompareJson(rows, meta).find("model time = wall x 20"), std::string::npos);
+}
+
+// The demo's shape: two routers, one concurrency level, the 30 tok/s target met (40 tok/s per
+// user), the 50 one not, no CPU tier, no stop rule.
+std::vector<CompareRow> DemoRows() {
+  RunReport rr = Fixture("nginx-rr", 254, 500.0, 0.025);
+  RunReport kv = Fixture("kvroute:predicted_latency", 318, 500.0, 0.025);
+  for (RunReport* run : {&rr, &kv}) {
+    for (auto& rec : run->levels[0].requests) {
+      rec.result.prompt_tokens = 1000;
+      rec.result.cached_tokens = run == &kv ? 950 : 640;
+    }
+  }
+  std::vector<CompareRow> rows = {CompareRowOf(rr), CompareRowOf(kv)};
+  FillRatios(rows, "nginx-rr");
+  return rows;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(CompareTableTest, TheDemoTableFitsOneHundredColumns) {
+  CompareMeta meta;
+  meta.speedup = 10;
+  const std::string table = CompareTable(DemoRows(), meta);
+  for (const auto& line : Lines(table)) EXPECT_LE(line.size(), 100u) << line;
+  EXPECT_EQ(Lines(table)[1].rfind("nginx-rr ", 0), 0u) << table;
+  EXPECT_EQ(Lines(table)[2].rfind("kvroute:predicted_latency ", 0), 0u) << table;
+}
+
+TEST(CompareTableTest, ColumnsWithNoValueInAnyRowAreLeftOut) {
+  const std::string header = Lines(CompareTable(DemoRows(), CompareMeta{}))[0];
+  EXPECT_NE(header.find("gp@30"), std::string::npos) << header;
+  EXPECT_NE(header.find("cached"), std::string::npos) << header;
+  EXPECT_EQ(header.find("gp@50"), std::string::npos) << header;  // nobody met it
+  EXPECT_EQ(header.find("cpu"), std::string::npos) << header;    // no CPU tier
+  EXPECT_EQ(header.find("stop"), std::string::npos) << header;   // no sweep stopped
+  EXPECT_EQ(header.find("at c"), std::string::npos) << header;   // one concurrency: in the legend
+}
+
+TEST(CompareTableTest, TheLegendNamesTheSharedConcurrencyAndOnlyTheColumnsShown) {
+  const std::string table = CompareTable(DemoRows(), CompareMeta{});
+  EXPECT_NE(table.find("at concurrency 4."), std::string::npos) << table;
+  EXPECT_EQ(table.find("gp@50"), std::string::npos) << table;
+  EXPECT_EQ(table.find("cpu:"), std::string::npos) << table;
+  EXPECT_NE(table.find("compare.json"), std::string::npos) << table;
+}
+
+TEST(CompareTableTest, AGoodputTargetThatRepeatsThePreviousOneIsNamedNotShown) {
+  // 100 tok/s per user: both targets met, so gp@50 equals gp@30 in every row.
+  std::vector<CompareRow> rows = {CompareRowOf(Fixture("nginx-rr", 10, 10.0, 0.01)),
+                                  CompareRowOf(Fixture("kvroute:x", 12, 10.0, 0.01))};
+  FillRatios(rows, "nginx-rr");
+  const std::string table = CompareTable(rows, CompareMeta{});
+  EXPECT_EQ(Lines(table)[0].find("gp@50"), std::string::npos) << table;
+  EXPECT_NE(table.find("gp@50 = gp@30 in every row."), std::string::npos) << table;
+}
+
+TEST(CompareTableTest, ARowWithAValueKeepsItsColumn) {
+  std::vector<CompareRow> rows = DemoRows();
+  rows[1].external_hit_rate = 0.25;
+  rows[0].goodput_at[0] = 8;  // taken at different concurrencies: "at c" is a column
+  const std::string header = Lines(CompareTable(rows, CompareMeta{}))[0];
+  EXPECT_NE(header.find("cpu"), std::string::npos) << header;
+  EXPECT_NE(header.find("at c"), std::string::npos) << header;
 }
 
 TEST(CompareChartTest, OneDataLinePerRouterAndAScriptLast) {

@@ -1,413 +1,26 @@
-// HttpServer implementation: Beast on Asio coroutines. See http_server.h for the contract and
-// README.md for the connection state machine.
+// HttpServer implementation: the listener, dispatch and lifecycle (Start, StopAccepting,
+// Shutdown). One connection lives in http_session.cc, the error answers in http_errors.cc;
+// http_server.h has the contract and README.md the state machine.
 #include "net/http_server.h"
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <array>
-#include <atomic>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <cctype>
-#include <condition_variable>
-#include <cstring>
 #include <future>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <unordered_map>
 #include <vector>
 
-#include "net/lane_pool.h"
+#include "net/http_server_impl.h"
 
 namespace kvroute::net {
-namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
-// A connection runs on one lane: a single-threaded io_context, so it needs no strand.
-using Executor = asio::io_context::executor_type;
-constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
-
-// Awaitable adapters from the callback interfaces of http_types.h. The callback may run on
-// any thread, or inline inside Pull/Wait; the completion is posted to the connection's lane
-// (Asio forbids completing inside the initiating call). Posted from the lane's own thread —
-// a producer sharing the lane, like the gateway's proxy — it is a push onto the lane's
-// private queue: no lock, no wake-up.
-template <typename Token>
-auto AsyncPull(std::shared_ptr<BodySource> source, Executor exec, Token&& token) {
-  return asio::async_initiate<Token, void(std::optional<std::string>)>(
-      [source, exec](auto handler) {
-        auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        source->Pull([h, exec](std::optional<std::string> piece) {
-          asio::post(exec, [h, piece = std::move(piece)]() mutable { (*h)(std::move(piece)); });
-        });
-      },
-      token);
-}
-
-template <typename Token>
-auto AsyncWait(std::shared_ptr<DeferredResponse> deferred, Executor exec, Token&& token) {
-  return asio::async_initiate<Token, void(HttpResponse)>(
-      [deferred, exec](auto handler) {
-        auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        deferred->Wait([h, exec](HttpResponse response) {
-          asio::post(exec,
-                     [h, response = std::move(response)]() mutable { (*h)(std::move(response)); });
-        });
-      },
-      token);
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-}  // namespace
-
-class HttpServer::Impl {
- public:
-  class Session;
-
-  explicit Impl(ServerOptions options)
-      : options_(std::move(options)),
-        owns_lanes_(options_.lanes == nullptr),
-        lanes_(owns_lanes_ ? std::make_shared<LanePool>(options_.threads) : options_.lanes),
-        accept_exec_(lanes_->context(0).get_executor()),
-        acceptor_(lanes_->context(0)) {}
-
-  // Constant after Start().
-  ServerOptions options_;
-  std::map<std::string, std::map<std::string, Handler>> routes_;  // path → method → handler
-  std::uint16_t port_ = 0;
-
-  // The lanes connections run on: the server's own (options_.threads of them, stopped by
-  // Shutdown) or the caller's (options_.lanes, shared with the proxy; left running).
-  const bool owns_lanes_;
-  std::shared_ptr<LanePool> lanes_;
-  // An Asio acceptor is not thread-safe: after Start it is touched only on lane 0 (AcceptLoop
-  // runs there, StopAccepting's close is posted there). With the loop on a multi-threaded
-  // io_context, a close on one thread raced the loop's async_accept on another and crashed
-  // in the reactor (null descriptor state) when Shutdown came right after Start.
-  Executor accept_exec_;
-  tcp::acceptor acceptor_;
-  std::atomic<bool> draining_{false};
-  std::atomic<bool> started_{false};
-  std::atomic<bool> stopped_{false};
-
-  // Serialises Start, StopAccepting and Shutdown: two Shutdowns at once would reset the
-  // work guard and join the same threads together.
-  std::mutex lifecycle_mu_;
-
-  // Guarded by mu_.
-  std::mutex mu_;
-  std::condition_variable cv_;  // in_flight_, sessions_ or accept_loop_running_ changed
-  std::size_t in_flight_ = 0;
-  std::uint64_t next_session_id_ = 0;
-  std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
-  bool accept_loop_running_ = false;
-
-  asio::awaitable<void> AcceptLoop();
-  // REQUIRE: lifecycle_mu_ held.
-  void StopAcceptingLocked();
-  HandlerResult Dispatch(HttpRequest&& request) const;
-  void RequestStarted() {
-    std::lock_guard lock(mu_);
-    ++in_flight_;
-  }
-  void RequestFinished() {
-    std::lock_guard lock(mu_);
-    --in_flight_;
-    cv_.notify_all();
-  }
-  // Runs fn(session) on each live session's lane.
-  template <typename Fn>
-  void ForEachSession(Fn fn);
-};
-
-// One connection. Its coroutines (Run and, while an answer is pending, Watch) run on its lane;
-// every member below is touched only there.
-class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(Impl* server, tcp::socket socket, int lane, Executor exec, std::uint64_t id)
-      : server_(server),
-        lane_(lane),
-        exec_(exec),
-        stream_(std::move(socket)),
-        watch_done_(exec_),
-        id_(id) {}
-
-  asio::awaitable<void> Run();
-  // Posted by StopAccepting: a connection between requests is closed now.
-  void CloseIfIdle() {
-    if (idle_) Close();
-  }
-  // Posted by Shutdown at the deadline: cancel the pending answer and drop the connection.
-  void Cut() {
-    if (!busy_) return Close();
-    cut_ = true;
-    CancelAnswer();
-    Close();
-  }
-  const Executor& executor() const { return exec_; }
-  std::uint64_t id() const { return id_; }
-
- private:
-  asio::awaitable<bool> Serve(http::request_parser<http::string_body>& parser);
-  asio::awaitable<bool> WriteFull(const HttpResponse& response, unsigned version, bool keep_alive);
-  asio::awaitable<bool> WriteStream(const HttpResponse& response, unsigned version,
-                                    bool keep_alive);
-  template <typename Buffers>
-  asio::awaitable<bool> WriteNow(Buffers buffers);
-  asio::awaitable<void> Watch();
-  asio::awaitable<void> StopWatching();
-  void StartWatching();
-  void CancelAnswer() {
-    if (active_stream_) active_stream_->Cancel();
-    if (active_deferred_) active_deferred_->Cancel();
-  }
-  void Close() {
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
-  }
-
-  Impl* server_;  // outlives every session (Shutdown waits for them)
-  const int lane_;
-  Executor exec_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
-  asio::steady_timer watch_done_;  // signalled when Watch ends
-  std::array<char, 1024> watch_buf_{};
-  std::uint64_t id_;
-  bool idle_ = false;      // waiting for the next request's header
-  bool busy_ = false;      // a request is being answered
-  bool watching_ = false;  // Watch is running
-  bool cut_ = false;
-  std::shared_ptr<BodySource> active_stream_;
-  std::shared_ptr<DeferredResponse> active_deferred_;
-};
-
-asio::awaitable<void> HttpServer::Impl::Session::Run() {
-  const ServerOptions& opt = server_->options_;
-  beast::error_code nbec;
-  stream_.socket().non_blocking(true, nbec);  // for WriteNow; async operations are unaffected
-  for (;;) {
-    if (server_->draining_) break;
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(opt.body_limit);
-    parser.header_limit(64 * 1024);
-    idle_ = true;
-    stream_.expires_after(opt.idle_timeout);
-    auto [hec, hn] = co_await http::async_read_header(stream_, buffer_, parser, kNoThrow);
-    idle_ = false;
-    if (hec == http::error::body_limit) {
-      server_->RequestStarted();
-      co_await WriteFull(TextResponse(413, "request body too large\n"), 11, false);
-      server_->RequestFinished();
-      break;
-    }
-    if (hec) break;  // EOF, idle timeout, closed at drain, malformed header
-    server_->RequestStarted();
-    bool keep_going = co_await Serve(parser);
-    server_->RequestFinished();
-    if (!keep_going) break;
-  }
-  Close();
-}
-
-// Reads the body, runs the handler and writes its answer. Returns whether the connection
-// can take another request.
-asio::awaitable<bool> HttpServer::Impl::Session::Serve(
-    http::request_parser<http::string_body>& parser) {
-  const ServerOptions& opt = server_->options_;
-  busy_ = true;
-  struct BusyReset {
-    Session* s;
-    ~BusyReset() {
-      s->busy_ = false;
-      s->active_stream_.reset();
-      s->active_deferred_.reset();
-    }
-  } busy_reset{this};
-
-  unsigned version = parser.get().version();
-  if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
-    http::response<http::empty_body> cont{http::status::continue_, version};
-    stream_.expires_after(opt.write_timeout);
-    auto [cec, cn] = co_await http::async_write(stream_, cont, kNoThrow);
-    if (cec) co_return false;
-  }
-  stream_.expires_after(opt.read_timeout);
-  auto [ec, n] = co_await http::async_read(stream_, buffer_, parser, kNoThrow);
-  if (ec == http::error::body_limit) {
-    co_await WriteFull(TextResponse(413, "request body too large\n"), version, false);
-    co_return false;
-  }
-  if (ec) co_return false;
-  stream_.expires_never();
-
-  const auto& msg = parser.get();
-  bool keep_alive = msg.keep_alive();
-  if (server_->draining_) {
-    co_await WriteFull(TextResponse(503, "server is shutting down\n"), version, false);
-    co_return false;
-  }
-
-  HttpRequest request;
-  request.method = std::string(msg.method_string());
-  request.target = std::string(msg.target());
-  request.path = request.target.substr(0, request.target.find('?'));
-  for (const auto& field : msg) {
-    request.headers.emplace_back(Lower(field.name_string()), std::string(field.value()));
-  }
-  request.body = std::move(parser.get().body());
-  request.lane = lane_;
-  beast::error_code rec;
-  auto remote = stream_.socket().remote_endpoint(rec);
-  if (!rec) request.remote = remote.address().to_string() + ":" + std::to_string(remote.port());
-
-  HandlerResult result = server_->Dispatch(std::move(request));
-  if (auto* deferred = std::get_if<std::shared_ptr<DeferredResponse>>(&result)) {
-    active_deferred_ = *deferred;
-    StartWatching();
-    HttpResponse response = co_await AsyncWait(active_deferred_, exec_, asio::use_awaitable);
-    active_deferred_.reset();
-    if (cut_) {
-      co_await StopWatching();
-      co_return false;
-    }
-    result = std::move(response);
-  }
-  auto& response = std::get<HttpResponse>(result);
-  bool ok;
-  if (response.stream) {
-    active_stream_ = response.stream;
-    if (!watching_) StartWatching();
-    ok = co_await WriteStream(response, version, keep_alive);
-  } else {
-    ok = co_await WriteFull(response, version, keep_alive);
-  }
-  co_await StopWatching();
-  co_return ok&& keep_alive && !cut_ && !server_->draining_;
-}
-
-asio::awaitable<bool> HttpServer::Impl::Session::WriteFull(const HttpResponse& response,
-                                                           unsigned version, bool keep_alive) {
-  http::response<http::string_body> res{static_cast<http::status>(response.status), version};
-  res.set(http::field::server, server_->options_.server_name);
-  res.set(http::field::content_type, response.content_type);
-  for (const auto& [name, value] : response.headers) res.insert(name, value);
-  res.keep_alive(keep_alive && !server_->draining_);
-  res.body() = response.body;
-  res.prepare_payload();
-  stream_.expires_after(server_->options_.write_timeout);
-  auto [ec, n] = co_await http::async_write(stream_, res, kNoThrow);
-  stream_.expires_never();
-  co_return !ec;
-}
-
-// One piece of a stream. The socket is non-blocking: what the send buffer takes at once
-// (usually everything) is written inline, without arming the write timer or a trip through
-// the scheduler; only a rest the client has not made room for is awaited, under
-// write_timeout.
-template <typename Buffers>
-asio::awaitable<bool> HttpServer::Impl::Session::WriteNow(Buffers buffers) {
-  beast::error_code ec;
-  std::size_t n = stream_.socket().write_some(buffers, ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) {
-    ec = {};
-    n = 0;
-  }
-  if (ec) co_return false;
-  if (n == beast::buffer_bytes(buffers)) co_return true;
-  beast::buffers_suffix<Buffers> rest(buffers);
-  rest.consume(n);
-  stream_.expires_after(server_->options_.write_timeout);
-  auto [wec, wn] = co_await asio::async_write(stream_, rest, kNoThrow);
-  stream_.expires_never();
-  co_return !wec;
-}
-
-asio::awaitable<bool> HttpServer::Impl::Session::WriteStream(const HttpResponse& response,
-                                                             unsigned version, bool keep_alive) {
-  const ServerOptions& opt = server_->options_;
-  http::response<http::empty_body> res{static_cast<http::status>(response.status), version};
-  res.set(http::field::server, opt.server_name);
-  res.set(http::field::content_type, response.content_type);
-  for (const auto& [name, value] : response.headers) res.insert(name, value);
-  res.keep_alive(keep_alive);
-  res.chunked(true);
-  http::response_serializer<http::empty_body> sr{res};
-  stream_.expires_after(opt.write_timeout);
-  auto [hec, hn] = co_await http::async_write_header(stream_, sr, kNoThrow);
-  stream_.expires_never();
-  if (hec) {
-    active_stream_->Cancel();
-    co_return false;
-  }
-  for (;;) {
-    std::optional<std::string> piece =
-        co_await AsyncPull(active_stream_, exec_, asio::use_awaitable);
-    if (!piece) break;
-    if (piece->empty()) continue;  // an empty chunk would end the body
-    if (!co_await WriteNow(http::make_chunk(asio::buffer(*piece)))) {
-      active_stream_->Cancel();
-      co_return false;
-    }
-  }
-  if (cut_) co_return false;  // no last chunk: the client sees the body cut short
-  stream_.expires_after(opt.write_timeout);
-  auto [lec, ln] = co_await asio::async_write(stream_, http::make_chunk_last(), kNoThrow);
-  stream_.expires_never();
-  co_return !lec;
-}
-
-// While an answer is pending, a read on the socket tells us when the client goes away (EOF
-// or reset); HTTP clients send nothing while they wait for a response. Bytes that do arrive
-// are a pipelined next request: they are kept for the next read.
-void HttpServer::Impl::Session::StartWatching() {
-  watching_ = true;
-  watch_done_.expires_at(asio::steady_timer::time_point::max());
-  asio::co_spawn(
-      exec_, [self = shared_from_this()]() { return self->Watch(); }, asio::detached);
-}
-
-asio::awaitable<void> HttpServer::Impl::Session::Watch() {
-  auto [ec, n] = co_await stream_.socket().async_read_some(asio::buffer(watch_buf_), kNoThrow);
-  if (!ec && n > 0) {
-    auto dst = buffer_.prepare(n);
-    std::memcpy(dst.data(), watch_buf_.data(), n);
-    buffer_.commit(n);
-  } else if (ec != asio::error::operation_aborted) {
-    CancelAnswer();  // the client went away
-  }
-  watching_ = false;
-  watch_done_.cancel();
-}
-
-asio::awaitable<void> HttpServer::Impl::Session::StopWatching() {
-  if (!watching_) co_return;
-  beast::error_code ec;
-  stream_.socket().cancel(ec);
-  while (watching_) {
-    co_await watch_done_.async_wait(kNoThrow);
-  }
+// The states of servers whose Shutdown gave up on a connection (see Shutdown). Reachable from
+// a global, so LeakSanitizer does not report them.
+void HttpServer::KeepForever(std::shared_ptr<Impl> impl) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<Impl>>();
+  std::lock_guard lock(mu);
+  kept->push_back(std::move(impl));
 }
 
 asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
@@ -450,14 +63,11 @@ asio::awaitable<void> HttpServer::Impl::AcceptLoop() {
 HandlerResult HttpServer::Impl::Dispatch(HttpRequest&& request) const {
   auto path_it = routes_.find(request.path);
   if (path_it == routes_.end()) {
-    return JsonResponse(
-        404, R"({"error":{"message":"Not Found","type":"NotFoundError","param":null,"code":404}})");
+    return ErrorJson(404, "NotFoundError", "Not Found");
   }
   auto method_it = path_it->second.find(request.method);
   if (method_it == path_it->second.end()) {
-    HttpResponse r = JsonResponse(
-        405,
-        R"({"error":{"message":"Method Not Allowed","type":"MethodNotAllowed","param":null,"code":405}})");
+    HttpResponse r = ErrorJson(405, "MethodNotAllowed", "Method Not Allowed");
     std::string allow;
     for (const auto& [method, h] : path_it->second) allow += (allow.empty() ? "" : ", ") + method;
     r.headers.emplace_back("Allow", allow);
@@ -469,9 +79,7 @@ HandlerResult HttpServer::Impl::Dispatch(HttpRequest&& request) const {
     // Handlers must not throw; if one does, only this request fails and nothing leaks. The
     // route's own key names it: the handler may have moved from the request.
     spdlog::error("http: handler for {} {} threw: {}", method_it->first, path_it->first, e.what());
-    return JsonResponse(
-        500,
-        R"({"error":{"message":"Internal Server Error","type":"InternalServerError","param":null,"code":500}})");
+    return ErrorJson(500, "InternalServerError", "Internal Server Error");
   }
 }
 
@@ -573,8 +181,20 @@ std::size_t HttpServer::Shutdown(std::chrono::milliseconds grace) {
     // Cut connections finish within a few scheduler turns; bounded in case a producer
     // ignores Cancel.
     std::unique_lock lock(s.mu_);
-    s.cv_.wait_for(lock, std::chrono::seconds(5),
-                   [&s] { return s.sessions_.empty() && !s.accept_loop_running_; });
+    const bool ended = s.cv_.wait_for(
+        lock, s.options_.cut_wait, [&s] { return s.sessions_.empty() && !s.accept_loop_running_; });
+    if (!ended) {
+      // A connection outlived the wait (its producer ignored Cancel, or its lane is stuck in
+      // a handler). It will resume whenever its producer answers: on shared lanes, after this
+      // server is gone, reaching this state (heap-use-after-free under ASan when it was
+      // freed with the HttpServer). Keep the state for the process's life instead: a
+      // bounded leak per such Shutdown, and only when a producer breaks its contract.
+      spdlog::error(
+          "http: {} connection(s) did not end within {} ms of being cut; keeping "
+          "the server's state for them",
+          s.sessions_.size(), s.options_.cut_wait.count());
+      KeepForever(impl_);
+    }
   }
   s.stopped_ = true;
   // Shared lanes keep running for their other users (the proxy); their owner stops them.

@@ -57,6 +57,11 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{75'000};
   // One write (one response, or one piece of a stream) must be taken by the client within this.
   std::chrono::milliseconds write_timeout{60'000};
+  // After Shutdown cuts what remains, how long it waits for the cut connections to end. A
+  // connection whose producer ignores Cancel (or whose lane is stuck in a handler) outlives
+  // it: Shutdown then returns anyway, logs an error and keeps the server's internal state
+  // for the rest of the process (that connection may still resume on a shared lane).
+  std::chrono::milliseconds cut_wait{5'000};
   // Value of the Server header.
   std::string server_name = "kvroute";
 };
@@ -87,6 +92,7 @@ class HttpServer {
 
  private:
   class Impl;
+  static void KeepForever(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
 };
 

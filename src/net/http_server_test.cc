@@ -19,6 +19,7 @@ namespace kvroute::net {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::ParsedResponse;
 using testing::TestClient;
 
 // Produces `count` pieces of `size` bytes, each only when pulled, and counts pulls: a
@@ -115,6 +116,103 @@ TEST_F(HttpServerTest, BodyOverTheLimitIs413) {
   ASSERT_TRUE(c.Connect(server_->port()));
   ASSERT_TRUE(c.Send(TestClient::Post("/echo", std::string(1000, 'x'))));
   EXPECT_EQ(c.ReadResponse().status, 413);
+}
+
+// Request smuggling (RFC 9112 section 6.1): a request framed by both Content-Length and
+// Transfer-Encoding is read differently by different parsers, so a proxy in front may see
+// two requests where the server sees one. The server must answer 400 and close, serving
+// nothing; it used to close with no answer at all.
+class HttpServerFramingTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<HttpServer>(ServerOptions{});
+    server_->Handle("POST", "/echo", [this](const HttpRequest& r) -> HandlerResult {
+      ++served_;
+      return TextResponse(200, r.body);
+    });
+    ASSERT_TRUE(server_->Start().has_value());
+  }
+  // Sends `head` (request line + fields, without the blank line) and `body` as they are.
+  ParsedResponse Exchange(TestClient& c, const std::string& head, const std::string& body) {
+    EXPECT_TRUE(c.Connect(server_->port()));
+    EXPECT_TRUE(c.Send(head + "\r\n\r\n" + body));
+    return c.ReadResponse(5s);
+  }
+  // A 400 in the OpenAI error shape, Connection: close, and the server hangs up.
+  void ExpectRefusedAndClosed(TestClient& c, const ParsedResponse& r) {
+    EXPECT_EQ(r.status, 400) << r.head;
+    EXPECT_TRUE(r.complete);
+    EXPECT_NE(r.head.find("Connection: close"), std::string::npos) << r.head;
+    EXPECT_NE(r.head.find("application/json"), std::string::npos) << r.head;
+    EXPECT_NE(r.body.find(R"("error":{"message":"Bad Request)"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find(R"("code":400)"), std::string::npos) << r.body;
+    EXPECT_TRUE(c.WaitClosed(5s));
+    EXPECT_EQ(served_.load(), 0);
+  }
+  std::atomic<int> served_{0};
+};
+
+TEST_F(HttpServerFramingTest, ContentLengthThenChunkedIs400AndTheConnectionCloses) {
+  TestClient c;
+  auto r = Exchange(c,
+                    "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                    "Transfer-Encoding: chunked",
+                    "0\r\n\r\nPOST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  ExpectRefusedAndClosed(c, r);
+  EXPECT_NE(r.body.find("Content-Length and Transfer-Encoding"), std::string::npos) << r.body;
+}
+
+TEST_F(HttpServerFramingTest, ChunkedThenContentLengthIs400AndTheConnectionCloses) {
+  TestClient c;
+  auto r = Exchange(c,
+                    "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                    "Content-Length: 5",
+                    "5\r\nhello\r\n0\r\n\r\n");
+  ExpectRefusedAndClosed(c, r);
+  EXPECT_NE(r.body.find("Content-Length and Transfer-Encoding"), std::string::npos) << r.body;
+}
+
+// Beast alone would read these by their Content-Length or guess; only a single chunked passes.
+TEST_F(HttpServerFramingTest, ATransferEncodingOtherThanOneChunkedIs400) {
+  for (const char* te : {"Transfer-Encoding: gzip\r\nContent-Length: 5", "Transfer-Encoding: gzip",
+                         "Transfer-Encoding: chunked, chunked",
+                         "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked"}) {
+    TestClient c;
+    auto r = Exchange(c, std::string("POST /echo HTTP/1.1\r\nHost: x\r\n") + te,
+                      "5\r\nhello\r\n0\r\n\r\n");
+    SCOPED_TRACE(te);
+    ExpectRefusedAndClosed(c, r);
+  }
+}
+
+TEST_F(HttpServerFramingTest, AMalformedRequestLineIs400AndTheConnectionCloses) {
+  TestClient c;
+  ExpectRefusedAndClosed(c, Exchange(c, "POST /echo HTTP/9\r\nHost: x", ""));
+}
+
+TEST_F(HttpServerFramingTest, ASingleChunkedBodyIsStillServed) {
+  TestClient c;
+  auto r = Exchange(c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked",
+                    "5\r\nhello\r\n0\r\n\r\n");
+  EXPECT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(r.body, "hello");
+  EXPECT_EQ(served_.load(), 1);
+}
+
+// A client that sends its whole body before it reads (Python's http.client, curl without
+// Expect) must get the 413 the server decided at the header: closing a socket with unread
+// bytes resets the connection, the client's send fails and it never reads the answer. The
+// server lingers, reading, until the client is done.
+TEST_F(HttpServerTest, ARefusedBodyCanBeSentInFullAndThenGetsIts413) {
+  StartServer({.body_limit = 100});
+  TestClient c;
+  ASSERT_TRUE(c.Connect(server_->port()));
+  const std::string body(4u << 20, 'x');  // more than loopback buffers hold
+  EXPECT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body));
+  auto r = c.ReadResponse(10s);
+  EXPECT_EQ(r.status, 413) << r.head;
+  EXPECT_NE(r.body.find(R"("code":413)"), std::string::npos) << r.body;
 }
 
 TEST_F(HttpServerTest, BodyAtTheLimitIsAccepted) {

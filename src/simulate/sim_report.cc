@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 namespace kvroute::simulate {
 namespace {
@@ -33,6 +37,8 @@ SimLevelExtras AppendLevel(SimResult result, const std::string& name, bench::Run
   x.wall_s = result.wall_s;
   x.events = result.events;
   x.steps = result.steps;
+  x.rejected = result.rejected;
+  x.first_rejection = std::move(result.first_rejection);
   result.level.name = name;
   report->levels.push_back(std::move(result.level));
   return x;
@@ -121,6 +127,59 @@ std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtra
                 "p90 %.2f (%zu requests)",
                 extras.level.c_str(), q(0.1), q(0.5), q(0.9), ratios.size());
   return buf;
+}
+
+std::optional<std::string> FailureNote(const bench::RunReport& report,
+                                       const std::vector<SimLevelExtras>& levels) {
+  std::size_t sent = 0, failed = 0;
+  std::map<std::string, std::size_t> kinds;
+  for (const auto& level : report.levels) {
+    for (const auto& r : level.requests) {
+      ++sent;
+      if (r.result.ok) continue;
+      ++failed;
+      ++kinds[r.result.error_kind.empty() ? "unknown" : r.result.error_kind];
+    }
+  }
+  if (failed == 0) return std::nullopt;
+  std::vector<std::pair<std::string, std::size_t>> by_count(kinds.begin(), kinds.end());
+  std::ranges::stable_sort(by_count, std::greater<>{},
+                           &std::pair<std::string, std::size_t>::second);
+  std::ostringstream out;
+  const bool most = failed * 2 > sent;
+  out << (most ? "WARNING: " : "note: ") << failed << " of " << sent << " requests failed (";
+  for (std::size_t i = 0; i < by_count.size(); ++i) {
+    out << (i ? ", " : "") << by_count[i].first << ' ' << by_count[i].second;
+  }
+  out << ")";
+  std::uint64_t rejected = 0;
+  std::string reason;
+  for (const SimLevelExtras& l : levels) {
+    rejected += l.rejected;
+    if (reason.empty()) reason = l.first_rejection;
+  }
+  if (rejected > 0) {
+    // The engine's reason names the limit: "... exceeds max_model_len 40960".
+    constexpr std::string_view kLimit = "exceeds max_model_len ";
+    const std::size_t at = reason.find(kLimit);
+    if (at != std::string::npos) {
+      out << ": the engines refused " << rejected << " requests longer than max_model_len "
+          << reason.substr(at + kLimit.size()) << " (first: " << reason << ")";
+      if (report.workload == "agentic") {
+        out << ". The sessions outgrow the context: shorten them (--turns, --turn-input-tokens, "
+               "--output-tokens, --common-prefix-tokens, --session-prefix-tokens) or raise "
+               "--max-model-len";
+      } else {
+        out << ". Raise --max-model-len to serve them";
+      }
+    } else {
+      out << ": the engines refused " << rejected << " requests at admission (first: " << reason
+          << ")";
+    }
+  }
+  if (most) out << ". Latency and goodput describe only the requests that succeeded";
+  out << ".";
+  return out.str();
 }
 
 std::optional<std::uint64_t> PeakRssBytes() {

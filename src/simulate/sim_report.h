@@ -30,6 +30,8 @@ struct SimLevelExtras {
   std::vector<WorkerReport> workers;
   double virtual_s = 0, wall_s = 0;
   std::uint64_t events = 0, steps = 0;
+  std::uint64_t rejected = 0;   // SimResult::rejected
+  std::string first_rejection;  // SimResult::first_rejection
 };
 
 // Moves `result`'s level into `report` (named `name`) and returns the rest.
@@ -52,6 +54,15 @@ std::string RunLine(const SimLevelExtras& level, std::size_t requests);
 // over the served requests of `level` (the report's level of the same name) that had a
 // prediction; empty when none had. The router's calibration at a glance (issue 15).
 std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtras& extras);
+
+// What `kvroute simulate` says about failed requests, on stderr and under its table; nullopt
+// when none failed. Most of the run failed: a WARNING line naming the error kinds, the
+// engines' reason for refusing requests and what to change, e.g.
+//   WARNING: 216 of 240 requests failed (http_4xx 216): the engines refused 216 requests
+//   longer than max_model_len 40960 (first: "prompt (30000 tokens) + ..."). Shorten ...
+// Some failed (a failure schedule, a few long trace requests): the same as a "note:" line.
+std::optional<std::string> FailureNote(const bench::RunReport& report,
+                                       const std::vector<SimLevelExtras>& levels);
 
 // Peak resident set size of this process (VmHWM), bytes; nullopt where unavailable.
 std::optional<std::uint64_t> PeakRssBytes();

@@ -429,6 +429,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   }
   lr.request = std::move(a.request);
   if (auto err = workers[w].engine->Add(std::move(spec))) {
+    if (result.rejected++ == 0) result.first_rejection = *err;
     live.Insert(id, std::move(lr));
     Finish(id, false, "http_4xx", now);  // vLLM rejects what can never fit with a 400
     return {};

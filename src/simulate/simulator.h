@@ -108,6 +108,11 @@ struct SimResult {
   std::uint64_t events = 0;
   std::uint64_t steps = 0;
   int gpus = 0;  // GPUs of the initial fleet
+  // Requests an engine refused at admission (vLLM's 400, `http_4xx`: longer than
+  // max_model_len, more KV than the whole cache), and the first refusal's reason, so that a
+  // run that fails them can say why.
+  std::uint64_t rejected = 0;
+  std::string first_rejection;
 };
 
 class Simulator {

@@ -34,7 +34,7 @@ std::string Fingerprint(const SimResult& r) {
     out += '\n';
   }
   bench::RunReport report;
-  std::vector<SimLevelExtras> levels = {{"x", r.decisions, r.workers, 0, 0, 0, 0}};
+  std::vector<SimLevelExtras> levels = {{"x", r.decisions, r.workers, 0, 0, 0, 0, 0, ""}};
   report.levels.push_back(r.level);
   return out + DecisionsCsv(report, levels) + WorkersCsv(levels);
 }

@@ -206,6 +206,24 @@ std::vector<TokenId> SeededTokens(std::uint64_t seed, std::uint64_t stream, std:
   return out;
 }
 
+bench::AgenticOptions DefaultAgenticShape() {
+  bench::AgenticOptions shape;
+  // Three sessions per slot at the default --concurrency 8, as the matrix runs them.
+  shape.sessions = 24;
+  shape.common_prefix_tokens = 4000;
+  shape.session_prefix_tokens = 2000;
+  shape.turns = 10;
+  shape.turn_input_tokens = 1500;
+  shape.output_tokens = 200;
+  return shape;
+}
+
+std::uint64_t LongestAgenticRequestTokens(const bench::AgenticOptions& shape) {
+  const std::uint64_t turns = static_cast<std::uint64_t>(std::max(shape.turns, 1));
+  return std::uint64_t{shape.common_prefix_tokens} + shape.session_prefix_tokens +
+         turns * (std::uint64_t{shape.turn_input_tokens} + shape.output_tokens);
+}
+
 std::unique_ptr<Workload> NewAgenticWorkload(const AgenticSimOptions& options) {
   return std::make_unique<AgenticWorkload>(options);
 }

@@ -76,6 +76,20 @@ struct AgenticSimOptions {
 };
 std::unique_ptr<Workload> NewAgenticWorkload(const AgenticSimOptions& options);
 
+// `kvroute simulate`'s default agentic sessions: the policy matrix's (scripts/policy-matrix:
+// a 4,000-token prefix shared by every session, 2,000 more per session, 10 turns of 1,500 new
+// tokens in and 200 out), 24 of them (three per slot at the default concurrency of 8). Its longest
+// request, 23,000 tokens with its output, fits the default profile's max_model_len (Qwen3-32B,
+// 40,960), so `kvroute simulate` with no flags serves every request. bench::AgenticOptions' own
+// defaults are Infera's shape (contexts up to ~118k tokens: `kvroute bench` and `kvroute demo` run
+// it with max_model_len 131072); pass its sizes as flags, with --max-model-len 131072, to simulate
+// that shape.
+bench::AgenticOptions DefaultAgenticShape();
+
+// Tokens of the shape's longest request, prompt plus output: its last turn, when every
+// earlier turn returned its full output (ignore_eos, as both clients send).
+std::uint64_t LongestAgenticRequestTokens(const bench::AgenticOptions& shape);
+
 struct SharedPrefixSimOptions {
   bench::SharedPrefixOptions shape;
   double rate_per_s = 1;

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Runs `kvroute bench compare` (2 sims, nginx-rr + kvroute:predicted_latency, a tiny agentic
-run) or `kvroute demo --quick --no-wait` and checks the plumbing: exit 0, both routers ran with
-no failed request, compare.json holds both with ratio 1.0 for nginx-rr, the demo prints its
-table and curl line, and afterwards no process of ours is left.
+run) or `kvroute demo --quick` and checks the plumbing: exit 0, both routers ran with no failed
+request, compare.json holds both with ratio 1.0 for nginx-rr, the demo's table fits 100
+columns and its cache command shows cache-aware routing on the cluster it leaves running
+until Ctrl-C, and afterwards no process of ours is left.
 
 "Ours" = every process holding a file open under the output folder: each child (sim, nginx,
 kvroute serve) writes its stdout/stderr to a log file there, so a leftover child shows up as
@@ -10,9 +11,14 @@ an open descriptor into that folder, whatever its parent became.
 """
 import json
 import os
+import queue
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from procs import processes_holding  # noqa: E402
@@ -65,12 +71,47 @@ def check_compare(kvroute, out):
 
 
 def check_demo(kvroute, out):
-    proc = run([kvroute, "demo", "--quick", "--no-wait", "--workers", "2", "--out", out], 150)
-    assert proc.returncode == 0, f"exit {proc.returncode}"
-    assert "nginx-rr" in proc.stdout and "kvroute:predicted_latency" in proc.stdout
-    assert "curl -N http://127.0.0.1:" in proc.stdout
-    assert "model time = wall x 10" in proc.stdout  # the demo reports in model time
-    assert "/v1/chat/completions" in proc.stdout
+    """As a person runs it (without --no-wait): the comparison, then the cluster left up; the
+    printed cache command pasted into a shell must show the same worker twice and cached
+    tokens only the second time; Ctrl-C stops everything."""
+    proc = subprocess.Popen([kvroute, "demo", "--quick", "--workers", "2", "--out", out],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines, errors = queue.Queue(), []
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)],
+                     daemon=True).start()
+    threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True).start()
+    stdout, deadline = [], time.time() + 150
+    try:
+        while not stdout or "Press Ctrl-C" not in stdout[-1]:
+            line = lines.get(timeout=max(1, deadline - time.time()))
+            assert line is not None, "demo exited early:\n" + "".join(stdout + errors[-40:])
+            stdout.append(line)
+        text = "".join(stdout)
+        print(text)
+        assert "nginx-rr" in text and "kvroute:predicted_latency" in text
+        assert "model time = wall x 10" in text  # the demo reports in model time
+        # Everything up to the commands fits 100 columns.
+        head = text[:text.index("kvroute is running at")]
+        wide = [l for l in head.splitlines() if len(l) > 100]
+        assert not wide, wide
+        assert "curl -N http://127.0.0.1:" in text and "/v1/chat/completions" in text
+        probe = next(l.strip() for l in stdout if l.strip().startswith("for i in 1 2; do curl"))
+        shown = subprocess.run(["bash", "-c", probe], capture_output=True, text=True,
+                               timeout=30, stdin=subprocess.DEVNULL).stdout
+        print(shown)
+        workers = re.findall(r"(?im)^x-kvroute-worker: (\S+)$", shown)
+        cached = [int(n) for n in re.findall(r'"cached_tokens":(\d+)', shown)]
+        assert len(workers) == 2 and workers[0] == workers[1], shown
+        assert len(cached) == 2 and cached[0] == 0 and cached[1] >= 512, shown
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, f"exit {proc.returncode}: {''.join(errors[-40:])}"
     with open(os.path.join(out, "compare.json")) as f:
         assert len(json.load(f)["routers"]) == 2
 

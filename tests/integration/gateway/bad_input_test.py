@@ -5,6 +5,7 @@ expected 4xx with an OpenAI error object, and no worker sees any of them.
 Usage: bad_input_test.py <kvroute binary> <bad_requests.json>"""
 
 import json
+import socket
 import sys
 
 from cluster import Cases, Cluster, check, get, metric_sum, parse_prom, post
@@ -12,6 +13,27 @@ from cluster import Cases, Cluster, check, get, metric_sum, parse_prom, post
 binary, corpus_path = sys.argv[1], sys.argv[2]
 corpus = json.load(open(corpus_path))
 cases = Cases()
+
+
+def raw_exchange(port, data, timeout=5):
+    """Sends `data` on a fresh loopback connection; returns (what came back until the server
+    closed, whether it closed within `timeout`)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        got = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                return got, False
+            except ConnectionResetError:
+                return got, True
+            if not chunk:
+                return got, True
+            got += chunk
+    finally:
+        s.close()
 
 
 def worker_side_counts(c):
@@ -54,6 +76,20 @@ with Cluster(binary, n=2, extra_yaml="limits: {max_body_bytes: 65536}\n") as c:
                                {"model": "sim-model", "prompt": "x", "max_tokens": 10 ** 7})
         check(status == 400 and "maximum context length" in json.loads(body)["error"]["message"], body)
 
+    def smuggling_is_400_and_closes():
+        body = json.dumps({"model": "sim-model", "prompt": "x", "max_tokens": 1}).encode()
+        data = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                % (len(body), len(body), body))
+        got, closed = raw_exchange(c.port, data)
+        head, _, rest = got.partition(b"\r\n\r\n")
+        check(head.startswith(b"HTTP/1.1 400 "), got[:200])
+        check(b"\r\nconnection: close" in head.lower(), head)
+        err = json.loads(rest)["error"]
+        check(err["message"] and err["code"] == 400, rest)
+        check(closed, "the gateway closed the connection")
+
     def no_worker_saw_any_of_it():
         check(worker_side_counts(c) == before, "%s -> %s" % (before, worker_side_counts(c)))
 
@@ -61,6 +97,8 @@ with Cluster(binary, n=2, extra_yaml="limits: {max_body_bytes: 65536}\n") as c:
     cases.run("a body over the limit is 413", oversized_body_is_413)
     cases.run("an unknown model is 404", unknown_model_is_404)
     cases.run("a context longer than the window is 400", context_too_long_is_400)
+    cases.run("Content-Length with Transfer-Encoding: chunked is 400 and closes",
+              smuggling_is_400_and_closes)
     cases.run("no worker saw any bad request", no_worker_saw_any_of_it)
 
 with Cluster(binary, n=1, extra_yaml="api_keys: [k-123]\n") as c:

@@ -3,6 +3,7 @@
 // length, unknown path, wrong method). Nothing may crash the server: /health is checked last.
 // Usage: node bad_input.mjs <kvroute binary> <bad_requests.json or "">
 import fs from 'node:fs';
+import net from 'node:net';
 import { startSim, check, runCases } from './sim_proc.mjs';
 
 const [binary, corpusPath] = process.argv.slice(2);
@@ -18,6 +19,20 @@ async function post(path, body, method = 'POST') {
   let json = null;
   try { json = JSON.parse(text); } catch { /* not JSON */ }
   return { status: r.status, json, text };
+}
+
+// Writes `bytes` on a fresh loopback connection and collects what the server sends until it
+// closes the connection (or 5 s pass: `closed` false then).
+function rawExchange(bytes) {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, host);
+    let data = '';
+    const timer = setTimeout(() => { socket.destroy(); resolve({ data, closed: false }); }, 5000);
+    socket.on('connect', () => socket.write(bytes));
+    socket.on('data', (d) => { data += d.toString('latin1'); });
+    socket.on('error', () => {});
+    socket.on('close', () => { clearTimeout(timer); resolve({ data, closed: true }); });
+  });
 }
 
 function checkError(r, status, what) {
@@ -48,6 +63,21 @@ const cases = [
   }],
   ['wrong method is 405', async () => {
     checkError(await post('/v1/completions', undefined, 'GET'), 405, 'method');
+  }],
+  // Request smuggling: Content-Length and Transfer-Encoding together get a 400 with an
+  // OpenAI error object, Connection: close, and the server closes the connection.
+  ['Content-Length with Transfer-Encoding: chunked is 400 and closes', async () => {
+    const body = '{"model":"m","prompt":"x","max_tokens":1}';
+    const r = await rawExchange(
+      `POST /v1/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n\r\n` +
+      `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+    check(r.data.startsWith('HTTP/1.1 400 '), `status line: ${r.data.slice(0, 80)}`);
+    check(/\r\nconnection: close\r\n/i.test(r.data), `Connection: close: ${r.data.slice(0, 300)}`);
+    const json = JSON.parse(r.data.slice(r.data.indexOf('\r\n\r\n') + 4));
+    check(json.error && typeof json.error.message === 'string' && json.error.code === 400,
+          `error object: ${JSON.stringify(json)}`);
+    check(r.closed, 'the server closed the connection');
   }],
 ];
 if (corpusPath && fs.existsSync(corpusPath)) {

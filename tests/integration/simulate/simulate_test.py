@@ -10,6 +10,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,29 @@ def main():
     check(turns > 0 and distinct < turns, "without jitter some turn-1 requests start together")
     turns, distinct = follow_up_starts("jitter")
     check(turns > 0 and distinct == turns, "with jitter every turn-1 request starts apart")
+
+    # Defaults work together: with no workload flags every request is served and nothing is
+    # reported failed. Infera's session shape on the default profile (40,960 tokens) outgrows
+    # the context: the run must say so loudly, on stderr and under its table.
+    p = subprocess.run([a.kvroute, "simulate", "--out", out, "--no-progress", "--no-plots",
+                        "--label", "defaults"], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    check(p.returncode == 0, "simulate with defaults exits 0: " + p.stderr[-500:])
+    doc, _ = check_run(out, "defaults", ["c=8"], 8)
+    sent = sum(l["requests"]["sent"] for l in doc["levels"])
+    ok = sum(l["requests"]["ok"] for l in doc["levels"])
+    check(sent > 0 and ok == sent, f"defaults: {ok} of {sent} ok")
+    check("WARNING" not in p.stdout + p.stderr and "failed (" not in p.stdout,
+          "defaults: no failure note: " + p.stdout[-300:])
+    p = subprocess.run([a.kvroute, "simulate", "--out", out, "--no-progress", "--no-plots",
+                        "--label", "infera40k", "--sessions", "8", "--common-prefix-tokens",
+                        "20000", "--session-prefix-tokens", "10000", "--turns", "30",
+                        "--turn-input-tokens", "2048", "--output-tokens", "900"],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    for stream, text in (("stdout", p.stdout), ("stderr", p.stderr)):
+        line = next((l for l in text.splitlines() if "WARNING" in l), "")
+        check(re.search(r"WARNING: \d+ of 240 requests failed \(http_4xx \d+\)", line) and
+              "max_model_len 40960" in line, f"{stream} warns about max_model_len: {text[-600:]}")
 
     # The trace ships with the project (data/); a missing file is a broken checkout, not a skip.
     check(os.path.exists(a.trace), "trace file %s exists" % a.trace)
