@@ -13,6 +13,13 @@ namespace json = boost::json;
 
 namespace {
 
+// `kvroute simulate` runs in virtual time: no wall clock is involved at all.
+std::string RunTimeBaseNote(const RunReport& run) {
+  if (run.target == "simulate") return "times are simulated (virtual) model time";
+  return TimeBaseNote(run.time_scale);
+}
+
+
 json::value Opt(const std::optional<double>& v) {
   return v ? json::value(*v) : json::value(nullptr);
 }
@@ -134,7 +141,7 @@ std::string RunJson(const RunReport& run) {
   }
   doc["config"] = std::move(config);
   doc["time_base"] =
-      json::object{{"speedup", run.time_scale}, {"note", TimeBaseNote(run.time_scale)}};
+      json::object{{"speedup", run.time_scale}, {"note", RunTimeBaseNote(run)}};
   json::array levels;
   for (const LevelResult& l : run.levels) {
     LevelSummary s = SummarizeLevel(l, run.slo);
@@ -255,7 +262,7 @@ std::string TerminalTable(const RunReport& run) {
   std::ostringstream out;
   char line[256];
   out << "kvroute bench: " << run.label << " (" << run.workload << ") → " << run.target << "\n";
-  out << TimeBaseNote(run.time_scale) << "\n";
+  out << RunTimeBaseNote(run) << "\n";
   std::snprintf(line, sizeof line, "%-10s %6s %6s %9s %9s %9s %9s %10s %10s %8s\n", "level", "ok",
                 "failed", "ttft p50", "ttft p99", "itl p50", "itl p99", "in tok/s", "out tok/s",
                 "cached");

@@ -151,6 +151,14 @@ TEST(RequestsCsv, QuotesFieldsWithCommas) {
   EXPECT_NE(RequestsCsv(run).find("\"a,b\",c=1"), std::string::npos);
 }
 
+TEST(TerminalTable, SimulatedRunsSayTheirTimesAreVirtual) {
+  RunReport run = TwoLevelRun();
+  run.target = "simulate";
+  const std::string t = TerminalTable(run);
+  EXPECT_NE(t.find("simulated (virtual) model time"), std::string::npos) << t;
+  EXPECT_EQ(t.find("wall clock"), std::string::npos) << t;
+}
+
 TEST(TerminalTable, ListsLevelsAndGoodput) {
   std::string t = TerminalTable(TwoLevelRun());
   EXPECT_NE(t.find("c=1"), std::string::npos);
