@@ -14,16 +14,12 @@
 #include "bench/compare_notes.h"
 #include "bench/compare_run.h"
 #include "bench/demo_try.h"
+#include "common/format.h"
 #include "tokenize/simple_tokenizer.h"
 
 namespace kvroute::app {
 namespace {
 
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 // The default profile (qwen3-32b-tp2-h100) runs each sim on 2 GPUs: goodput is per GPU.
 constexpr int kGpusPerSim = 2;
@@ -104,10 +100,10 @@ int RunDemo(const DemoFlags& f) {
                                "front of " +
                                std::to_string(f.workers) + " fresh simulated vLLM workers; about " +
                                (f.quick ? "half a minute" : "two minutes") + ". The sims run " +
-                               Num(f.speedup) +
+                               ShortNumber(f.speedup) +
                                "x faster than real time, and every time reported is model "
                                "time: what the simulated GPUs would take (wall time x " +
-                               Num(f.speedup) + ").")
+                               ShortNumber(f.speedup) + ").")
             << std::flush;
   auto result = bench::RunCompare(options, run, report);
   if (!result) {

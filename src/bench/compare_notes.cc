@@ -5,16 +5,9 @@
 #include <sstream>
 #include <utility>
 
+#include "common/format.h"
+
 namespace kvroute::bench {
-namespace {
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-}  // namespace
 
 std::string WrapText(std::string_view text, std::size_t width) {
   std::string out, line;
@@ -40,10 +33,10 @@ std::optional<std::size_t> UncappedLevelRequests(const RunnerOptions& run, int c
 std::string CompareRunNotes(const std::vector<RunReport>& runs, const RunnerOptions& run) {
   std::string text;
   if (run.duration_s > 0) {
-    text += "Each level had " + Num(run.duration_s) + " s of wall time";
+    text += "Each level had " + ShortNumber(run.duration_s) + " s of wall time";
     if (run.time_scale != 1) {
-      text += ", " + Num(run.duration_s * run.time_scale) + " model seconds at --speedup " +
-              Num(run.time_scale);
+      text += ", " + ShortNumber(run.duration_s * run.time_scale) + " model seconds at --speedup " +
+              ShortNumber(run.time_scale);
     }
     text += ": at that cap it stops starting requests and lets those in flight finish.";
     std::size_t levels = 0, capped = 0;

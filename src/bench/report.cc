@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/format.h"
 #include "bench/time_base.h"
 
 namespace kvroute::bench {
@@ -29,13 +30,8 @@ json::object SummaryJson(const Summary& s) {
                       {"p50", s.p50},     {"p90", s.p90},   {"p99", s.p99}};
 }
 
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
-std::string OptNum(const std::optional<double>& v) { return v ? Num(*v) : std::string(); }
+std::string OptNum(const std::optional<double>& v) { return v ? ShortNumber(*v) : std::string(); }
 
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -230,14 +226,14 @@ std::string LevelsCsv(const RunReport& run) {
     LevelSummary s = SummarizeLevel(l, run.slo);
     out << CsvField(run.label) << ',' << run.workload << ',' << CsvField(l.name) << ','
         << (IsClosedLoop(l) ? std::to_string(l.concurrency) : "") << ','
-        << (l.rate_per_s > 0 ? Num(l.rate_per_s) : "") << ',' << Num(l.duration_s) << ',' << s.sent
-        << ',' << s.ok << ',' << s.failed << ',' << Num(s.ttft.p50) << ',' << Num(s.ttft.p90) << ','
-        << Num(s.ttft.p99) << ',' << Num(s.itl.p50) << ',' << Num(s.itl.p90) << ','
-        << Num(s.itl.p99) << ',' << Num(s.e2e.p50) << ',' << Num(s.e2e.p99) << ','
-        << Num(s.tpot.p50) << ',' << Num(s.input_tokens_per_s) << ',' << Num(s.output_tokens_per_s)
-        << ',' << Num(s.requests_per_s) << ',' << OptNum(l.hit_rate) << ','
+        << (l.rate_per_s > 0 ? ShortNumber(l.rate_per_s) : "") << ',' << ShortNumber(l.duration_s) << ',' << s.sent
+        << ',' << s.ok << ',' << s.failed << ',' << ShortNumber(s.ttft.p50) << ',' << ShortNumber(s.ttft.p90) << ','
+        << ShortNumber(s.ttft.p99) << ',' << ShortNumber(s.itl.p50) << ',' << ShortNumber(s.itl.p90) << ','
+        << ShortNumber(s.itl.p99) << ',' << ShortNumber(s.e2e.p50) << ',' << ShortNumber(s.e2e.p99) << ','
+        << ShortNumber(s.tpot.p50) << ',' << ShortNumber(s.input_tokens_per_s) << ',' << ShortNumber(s.output_tokens_per_s)
+        << ',' << ShortNumber(s.requests_per_s) << ',' << OptNum(l.hit_rate) << ','
         << OptNum(l.external_hit_rate) << ',' << OptNum(s.client_cached_fraction) << ','
-        << OptNum(s.slo_attainment) << ',' << Num(s.itl.mean) << '\n';
+        << OptNum(s.slo_attainment) << ',' << ShortNumber(s.itl.mean) << '\n';
   }
   return out.str();
 }
@@ -250,8 +246,8 @@ std::string RequestsCsv(const RunReport& run) {
     for (const RequestRecord& rec : l.requests) {
       const RequestResult& r = rec.result;
       out << CsvField(run.label) << ',' << CsvField(l.name) << ',' << rec.session << ',' << rec.turn
-          << ',' << (r.ok ? 1 : 0) << ',' << r.error_kind << ',' << Num(r.start_s) << ','
-          << Num(r.ttft_s) << ',' << Num(r.e2e_s) << ',' << Num(Tpot(r)) << ',' << r.itl_s.size()
+          << ',' << (r.ok ? 1 : 0) << ',' << r.error_kind << ',' << ShortNumber(r.start_s) << ','
+          << ShortNumber(r.ttft_s) << ',' << ShortNumber(r.e2e_s) << ',' << ShortNumber(Tpot(r)) << ',' << r.itl_s.size()
           << ',' << r.prompt_tokens << ',' << r.output_tokens << ',' << r.cached_tokens << '\n';
     }
   }
@@ -273,7 +269,7 @@ std::string TerminalTable(const RunReport& run) {
     // tokens); the engine's hit rate also counts its own re-checks after preemptions and
     // stays in the files (issue 15: 0.204 printed where 0.097 of prompt tokens were cached).
     std::string hit =
-        s.client_cached_fraction ? Num(*s.client_cached_fraction * 100) + "%" : "-";
+        s.client_cached_fraction ? ShortNumber(*s.client_cached_fraction * 100) + "%" : "-";
     std::snprintf(
         line, sizeof line, "%-10s %6zu %6zu %8.1fms %8.1fms %8.1fms %8.1fms %10.0f %10.0f %8s\n",
         l.name.c_str(), s.ok, s.failed, s.ttft.p50 * 1e3, s.ttft.p99 * 1e3, s.itl.p50 * 1e3,
@@ -282,9 +278,9 @@ std::string TerminalTable(const RunReport& run) {
   }
   auto infera = InferaGoodputs(run);
   for (std::size_t i = 0; i < infera.size() && i < run.itl_targets_tps.size(); ++i) {
-    out << "goodput (Infera, " << Num(run.itl_targets_tps[i]) << " tok/s/user): ";
+    out << "goodput (Infera, " << ShortNumber(run.itl_targets_tps[i]) << " tok/s/user): ";
     if (infera[i].tokens_per_s_per_gpu) {
-      out << Num(*infera[i].tokens_per_s_per_gpu) << " tok/s/GPU at concurrency "
+      out << ShortNumber(*infera[i].tokens_per_s_per_gpu) << " tok/s/GPU at concurrency "
           << *infera[i].at_concurrency << "\n";
     } else {
       out << "no level meets the target\n";
@@ -292,10 +288,10 @@ std::string TerminalTable(const RunReport& run) {
   }
   if (run.sweep_stop) out << SweepStopNote(*run.sweep_stop, run.stop_mean_itl_s) << "\n";
   if (auto ds = DistServeGoodputOf(run)) {
-    out << "goodput (DistServe, TTFT≤" << Num(run.slo->ttft_s) << "s TPOT≤" << Num(run.slo->tpot_s)
+    out << "goodput (DistServe, TTFT≤" << ShortNumber(run.slo->ttft_s) << "s TPOT≤" << ShortNumber(run.slo->tpot_s)
         << "s): ";
     if (ds->rate_per_s) {
-      out << Num(*ds->rate_per_s) << " req/s\n";
+      out << ShortNumber(*ds->rate_per_s) << " req/s\n";
     } else {
       out << "no rate attains the SLO\n";
     }

@@ -9,14 +9,11 @@
 #include <string_view>
 #include <utility>
 
+#include "common/format.h"
+
 namespace kvroute::simulate {
 namespace {
 
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 std::expected<void, std::string> WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -55,7 +52,7 @@ std::string WorkersCsv(const std::vector<SimLevelExtras>& levels) {
           << w.restarts << ',' << w.gpus << ',' << w.routed << ',' << s.prefix_cache_queries << ','
           << s.prefix_cache_hits << ',';
       if (s.prefix_cache_queries > 0) {
-        out << Num(static_cast<double>(s.prefix_cache_hits) /
+        out << ShortNumber(static_cast<double>(s.prefix_cache_hits) /
                    static_cast<double>(s.prefix_cache_queries));
       }
       out << ',' << s.cpu_cache_hits << ',' << s.num_preemptions << ',' << s.prompt_tokens << ','
@@ -75,13 +72,13 @@ std::string DecisionsCsv(const bench::RunReport& report,
     for (const DecisionRecord& d : levels[li].decisions) {
       if (d.request >= reqs.size()) continue;
       const bench::RequestResult& r = reqs[d.request].result;
-      out << levels[li].level << ',' << d.request << ',' << d.worker << ',' << Num(d.at_s) << ','
+      out << levels[li].level << ',' << d.request << ',' << d.worker << ',' << ShortNumber(d.at_s) << ','
           << d.prompt_tokens << ',' << d.predicted_cached_tokens << ',';
       if (r.ok) out << r.cached_tokens;
       out << ',';
-      if (d.predicted_ttft_s) out << Num(*d.predicted_ttft_s);
+      if (d.predicted_ttft_s) out << ShortNumber(*d.predicted_ttft_s);
       out << ',';
-      if (r.ok) out << Num(r.ttft_s);
+      if (r.ok) out << ShortNumber(r.ttft_s);
       out << ',' << d.inflight_at_route << ',' << d.pending_prefill_at_route << ','
           << (r.ok ? 1 : 0) << '\n';
     }
