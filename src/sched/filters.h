@@ -46,9 +46,9 @@ struct PrefixAffinityOptions {
   // model (queue, prefill, tier loads, decode interference, KV wait, the worker's wait
   // correction), so the bound moves with the learned rates and the measured queueing: no
   // constant to calibrate. Busy workers do not break stickiness: moving a conversation to
-  // one adds its recompute to a queue that others wait in too (on the conversation trace
-  // comparing against every worker moved 2-3x more conversations and lost hit rate and
-  // TTFT p99: docs/bench/policy-matrix.md). This is the work-conservation rule: an idle
+  // one adds its recompute to a queue that others wait in too (letting busy workers end it
+  // lost cached fraction and TTFT p99 on the conversation trace and SLO attainment on
+  // Mooncake, 0.41-0.44 against 0.55: docs/bench/policy-matrix.md). This is the work-conservation rule: an idle
   // worker is never passed over for a holder whose predicted TTFT exceeds the idle one's by
   // more than the prefix it saves. Holders that break it are dropped with the numbers as
   // the reason and the next deepest is tried; shallower holders (a shared system prompt's,
