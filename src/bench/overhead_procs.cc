@@ -145,7 +145,9 @@ std::optional<SchedSeconds> ProcessSchedSeconds(pid_t pid) {
       any = true;
     }
   }
-  if (!any) return std::nullopt;
+  // A live process has run, so zero run time on every thread means the kernel (a sandbox such
+  // as gVisor) does not account it: no reading rather than a run-queue wait of 0 that looks real.
+  if (!any || sum.run_s <= 0) return std::nullopt;
   return sum;
 }
 
