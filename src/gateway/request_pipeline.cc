@@ -134,7 +134,7 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
         if (!allowed) return std::unexpected(allowed.error());
       }
     }
-    out.keys = deps_.index->keyer().Keys(tokens, /*lora_name=*/{}, salt);
+    out.keys = deps_.index->keyer().Keys(tokens, kv::ExtraKeyInputs{.cache_salt = salt});
     return out;
   }
 
