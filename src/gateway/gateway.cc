@@ -333,12 +333,30 @@ std::expected<void, std::string> Gateway::Start() {
   deps.policy = p.policy;
   ModelCatalog* catalog = &p.catalog;
   deps.max_model_len = [catalog](std::string_view model) { return catalog->MaxModelLen(model); };
+  deps.is_lora_adapter = [catalog](std::string_view model) { return catalog->IsAdapter(model); };
+  if (kv::KvIndex* index = p.index.get()) {
+    deps.on_salted_route = [index](WorkerId w) { index->MarkSaltedTraffic(w); };
+  }
   PipelineOptions pipe_opts;
   pipe_opts.mode = c.mode;
   pipe_opts.failure_mode = c.failure_mode;
   pipe_opts.block_size = p.block_size;
   pipe_opts.inject_schedule_error = c.debug_fault == "schedule_error";
   pipe_opts.itl_slo_s = c.itl_slo_s;
+  pipe_opts.tenancy = c.tenancy;
+  pipe_opts.accept_images = c.images.enabled;
+  pipe_opts.set_image_uuid = c.images.set_uuid;
+  pipe_opts.image_tokens.placeholder = c.images.placeholder;
+  if (c.tokenizer.kind == "hf") {
+    pipe_opts.image_tokens =
+        tokenize::ImageTokensFromModelConfig(c.tokenizer.model_dir, pipe_opts.image_tokens);
+  }
+  if (c.images.tokens_per_image > 0) {
+    pipe_opts.image_tokens.tokens_per_image = c.images.tokens_per_image;
+  }
+  if (c.images.token_id >= 0) {
+    pipe_opts.image_tokens.token_id = static_cast<TokenId>(c.images.token_id);
+  }
   p.pipeline = std::make_unique<RequestPipeline>(std::move(deps), pipe_opts);
 
   // One pool of lanes for the server and the proxy (see Parts::lanes). proxy_threads used to
