@@ -194,6 +194,8 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
   }
   YAML::Node tenancy = r.Get("tenancy");
   if (tenancy && !tenancy.IsNull()) KVROUTE_TRY(ParseTenancy(tenancy, &c->tenancy));
+  KVROUTE_TRY(r.Bool("parity_probe", &c->parity_probe));
+  KVROUTE_TRY(r.Number("parity_probe_timeout_s", &c->parity_probe_timeout_s, 0.05, 600));
   KVROUTE_TRY(r.Number("scrape_interval_s", &c->scrape_interval_s, 0.01, 3600));
   KVROUTE_TRY(r.Number("health_interval_s", &c->health_interval_s, 0.01, 3600));
   KVROUTE_TRY(r.Number("shutdown_grace_s", &c->shutdown_grace_s, 0, 3600));
@@ -391,6 +393,8 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "unlisted" << YAML::Value << c.tenancy.unlisted;
   out << YAML::Key << "secret" << YAML::Value << (c.tenancy.secret.empty() ? "" : "<redacted>");
   out << YAML::EndMap;
+  out << YAML::Key << "parity_probe" << YAML::Value << c.parity_probe;
+  out << YAML::Key << "parity_probe_timeout_s" << YAML::Value << c.parity_probe_timeout_s;
   out << YAML::Key << "scrape_interval_s" << YAML::Value << c.scrape_interval_s;
   out << YAML::Key << "health_interval_s" << YAML::Value << c.health_interval_s;
   out << YAML::Key << "shutdown_grace_s" << YAML::Value << c.shutdown_grace_s;

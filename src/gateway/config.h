@@ -128,6 +128,13 @@ struct GatewayConfig {
   TenancyConfig tenancy;
   ImagesConfig images;
 
+  // Before serving, probe every worker's block size, tokenizer, chat template and (precise
+  // mode) block keys (gateway/parity_probe.h); a mismatch is a warning naming the worker and
+  // the setting, and kvroute_parity_mismatch. `parity_probe_timeout_s` bounds each exchange
+  // and the wait for the probe's KV event.
+  bool parity_probe = true;
+  double parity_probe_timeout_s = 3.0;
+
   double scrape_interval_s = 1.0;  // GET /metrics of each worker
   double health_interval_s = 2.0;  // GET /health of each worker
 
