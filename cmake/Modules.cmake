@@ -7,6 +7,14 @@
 #       a GoogleTest binary kvroute_<name>_test, registered with CTest (label "unit").
 
 set(KVROUTE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-missing-field-initializers)
+# GCC 12's -Wmaybe-uninitialized reports moves of std::optional members inside std::variant
+# alternatives that no path reaches (GCC PR 105593 family): kv::KvEvent tripped it at every
+# push_back once BlockStored gained its extra keys (src/engine/scheduler.cc and
+# src/bench/compare.cc worked around single sites before). -Wuninitialized (the definite
+# case) stays on, and the ASan/UBSan build runs every unit test.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND KVROUTE_WARNINGS -Wno-maybe-uninitialized)
+endif()
 if(KVROUTE_WERROR)
   list(APPEND KVROUTE_WARNINGS -Werror)
 endif()

@@ -1,5 +1,7 @@
 #include "api/chat_request.h"
 
+#include <openssl/evp.h>
+
 #include <array>
 #include <boost/json/serialize.hpp>
 #include <utility>
@@ -25,16 +27,44 @@ bool IsKnownRole(std::string_view role) {
   return false;
 }
 
-// String content, or an array of {type: "text", text} parts joined with "\n" (vLLM's
-// "string" content format). Non-text parts (images, audio) are refused: kvroute routes
-// text models and could not count their tokens.
-std::expected<std::string, ApiError> ParseContent(const boost::json::value& content,
+// One image_url part: its identifier (the part's uuid, else ImageIdentifier of its URL).
+std::expected<ImagePart, ApiError> ParseImagePart(const boost::json::object& part,
                                                   std::string_view param) {
+  const std::string url_param = FieldParam(param, "image_url");
+  const boost::json::value* image = Find(part, "image_url");
+  std::optional<std::string> url;
+  if (image != nullptr && image->is_string()) {
+    url = std::string(image->get_string());
+  } else if (image != nullptr && image->is_object()) {
+    KVROUTE_API_ASSIGN_OR_RETURN(
+        u, detail::OptString(image->get_object(), "url", FieldParam(url_param, "url")));
+    url = std::move(u);
+  } else if (image != nullptr) {
+    return std::unexpected(WrongType(url_param, "an object", *image));
+  }
+  if (!url || url->empty()) {
+    return std::unexpected(ApiError::InvalidRequest(
+        "'" + FieldParam(url_param, "url") + "' is required.", FieldParam(url_param, "url")));
+  }
+  KVROUTE_API_ASSIGN_OR_RETURN(uuid, detail::OptString(part, "uuid", FieldParam(param, "uuid")));
+  if (uuid && !uuid->empty()) return ImagePart{.identifier = std::move(*uuid), .has_uuid = true};
+  return ImagePart{.identifier = ImageIdentifier(*url)};
+}
+
+// String content, or an array of parts: {type: "text", text} parts joined with "\n" (vLLM's
+// "string" content format), image_url parts (when accepted) as one placeholder line each in
+// front of the text. Other parts (audio, video) are refused.
+std::expected<std::string, ApiError> ParseContent(const boost::json::value& content,
+                                                  std::string_view param,
+                                                  const ImageOptions& options,
+                                                  std::vector<ImagePart>* images) {
   if (content.is_string()) return std::string(content.get_string());
   if (!content.is_array()) {
     return std::unexpected(WrongType(param, "a string or an array of content parts", content));
   }
   std::string text;
+  std::string placeholders;
+  bool first_text = true;
   const boost::json::array& parts = content.get_array();
   for (std::size_t j = 0; j < parts.size(); ++j) {
     const std::string part_param = IndexParam(param, j);
@@ -46,9 +76,18 @@ std::expected<std::string, ApiError> ParseContent(const boost::json::value& cont
       return std::unexpected(
           ApiError::InvalidRequest("'" + type_param + "' is required.", type_param));
     }
+    if (*type == "image_url" && options.accept) {
+      KVROUTE_API_ASSIGN_OR_RETURN(image, ParseImagePart(part, part_param));
+      images->push_back(std::move(image));
+      placeholders += options.placeholder;
+      placeholders += '\n';
+      continue;
+    }
     if (*type != "text") {
       return std::unexpected(ApiError::InvalidRequest(
-          "Unsupported content part type '" + *type + "'; only 'text' is supported.", type_param));
+          "Unsupported content part type '" + *type + "'; only 'text'" +
+              (options.accept ? " and 'image_url' are" : " is") + " supported.",
+          type_param));
     }
     const std::string text_param = FieldParam(part_param, "text");
     KVROUTE_API_ASSIGN_OR_RETURN(part_text, detail::OptString(part, "text", text_param));
@@ -56,10 +95,11 @@ std::expected<std::string, ApiError> ParseContent(const boost::json::value& cont
       return std::unexpected(
           ApiError::InvalidRequest("'" + text_param + "' is required.", text_param));
     }
-    if (j > 0) text += '\n';
+    if (!first_text) text += '\n';
+    first_text = false;
     text += *part_text;
   }
-  return text;
+  return placeholders + text;
 }
 
 std::expected<tokenize::ToolCall, ApiError> ParseToolCall(const boost::json::value& value,
@@ -113,7 +153,9 @@ std::expected<tokenize::ToolCall, ApiError> ParseToolCall(const boost::json::val
 }
 
 std::expected<tokenize::ChatMessage, ApiError> ParseMessage(const boost::json::value& value,
-                                                            std::string_view param) {
+                                                            std::string_view param,
+                                                            const ImageOptions& options,
+                                                            std::vector<ImagePart>* images) {
   if (!value.is_object()) return std::unexpected(WrongType(param, "an object", value));
   const boost::json::object& obj = value.get_object();
   tokenize::ChatMessage message;
@@ -144,7 +186,7 @@ std::expected<tokenize::ChatMessage, ApiError> ParseMessage(const boost::json::v
 
   const std::string content_param = FieldParam(param, "content");
   if (const boost::json::value* content = Find(obj, "content")) {
-    KVROUTE_API_ASSIGN_OR_RETURN(text, ParseContent(*content, content_param));
+    KVROUTE_API_ASSIGN_OR_RETURN(text, ParseContent(*content, content_param, options, images));
     message.content = std::move(text);
   } else if (!(message.role == "assistant" && !message.tool_calls.empty())) {
     // Only an assistant turn that called tools may leave content out (OpenAI's rule).
@@ -162,7 +204,11 @@ std::expected<tokenize::ChatMessage, ApiError> ParseMessage(const boost::json::v
 
 }  // namespace
 
-std::expected<tokenize::ChatRequest, ApiError> ParseChatFields(const boost::json::object& body) {
+std::expected<tokenize::ChatRequest, ApiError> ParseChatFields(const boost::json::object& body,
+                                                               const ImageOptions& options,
+                                                               std::vector<ImagePart>* images) {
+  std::vector<ImagePart> unused;
+  if (images == nullptr) images = &unused;
   tokenize::ChatRequest chat;
   const boost::json::value* messages = Find(body, "messages");
   if (messages == nullptr) {
@@ -175,7 +221,8 @@ std::expected<tokenize::ChatRequest, ApiError> ParseChatFields(const boost::json
   }
   chat.messages.reserve(arr.size());
   for (std::size_t i = 0; i < arr.size(); ++i) {
-    KVROUTE_API_ASSIGN_OR_RETURN(message, ParseMessage(arr[i], IndexParam("messages", i)));
+    KVROUTE_API_ASSIGN_OR_RETURN(message,
+                                 ParseMessage(arr[i], IndexParam("messages", i), options, images));
     chat.messages.push_back(std::move(message));
   }
 
@@ -204,19 +251,61 @@ std::expected<tokenize::ChatRequest, ApiError> ParseChatFields(const boost::json
   return chat;
 }
 
-std::expected<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(std::string_view body) {
+std::expected<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(
+    std::string_view body, const ImageOptions& images) {
   KVROUTE_API_ASSIGN_OR_RETURN(obj, ParseJsonObjectBody(body));
-  return ParseChatCompletionRequest(std::move(obj));
+  return ParseChatCompletionRequest(std::move(obj), images);
 }
 
 std::expected<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(
-    boost::json::object body) {
+    boost::json::object body, const ImageOptions& options) {
   KVROUTE_API_ASSIGN_OR_RETURN(params, ParseGenerationParams(body, Endpoint::kChatCompletions));
-  KVROUTE_API_ASSIGN_OR_RETURN(chat, ParseChatFields(body));
+  std::vector<ImagePart> images;
+  KVROUTE_API_ASSIGN_OR_RETURN(chat, ParseChatFields(body, options, &images));
   // Move-constructed so the object keeps the storage it was parsed into (a move-assignment
   // into a default-storage object would copy the whole body).
-  return ChatCompletionRequest{
-      .params = std::move(params), .chat = std::move(chat), .body = std::move(body)};
+  return ChatCompletionRequest{.params = std::move(params),
+                               .chat = std::move(chat),
+                               .body = std::move(body),
+                               .images = std::move(images)};
+}
+
+std::string ImageIdentifier(std::string_view url) {
+  const bool data = url.starts_with("data:");
+  std::string_view material = url;
+  if (data) {
+    const std::size_t comma = url.find(',');
+    if (comma != std::string_view::npos) material = url.substr(comma + 1);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(material.data(), material.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string out = data ? "kvimg-" : "kvurl-";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < 16 && i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
+  }
+  return out;
+}
+
+void SetImageUuids(boost::json::object* body, const std::vector<ImagePart>& images) {
+  boost::json::value* messages = body->if_contains("messages");
+  if (messages == nullptr || !messages->is_array()) return;
+  std::size_t next = 0;
+  for (boost::json::value& m : messages->get_array()) {
+    boost::json::value* content = m.is_object() ? m.get_object().if_contains("content") : nullptr;
+    if (content == nullptr || !content->is_array()) continue;
+    for (boost::json::value& part : content->get_array()) {
+      if (!part.is_object()) continue;
+      boost::json::object& p = part.get_object();
+      const boost::json::value* type = p.if_contains("type");
+      if (type == nullptr || !type->is_string() || type->get_string() != "image_url") continue;
+      if (next >= images.size()) return;
+      const ImagePart& image = images[next++];
+      if (!image.has_uuid) p["uuid"] = image.identifier;
+    }
+  }
 }
 
 }  // namespace kvroute::api

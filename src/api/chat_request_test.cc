@@ -124,3 +124,65 @@ TEST(ChatRequest, ParseChatFieldsWorksOnATokenizeBody) {
 
 }  // namespace
 }  // namespace kvroute::api
+
+namespace kvroute::api {
+namespace {
+
+constexpr std::string_view kImageChat = R"({"model":"m","messages":[
+    {"role":"user","content":[{"type":"text","text":"What is this?"},
+        {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},
+        {"type":"image_url","image_url":"https://example.com/cat.png","uuid":"my-cat"}]},
+    {"role":"assistant","content":"A cat."},
+    {"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,BBBB"}}]}]})";
+
+TEST(ChatRequestImages, RefusedUnlessAccepted) {
+  auto r = ParseChatCompletionRequest(kImageChat);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().param, "messages[0].content[1].type");
+}
+
+TEST(ChatRequestImages, EachImageIsAPlaceholderLineInFrontWithItsIdentifier) {
+  auto r = ParseChatCompletionRequest(kImageChat, {.accept = true, .placeholder = "<img>"});
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->chat.messages[0].content, "<img>\n<img>\nWhat is this?");
+  EXPECT_EQ(r->chat.messages[2].content, "<img>\n");
+  ASSERT_EQ(r->images.size(), 3u);
+  EXPECT_EQ(r->images[0].identifier, ImageIdentifier("data:image/png;base64,AAAA"));
+  EXPECT_TRUE(r->images[0].identifier.starts_with("kvimg-"));
+  EXPECT_EQ(r->images[1].identifier, "my-cat");  // the client's uuid, as vLLM takes it
+  EXPECT_TRUE(r->images[1].has_uuid);
+  EXPECT_NE(r->images[2].identifier, r->images[0].identifier);
+}
+
+TEST(ChatRequestImages, DataUrlsAreNamedByTheirContentAndRemoteOnesByReference) {
+  // The media type does not change a data URL's identity; its payload does.
+  EXPECT_EQ(ImageIdentifier("data:image/png;base64,AAAA"),
+            ImageIdentifier("data:image/jpeg;base64,AAAA"));
+  EXPECT_NE(ImageIdentifier("data:image/png;base64,AAAA"),
+            ImageIdentifier("data:image/png;base64,AAAB"));
+  EXPECT_TRUE(ImageIdentifier("https://example.com/a.png").starts_with("kvurl-"));
+  EXPECT_NE(ImageIdentifier("https://example.com/a.png"),
+            ImageIdentifier("https://example.com/b.png"));
+}
+
+TEST(ChatRequestImages, AnImageWithoutUrlIsA400NamingTheField) {
+  auto r = ParseChatCompletionRequest(
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})",
+      {.accept = true});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().param, "messages[0].content[0].image_url.url");
+}
+
+TEST(ChatRequestImages, UuidsAreWrittenIntoPartsThatHaveNone) {
+  auto r = ParseChatCompletionRequest(kImageChat, {.accept = true});
+  ASSERT_TRUE(r.has_value());
+  SetImageUuids(&r->body, r->images);
+  const auto& m = r->body.at("messages").as_array();
+  EXPECT_EQ(m[0].at("content").as_array()[1].at("uuid").as_string(), r->images[0].identifier);
+  EXPECT_EQ(m[0].at("content").as_array()[2].at("uuid").as_string(), "my-cat");
+  EXPECT_EQ(m[2].at("content").as_array()[0].at("uuid").as_string(), r->images[2].identifier);
+  EXPECT_FALSE(m[0].at("content").as_array()[0].as_object().contains("uuid"));
+}
+
+}  // namespace
+}  // namespace kvroute::api

@@ -112,6 +112,9 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--http-threads", c->http_threads, "HTTP I/O threads")->capture_default_str();
   cmd->add_option("--served-model-name", c->served_model_name,
                   "Model name clients must send (default: the profile's)");
+  cmd->add_option("--lora-modules", c->lora_modules,
+                  "LoRA adapters served besides the base model, as vLLM's NAME=PATH (or NAME); "
+                  "a request naming one runs with it (its name enters every block's hash)");
   cmd->add_option("--shutdown-timeout", c->shutdown_timeout_s,
                   "Seconds in-flight requests may run after SIGTERM/SIGINT; 0 aborts them")
       ->capture_default_str();
@@ -156,6 +159,17 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
                   "Model directory (tokenizer.json + tokenizer_config.json) or shipped model "
                   "name (qwen3, llama3_1, deepseek_v3) for /tokenize, chat templates and output "
                   "text; empty = the built-in simple tokenizer");
+  cmd->add_option("--image-placeholder", c->image_placeholder,
+                  "Text standing for one image_url part in chat content")
+      ->capture_default_str();
+  cmd->add_option("--image-tokens", c->image_tokens,
+                  "Prompt tokens one image occupies (prefilled, keyed with the image's id); "
+                  "0 = the --tokenizer directory's config.json, else 64")
+      ->capture_default_str();
+  cmd->add_option("--image-token-id", c->image_token_id,
+                  "Token id of image placeholder tokens; -1 = config.json, else the "
+                  "placeholder's last token")
+      ->capture_default_str();
   cmd->add_option("--log-level", c->log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
   cmd->footer("Embedded profiles: " + [] {

@@ -21,6 +21,9 @@ kv::BlockStored BlockStoredOf(const BlockMeta& meta, std::uint32_t block_size, c
                                       meta.payload ? meta.payload->lora_name : kNoLora);
   ev.block_hashes.push_back(meta.hash);
   if (meta.payload) ev.token_ids = meta.payload->tokens;
+  if (meta.payload && meta.payload->extra_keys) {
+    ev.extra_keys.emplace(1, *meta.payload->extra_keys);
+  }
   return ev;
 }
 

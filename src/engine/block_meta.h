@@ -23,6 +23,9 @@ namespace kvroute::engine {
 struct BlockPayload {
   std::vector<TokenId> tokens;  // block_size tokens
   std::string lora_name;
+  // The block's extra keys when its request had any (LoRA, salt, images), as its events
+  // carried them; nullopt for a plain request.
+  std::optional<kv::BlockExtraKeys> extra_keys;
 };
 
 struct BlockMeta {
@@ -38,7 +41,8 @@ kv::BlockStored NewBlockStored(std::uint32_t block_size, const char* medium,
                                std::optional<kv::EngineHash> parent_hash,
                                const std::string& lora_name);
 
-// A BlockStored announcing one block from its meta (tokens and LoRA name from the payload).
+// A BlockStored announcing one block from its meta (tokens, LoRA name and extra keys from the
+// payload).
 kv::BlockStored BlockStoredOf(const BlockMeta& meta, std::uint32_t block_size, const char* medium);
 
 }  // namespace kvroute::engine

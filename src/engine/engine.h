@@ -63,9 +63,17 @@ struct RequestSpec {
   std::uint32_t max_tokens = 16;  // output tokens at most
   bool ignore_eos = false;        // false: stops at a seeded, deterministic EOS position
   std::uint64_t seed = 0;         // output content; same seed + prompt → same output
-  std::string lora_name;          // enters block hashes (extra key)
-  std::string cache_salt;         // enters block 0's hash (extra key)
+  std::string lora_name;          // enters every block's extra keys (kv/extra_keys.h)
+  std::string cache_salt;         // enters block 0's extra keys
+  // Images: their placeholder tokens are part of `prompt` (prefilled like any token) and
+  // their identifiers enter the extra keys of the blocks they overlap.
+  std::vector<kv::MmItem> mm_items;
 };
+
+// What a request adds to its blocks' extra keys (views into `spec`; kv/extra_keys.h).
+inline kv::ExtraKeyInputs ExtraKeyInputsOf(const RequestSpec& spec) {
+  return {.lora_name = spec.lora_name, .cache_salt = spec.cache_salt, .mm_items = spec.mm_items};
+}
 
 struct TokenEvent {
   std::string request_id;

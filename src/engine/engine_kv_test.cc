@@ -31,7 +31,8 @@ EngineConfig SmallConfig(std::int64_t gpu_blocks, std::int64_t cpu_blocks = 0) {
 std::vector<kv::EngineHash> VllmLow64(const std::vector<TokenId>& tokens,
                                       std::string_view lora = {}, std::string_view salt = {}) {
   std::vector<kv::EngineHash> out;
-  for (const auto& d : kv::VllmBlockHashes(tokens, 16, kv::VllmNoneHash("0"), lora, salt)) {
+  for (const auto& d : kv::VllmBlockHashes(tokens, 16, kv::VllmNoneHash("0"),
+                                           {.lora_name = lora, .cache_salt = salt})) {
     out.push_back(d.Low64());
   }
   return out;
@@ -120,10 +121,45 @@ TEST(EngineKvTest, LoraNameAndCacheSaltEnterHashesAndEvents) {
   EXPECT_EQ(stored[0].lora_name, "sql-adapter");
   EXPECT_EQ(stored[0].block_hashes, VllmLow64(Seq(32), "sql-adapter", "tenant-7"));
   EXPECT_NE(stored[0].block_hashes, VllmLow64(Seq(32)));
+  // The event carries what vLLM hashed, block by block (vLLM ≥ PR #33304).
+  ASSERT_TRUE(stored[0].extra_keys.has_value());
+  EXPECT_EQ(*stored[0].extra_keys,
+            (std::vector<kv::BlockExtraKeys>{
+                {kv::ExtraKey::Text("sql-adapter"), kv::ExtraKey::Text("tenant-7")},
+                {kv::ExtraKey::Text("sql-adapter")}}));
   // The same tokens without the salt do not hit.
   ASSERT_FALSE(engine->Add(Req("b", Seq(33), 1)));
   Drive(*engine, &run);
   EXPECT_EQ(run.cached["b"], 0u);
+}
+
+TEST(EngineKvTest, AnImageEntersTheBlocksItOverlapsAndOnlyTheSameImageHits) {
+  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto with = [](std::string id, std::string image) {
+    auto spec = Req(std::move(id), Seq(49), 1);
+    spec.mm_items = {{.identifier = std::move(image), .offset = 20, .length = 12}};
+    return spec;
+  };
+  ASSERT_FALSE(engine->Add(with("a", "img-a")));
+  Trace run;
+  Drive(*engine, &run);
+  const auto stored = EventsOf<kv::BlockStored>(run.events);
+  ASSERT_EQ(stored.size(), 1u);
+  ASSERT_TRUE(stored[0].extra_keys.has_value());
+  EXPECT_EQ(*stored[0].extra_keys,
+            (std::vector<kv::BlockExtraKeys>{{}, {kv::ExtraKey::Mm("img-a", 4)}, {}}));
+  std::vector<kv::EngineHash> expected;
+  const std::vector<kv::MmItem> items = {{.identifier = "img-a", .offset = 20, .length = 12}};
+  for (const auto& d :
+       kv::VllmBlockHashes(Seq(49), 16, kv::VllmNoneHash("0"), {.mm_items = items})) {
+    expected.push_back(d.Low64());
+  }
+  EXPECT_EQ(stored[0].block_hashes, expected);
+  ASSERT_FALSE(engine->Add(with("b", "img-a")));
+  ASSERT_FALSE(engine->Add(with("c", "img-b")));
+  Drive(*engine, &run);
+  EXPECT_EQ(run.cached["b"], 48u);
+  EXPECT_EQ(run.cached["c"], 16u);  // block 0 lies before the image
 }
 
 TEST(EngineKvTest, PythonHashSeedChangesEventHashes) {

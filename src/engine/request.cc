@@ -46,6 +46,12 @@ Request::Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engin
   num_prompt_tokens = static_cast<std::uint32_t>(tokens.size());
 }
 
+kv::BlockExtraKeys Request::BlockExtraKeys(std::size_t i, std::uint32_t block_size) const {
+  const kv::ExtraKeyInputs in = extra_key_inputs();
+  if (in.empty()) return {};
+  return kv::BlockExtraKeysFor(in, i * block_size, (i + 1) * block_size);
+}
+
 BlockHasher::BlockHasher(std::uint32_t block_size, EventHash mode,
                          std::string_view python_hash_seed)
     : keyer_(block_size), mode_(mode), none_hash_(kv::VllmNoneHash(python_hash_seed)) {}
@@ -60,17 +66,14 @@ void BlockHasher::Extend(Request* req) const {
   while (req->keys.size() < full) {
     const std::size_t i = req->keys.size();
     const std::span<const TokenId> block(req->tokens.data() + i * bs, bs);
-    const kv::BlockKey parent =
-        i == 0 ? keyer_.Root(req->spec.lora_name, req->spec.cache_salt) : req->keys.back();
-    req->keys.push_back(keyer_.Next(parent, block));
+    const kv::BlockKey parent = i == 0 ? keyer_.Root() : req->keys.back();
+    // The one rule for extra keys (kv/extra_keys.h), as vLLM applies it.
+    const kv::BlockExtraKeys extra = req->BlockExtraKeys(i, bs);
+    req->keys.push_back(keyer_.Next(parent, block, extra));
     if (mode_ == EventHash::kBlockKey) {
       req->hashes.push_back(req->keys.back());
       continue;
     }
-    // vLLM's extra keys: the LoRA name on every block, the cache salt on block 0 only.
-    std::vector<kv::VllmExtraKey> extra;
-    if (!req->spec.lora_name.empty()) extra.push_back(req->spec.lora_name);
-    if (i == 0 && !req->spec.cache_salt.empty()) extra.push_back(req->spec.cache_salt);
     req->last_digest = kv::VllmBlockHash(i == 0 ? none_hash_ : req->last_digest, block, extra);
     req->hashes.push_back(req->last_digest.Low64());
   }

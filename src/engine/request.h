@@ -54,6 +54,10 @@ struct Request {
 
   Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engine_seed);
   std::uint64_t num_tokens() const { return tokens.size(); }
+  // What the request adds to its blocks' extra keys (views into spec).
+  kv::ExtraKeyInputs extra_key_inputs() const { return ExtraKeyInputsOf(spec); }
+  // Block i's extra keys (kv::BlockExtraKeysFor over its tokens).
+  kv::BlockExtraKeys BlockExtraKeys(std::size_t i, std::uint32_t block_size) const;
 };
 
 // Computes block keys and event hashes of full blocks incrementally.

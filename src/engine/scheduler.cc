@@ -122,8 +122,12 @@ BlockMeta Scheduler::MetaFor(const Request& req, std::size_t i) const {
   if (i > 0) m.parent_hash = req.hashes[i - 1];
   if (cpu_tier_.capacity() > 0) {
     const auto begin = req.tokens.begin() + i * config_.block_size;
-    m.payload = std::make_shared<const BlockPayload>(BlockPayload{
-        .tokens = {begin, begin + config_.block_size}, .lora_name = req.spec.lora_name});
+    BlockPayload payload{.tokens = {begin, begin + config_.block_size},
+                         .lora_name = req.spec.lora_name};
+    if (!req.extra_key_inputs().empty()) {
+      payload.extra_keys = req.BlockExtraKeys(i, config_.block_size);
+    }
+    m.payload = std::make_shared<const BlockPayload>(std::move(payload));
   }
   return m;
 }
@@ -138,6 +142,15 @@ void Scheduler::EmitStored(const Request& req, std::size_t first, std::size_t en
       req.spec.lora_name);
   ev.block_hashes.assign(req.hashes.begin() + first, req.hashes.begin() + end);
   ev.token_ids.assign(req.tokens.begin() + first * bs, req.tokens.begin() + end * bs);
+  // vLLM ≥ PR #33304 sends every block's extra keys; a plain request's events leave them out
+  // (the encoder writes vLLM's [None] * n), so simulations of plain traffic pay nothing.
+  if (!req.extra_key_inputs().empty()) {
+    ev.extra_keys.emplace();
+    ev.extra_keys->reserve(end - first);
+    for (std::size_t i = first; i < end; ++i) {
+      ev.extra_keys->push_back(req.BlockExtraKeys(i, config_.block_size));
+    }
+  }
   events->push_back(std::move(ev));
 }
 

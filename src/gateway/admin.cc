@@ -99,8 +99,10 @@ HandlerResult DebugRoute(const EndpointContext& c, const HttpRequest& r) {
   // The body's shape says which endpoint it is for: chat bodies have "messages".
   const bool chat = r.body.find("\"messages\"") != std::string::npos;
   const Nanos now = c.clock->Now();
-  auto prepared = c.pipeline->Prepare(
-      chat ? api::Endpoint::kChatCompletions : api::Endpoint::kCompletions, r.body, now);
+  // The tenant's salt applies here too: a tenant sees only what it would be routed by.
+  auto prepared =
+      c.pipeline->Prepare(chat ? api::Endpoint::kChatCompletions : api::Endpoint::kCompletions,
+                          r.body, now, RequestContext{.tenant_salt = c.pipeline->TenantSalt(r)});
   if (!prepared) return Error(prepared.error());
   std::lock_guard lock(mu);
   auto outcome = c.pipeline->Route(*prepared, {}, now, state);
@@ -108,7 +110,8 @@ HandlerResult DebugRoute(const EndpointContext& c, const HttpRequest& r) {
     return net::JsonResponse(
         200, DecisionJson(*prepared, nullptr, sched::Decision{}, outcome.error().message));
   }
-  return net::JsonResponse(200, DecisionJson(*prepared, &*outcome, outcome->decision, {}));
+  const auto views = c.pipeline->CacheViewsOf(*prepared, now);
+  return net::JsonResponse(200, DecisionJson(*prepared, &*outcome, outcome->decision, {}, views));
 }
 
 HandlerResult Workers(const EndpointContext& c) {

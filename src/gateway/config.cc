@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "client/client_types.h"
+#include "gateway/config_reader.h"
 #include "sched/registry.h"
 
 namespace kvroute::gateway {
@@ -23,97 +24,9 @@ int DefaultLaneCount() {
 
 namespace {
 
-using Error = std::unexpected<std::string>;
-
-std::string Join(std::string_view path, std::string_view key) {
-  return path.empty() ? std::string(key) : std::string(path) + "." + std::string(key);
-}
-
-// Reads one map, remembering which keys were read so that the rest are reported.
-class MapReader {
- public:
-  MapReader(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
-
-  std::expected<void, std::string> CheckIsMap() const {
-    if (node_.IsNull() || node_.IsMap()) return {};
-    return Error(Where() + ": must be a mapping");
-  }
-
-  YAML::Node Get(const std::string& key) {
-    seen_.insert(key);
-    return node_.IsMap() ? node_[key] : YAML::Node();
-  }
-
-  std::expected<void, std::string> String(const std::string& key, std::string* out) {
-    YAML::Node n = Get(key);
-    if (!n || n.IsNull()) return {};
-    if (!n.IsScalar()) return Error(Join(path_, key) + ": must be a string");
-    *out = n.Scalar();
-    return {};
-  }
-
-  template <typename T>
-  std::expected<void, std::string> Number(const std::string& key, T* out, double min, double max) {
-    YAML::Node n = Get(key);
-    if (!n || n.IsNull()) return {};
-    double v = 0;
-    if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
-      return Error(Join(path_, key) + ": must be a number");
-    }
-    if (v < min || v > max) {
-      std::ostringstream os;
-      os << Join(path_, key) << ": " << n.Scalar() << " is out of range [" << min << ", " << max
-         << "]";
-      return Error(os.str());
-    }
-    if constexpr (std::is_integral_v<T>) {
-      if (v != std::floor(v)) return Error(Join(path_, key) + ": must be an integer");
-    }
-    *out = static_cast<T>(v);
-    return {};
-  }
-
-  std::expected<void, std::string> StringList(const std::string& key,
-                                              std::vector<std::string>* out) {
-    YAML::Node n = Get(key);
-    if (!n || n.IsNull()) return {};
-    if (n.IsScalar()) {
-      *out = {n.Scalar()};
-      return {};
-    }
-    if (!n.IsSequence()) return Error(Join(path_, key) + ": must be a list of strings");
-    out->clear();
-    for (std::size_t i = 0; i < n.size(); ++i) {
-      if (!n[i].IsScalar()) {
-        return Error(Join(path_, key) + "[" + std::to_string(i) + "]: must be a string");
-      }
-      out->push_back(n[i].Scalar());
-    }
-    return {};
-  }
-
-  std::expected<void, std::string> RejectUnknown() const {
-    if (!node_.IsMap()) return {};
-    for (const auto& kv : node_) {
-      std::string key = kv.first.Scalar();
-      if (!seen_.contains(key)) return Error(Join(path_, key) + ": unknown key");
-    }
-    return {};
-  }
-
-  const std::string& path() const { return path_; }
-  std::string Where() const { return path_.empty() ? "configuration" : path_; }
-
- private:
-  YAML::Node node_;
-  std::string path_;
-  std::set<std::string> seen_;
-};
-
-#define KVROUTE_TRY(expr)                                \
-  do {                                                   \
-    if (auto _r = (expr); !_r) return Error(_r.error()); \
-  } while (0)
+using config_detail::Error;
+using config_detail::Join;
+using config_detail::MapReader;
 
 std::expected<WorkerConfig, std::string> ParseWorker(const YAML::Node& node, std::string path) {
   MapReader r(node, path);
@@ -151,6 +64,24 @@ std::expected<WorkerConfig, std::string> ParseWorker(const YAML::Node& node, std
   KVROUTE_TRY(r.RejectUnknown());
   if (w.name.empty()) w.name = w.url;
   return w;
+}
+
+std::expected<void, std::string> ParseTenancy(const YAML::Node& node, TenancyConfig* t) {
+  MapReader r(node, "tenancy");
+  KVROUTE_TRY(r.CheckIsMap());
+  KVROUTE_TRY(r.String("from", &t->from));
+  KVROUTE_TRY(r.String("header", &t->header));
+  KVROUTE_TRY(r.String("unlisted", &t->unlisted));
+  KVROUTE_TRY(r.String("secret", &t->secret));
+  YAML::Node salts = r.Get("salts");
+  if (salts && !salts.IsNull()) {
+    if (!salts.IsMap()) return Error("tenancy.salts: must be a mapping of tenant to salt");
+    for (const auto& kv : salts) {
+      if (!kv.second.IsScalar()) return Error("tenancy.salts: every salt must be a string");
+      t->salts[kv.first.Scalar()] = kv.second.Scalar();
+    }
+  }
+  return r.RejectUnknown();
 }
 
 std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig* c) {
@@ -250,6 +181,21 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(l.RejectUnknown());
   }
   KVROUTE_TRY(r.StringList("api_keys", &c->api_keys));
+  YAML::Node images = r.Get("images");
+  if (images && !images.IsNull()) {
+    MapReader m(images, "images");
+    KVROUTE_TRY(m.CheckIsMap());
+    KVROUTE_TRY(m.Bool("enabled", &c->images.enabled));
+    KVROUTE_TRY(m.String("placeholder", &c->images.placeholder));
+    KVROUTE_TRY(m.Number("tokens_per_image", &c->images.tokens_per_image, 0, 1 << 20));
+    KVROUTE_TRY(m.Number("token_id", &c->images.token_id, -1, 4294967295.0));
+    KVROUTE_TRY(m.Bool("set_uuid", &c->images.set_uuid));
+    KVROUTE_TRY(m.RejectUnknown());
+  }
+  YAML::Node tenancy = r.Get("tenancy");
+  if (tenancy && !tenancy.IsNull()) KVROUTE_TRY(ParseTenancy(tenancy, &c->tenancy));
+  KVROUTE_TRY(r.Bool("parity_probe", &c->parity_probe));
+  KVROUTE_TRY(r.Number("parity_probe_timeout_s", &c->parity_probe_timeout_s, 0.05, 600));
   KVROUTE_TRY(r.Number("scrape_interval_s", &c->scrape_interval_s, 0.01, 3600));
   KVROUTE_TRY(r.Number("health_interval_s", &c->health_interval_s, 0.01, 3600));
   KVROUTE_TRY(r.Number("shutdown_grace_s", &c->shutdown_grace_s, 0, 3600));
@@ -325,6 +271,20 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   }
   if (c.tokenizer.kind == "hf" && c.tokenizer.model_dir.empty()) {
     return Error("tokenizer.model_dir: required when tokenizer.kind is hf");
+  }
+  if (c.images.placeholder.empty()) return Error("images.placeholder: must not be empty");
+  const TenancyConfig& t = c.tenancy;
+  if (t.from != "none" && t.from != "api_key" && t.from != "header") {
+    return Error("tenancy.from: '" + t.from + "' is not one of none, api_key, header");
+  }
+  if (t.from == "header" && t.header.empty()) {
+    return Error("tenancy.header: required when tenancy.from is header");
+  }
+  if (t.unlisted != "derive" && t.unlisted != "none") {
+    return Error("tenancy.unlisted: '" + t.unlisted + "' is not one of derive, none");
+  }
+  for (const auto& [tenant, salt] : t.salts) {
+    if (tenant.empty() || salt.empty()) return Error("tenancy.salts: empty tenant or salt");
   }
   if (!c.debug_fault.empty() && c.debug_fault != "schedule_error") {
     return Error("debug.fault: '" + c.debug_fault + "' is not one of schedule_error");
@@ -413,6 +373,28 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "api_keys" << YAML::Value << YAML::BeginSeq;
   for (std::size_t i = 0; i < c.api_keys.size(); ++i) out << "<redacted>";
   out << YAML::EndSeq;
+  out << YAML::Key << "images" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << c.images.enabled;
+  out << YAML::Key << "placeholder" << YAML::Value << c.images.placeholder;
+  out << YAML::Key << "tokens_per_image" << YAML::Value << c.images.tokens_per_image;
+  out << YAML::Key << "token_id" << YAML::Value << c.images.token_id;
+  out << YAML::Key << "set_uuid" << YAML::Value << c.images.set_uuid;
+  out << YAML::EndMap;
+  // Tenants may be API keys and salts are what isolates them: neither is printed.
+  out << YAML::Key << "tenancy" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "from" << YAML::Value << c.tenancy.from;
+  out << YAML::Key << "header" << YAML::Value << c.tenancy.header;
+  out << YAML::Key << "salts" << YAML::Value << YAML::BeginMap;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < c.tenancy.salts.size(); ++i) {
+    out << YAML::Key << "<redacted-" + std::to_string(++n) + ">" << YAML::Value << "<redacted>";
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "unlisted" << YAML::Value << c.tenancy.unlisted;
+  out << YAML::Key << "secret" << YAML::Value << (c.tenancy.secret.empty() ? "" : "<redacted>");
+  out << YAML::EndMap;
+  out << YAML::Key << "parity_probe" << YAML::Value << c.parity_probe;
+  out << YAML::Key << "parity_probe_timeout_s" << YAML::Value << c.parity_probe_timeout_s;
   out << YAML::Key << "scrape_interval_s" << YAML::Value << c.scrape_interval_s;
   out << YAML::Key << "health_interval_s" << YAML::Value << c.health_interval_s;
   out << YAML::Key << "shutdown_grace_s" << YAML::Value << c.shutdown_grace_s;

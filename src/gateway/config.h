@@ -66,6 +66,28 @@ struct TokenizerConfig {
   std::string model_dir;        // hf: directory with tokenizer.json + tokenizer_config.json
 };
 
+// tenancy: which tenant a request belongs to and the cache_salt kvroute adds for it, so
+// tenants never share cache (gateway/tenancy.h has the rules).
+struct TenancyConfig {
+  std::string from = "none";  // none | api_key | header
+  std::string header;         // from: header — the header naming the tenant (any case)
+  std::map<std::string, std::string> salts;  // tenant -> cache_salt (non-empty)
+  std::string unlisted = "derive";           // derive | none: a tenant not in `salts`
+  std::string secret;  // derive: mixed into derived salts (so they cannot be guessed)
+};
+
+// images: OpenAI image_url parts of chat requests (precise mode keys them; see
+// tokenize/image_tokens.h and api/chat_request.h).
+struct ImagesConfig {
+  bool enabled = true;                  // false: an image part is a 400 (text-only models)
+  std::string placeholder = "<image>";  // the text standing for one image in chat content
+  // Prompt tokens one image occupies; 0: the model's config.json (tokenizer.model_dir), else
+  // 64 (what `kvroute sim --image-tokens` defaults to).
+  std::uint32_t tokens_per_image = 0;
+  std::int64_t token_id = -1;  // the image token; -1: config.json, else the placeholder's last
+  bool set_uuid = true;        // forward each image's identifier as the part's `uuid`
+};
+
 // CPUs in this process's affinity mask, clamped to [1, 64].
 int DefaultLaneCount();
 
@@ -103,6 +125,15 @@ struct GatewayConfig {
   UpstreamTimeouts timeouts;
   LimitsConfig limits;
   std::vector<std::string> api_keys;  // bearer tokens; empty: no authentication
+  TenancyConfig tenancy;
+  ImagesConfig images;
+
+  // Before serving, probe every worker's block size, tokenizer, chat template and (precise
+  // mode) block keys (gateway/parity_probe.h); a mismatch is a warning naming the worker and
+  // the setting, and kvroute_parity_mismatch. `parity_probe_timeout_s` bounds each exchange
+  // and the wait for the probe's KV event.
+  bool parity_probe = true;
+  double parity_probe_timeout_s = 3.0;
 
   double scrape_interval_s = 1.0;  // GET /metrics of each worker
   double health_interval_s = 2.0;  // GET /health of each worker

@@ -187,6 +187,28 @@ debug: {fault: schedule_error}
   EXPECT_EQ(again->debug_fault, "schedule_error");
 }
 
+TEST(GatewayConfig, ImagesAndTheParityProbeAreReadAndKeptByEffectiveYaml) {
+  auto c = ParseConfig(std::string(kMinimal) + R"(
+images: {placeholder: "<|image_pad|>", tokens_per_image: 256, token_id: 151655, set_uuid: false}
+parity_probe: false
+parity_probe_timeout_s: 1.5
+)");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->images.placeholder, "<|image_pad|>");
+  EXPECT_EQ(c->images.tokens_per_image, 256u);
+  EXPECT_EQ(c->images.token_id, 151655);
+  EXPECT_FALSE(c->images.set_uuid);
+  EXPECT_FALSE(c->parity_probe);
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(EffectiveYaml(*again), EffectiveYaml(*c));
+  EXPECT_DOUBLE_EQ(again->parity_probe_timeout_s, 1.5);
+  auto bad = ParseConfig(std::string(kMinimal) + "images: {tokens: 3}\n");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().find("images.tokens: unknown key"), std::string::npos) << bad.error();
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "parity_probe: maybe\n").has_value());
+}
+
 TEST(GatewayConfig, CpuLoadBandwidthIsReadAndKeptByEffectiveYaml) {
   auto c = ParseConfig(R"(
 workers:

@@ -15,6 +15,8 @@
 #include "gateway/kv_feed.h"
 #include "gateway/model_catalog.h"
 #include "gateway/parity.h"
+#include "gateway/parity_probe.h"
+#include "gateway/parity_watch.h"
 #include "gateway/proxy.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
@@ -68,6 +70,7 @@ struct Gateway::Parts {
   std::unique_ptr<Proxy> proxy;
   std::unique_ptr<net::HttpServer> server;
   std::map<WorkerId, std::string> names;
+  ParityWatch parity_watch{&metrics};  // kvroute_parity_mismatch and its warnings
 
   // Maintenance thread: model catalog, parity check, prediction expiry.
   std::thread maintenance;
@@ -81,6 +84,7 @@ struct Gateway::Parts {
   void Maintain();
   void RefreshMetrics();
   ParityIndexView IndexView() const;
+  void RunParityProbe();
 };
 
 std::uint32_t Gateway::Parts::LearnBlockSize() {
@@ -108,12 +112,43 @@ std::uint32_t Gateway::Parts::LearnBlockSize() {
                  kv::kDefaultBlockSize);
     return kv::kDefaultBlockSize;
   }
+  const std::uint32_t chosen = std::max_element(seen.begin(), seen.end(), [](auto& a, auto& b) {
+                                 return a.second < b.second;
+                               })->first;
   if (seen.size() > 1) {
-    spdlog::warn("block size: workers disagree ({} sizes); using the most common", seen.size());
+    spdlog::warn("block size: workers disagree ({} sizes); using the most common, {}", seen.size(),
+                 chosen);  // the parity probe names each worker that differs
   }
-  return std::max_element(seen.begin(), seen.end(),
-                          [](auto& a, auto& b) { return a.second < b.second; })
-      ->first;
+  return chosen;
+}
+
+// Before the first request: every worker's block size, tokenizer, chat template and keys.
+void Gateway::Parts::RunParityProbe() {
+  std::vector<ParityTarget> targets;
+  for (const auto& w : registry->List()) {
+    ParityTarget t{.id = w.id,
+                   .name = w.spec.name,
+                   .base_url = w.spec.base_url,
+                   .model = w.spec.models.empty() ? "" : w.spec.models.front(),
+                   .kv_events = feed && feed->Endpoint(w.id).has_value()};
+    // The scraper's first round (before the probe) read each cache_config_info.
+    if (auto m = registry->Metrics(w.id); m && m->block_size && *m->block_size > 0) {
+      t.block_size = *m->block_size;
+    }
+    targets.push_back(std::move(t));
+  }
+  ParityProbeDeps deps{.tokenizer = tokenizer.get(),
+                       .block_size = block_size,
+                       .index = index.get(),
+                       .timeout = Ms(config.parity_probe_timeout_s),
+                       .nonce = static_cast<std::uint64_t>(clock.Now().count())};
+  if (feed) {
+    deps.event_batches = [this](WorkerId w) {
+      auto c = feed->Counters(w);
+      return c ? c->batches : 0;
+    };
+  }
+  parity_watch.RunStartProbe(targets, deps);
 }
 
 void Gateway::Parts::RefreshCatalog(client::BlockingHttpClient& http) {
@@ -158,6 +193,11 @@ void Gateway::Parts::Maintain() {
       last_catalog = std::chrono::steady_clock::now();
     }
     predicted->Expire(now);
+    for (const auto& w : registry->List()) {  // continuously: the scraped block size
+      if (auto m = registry->Metrics(w.id); m && m->block_size) {
+        parity_watch.WatchBlockSize(w.id, w.spec.name, *m->block_size, block_size);
+      }
+    }
     if (parity && index) {
       auto lookup = [this](WorkerId worker, std::span<const kv::BlockKey> keys) -> std::uint32_t {
         for (const auto& m : index->Lookup(keys)) {
@@ -181,6 +221,14 @@ void Gateway::Parts::Maintain() {
       for (const auto& w : report.workers) {
         auto it = names.find(*w.worker);
         spdlog::warn("parity: worker {}: {}", it != names.end() ? it->second : "?", w.message);
+        if (it == names.end()) continue;
+        if (w.cause == ParityCause::kBlockSizeMismatch) {
+          parity_watch.Set(*w.worker, it->second, "block_size", true);
+        } else if (w.cause == ParityCause::kNoEvents) {
+          parity_watch.Set(*w.worker, it->second, "kv_events", true);
+        } else if (w.cause == ParityCause::kTokenizerMismatch) {
+          parity_watch.Set(*w.worker, it->second, "tokenizer", true);
+        }
       }
     }
     lock.lock();
@@ -324,6 +372,7 @@ std::expected<void, std::string> Gateway::Start() {
   }
   p.scraper->Start();
   p.health->Start();
+  if (c.parity_probe) p.RunParityProbe();
 
   PipelineDeps deps;
   deps.registry = registry;
@@ -333,12 +382,30 @@ std::expected<void, std::string> Gateway::Start() {
   deps.policy = p.policy;
   ModelCatalog* catalog = &p.catalog;
   deps.max_model_len = [catalog](std::string_view model) { return catalog->MaxModelLen(model); };
+  deps.is_lora_adapter = [catalog](std::string_view model) { return catalog->IsAdapter(model); };
+  if (kv::KvIndex* index = p.index.get()) {
+    deps.on_salted_route = [index](WorkerId w) { index->MarkSaltedTraffic(w); };
+  }
   PipelineOptions pipe_opts;
   pipe_opts.mode = c.mode;
   pipe_opts.failure_mode = c.failure_mode;
   pipe_opts.block_size = p.block_size;
   pipe_opts.inject_schedule_error = c.debug_fault == "schedule_error";
   pipe_opts.itl_slo_s = c.itl_slo_s;
+  pipe_opts.tenancy = c.tenancy;
+  pipe_opts.accept_images = c.images.enabled;
+  pipe_opts.set_image_uuid = c.images.set_uuid;
+  pipe_opts.image_tokens.placeholder = c.images.placeholder;
+  if (c.tokenizer.kind == "hf") {
+    pipe_opts.image_tokens =
+        tokenize::ImageTokensFromModelConfig(c.tokenizer.model_dir, pipe_opts.image_tokens);
+  }
+  if (c.images.tokens_per_image > 0) {
+    pipe_opts.image_tokens.tokens_per_image = c.images.tokens_per_image;
+  }
+  if (c.images.token_id >= 0) {
+    pipe_opts.image_tokens.token_id = static_cast<TokenId>(c.images.token_id);
+  }
   p.pipeline = std::make_unique<RequestPipeline>(std::move(deps), pipe_opts);
 
   // One pool of lanes for the server and the proxy (see Parts::lanes). proxy_threads used to

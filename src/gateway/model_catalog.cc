@@ -66,6 +66,16 @@ std::optional<std::int64_t> ModelCatalog::MaxModelLen(std::string_view model) co
   return best;
 }
 
+bool ModelCatalog::IsAdapter(std::string_view model) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [worker, cards] : cards_) {
+    for (const auto& c : cards) {
+      if (c.id == model && c.parent && !c.parent->empty() && *c.parent != c.id) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<api::ModelCard> ModelCatalog::Cards(const std::set<WorkerId>& workers) const {
   std::lock_guard lock(mu_);
   std::map<std::string, api::ModelCard> by_id;

@@ -2,6 +2,9 @@
 // can answer /v1/models from the healthy workers and knows each model's context length
 // (max_model_len) for the context-length check before routing.
 //
+// Adapters: a card with a parent is a LoRA adapter of that base model; its name is then an
+// extra key of every block of the requests for it (kv/extra_keys.h).
+//
 // Until a worker answered, its configured model names stand in (no max_model_len: the check
 // is skipped and the worker enforces it).
 //
@@ -35,6 +38,10 @@ class ModelCatalog {
 
   // Smallest max_model_len any worker reported for `model` (the binding limit), if any did.
   std::optional<std::int64_t> MaxModelLen(std::string_view model) const;
+
+  // True when some worker lists `model` as a LoRA adapter: a card whose `parent` (the base
+  // model) is set and differs from its id, as vLLM lists the adapters of --lora-modules.
+  bool IsAdapter(std::string_view model) const;
 
   // One card per model id over `workers` (first reporter's card wins; ids sorted).
   std::vector<api::ModelCard> Cards(const std::set<WorkerId>& workers) const;

@@ -124,8 +124,10 @@ net::HandlerResult StartExchange(const std::shared_ptr<Proxy::Impl>& impl_, ApiS
   const Nanos now = impl_->clock_->Now();
   Lane& lane = impl_->LaneFor(request);
   std::string request_id = RequestIdFor(request);  // before the body leaves the request
-  auto exchange = std::make_shared<Exchange>(impl_.get(), &lane, surface, endpoint,
-                                             std::move(request.body), std::move(request_id), now);
+  RequestContext context{.tenant_salt = impl_->pipeline_->TenantSalt(request)};
+  auto exchange =
+      std::make_shared<Exchange>(impl_.get(), &lane, surface, endpoint, std::move(request.body),
+                                 std::move(context), std::move(request_id), now);
   auto slot = exchange->MakeSlot();
   exchange->Start();
   return std::shared_ptr<net::DeferredResponse>(slot);

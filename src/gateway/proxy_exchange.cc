@@ -35,12 +35,13 @@ net::HttpResponse ErrorResponse(ApiSurface surface, const api::ApiError& error,
 }  // namespace
 
 Exchange::Exchange(Proxy::Impl* proxy, Lane* lane, ApiSurface surface, api::Endpoint endpoint,
-                   std::string body, std::string request_id, Nanos arrived)
+                   std::string body, RequestContext context, std::string request_id, Nanos arrived)
     : proxy_(proxy),
       lane_(lane),
       anthropic_(surface == ApiSurface::kAnthropic),
       endpoint_(endpoint),
       client_body_(std::move(body)),
+      context_(std::move(context)),
       request_id_(std::move(request_id)),
       id_(proxy->next_id_.fetch_add(1)),
       arrived_(arrived),
@@ -134,9 +135,9 @@ asio::awaitable<Exchange::Prepared> Exchange::PrepareAndRoute() {
     const RequestPipeline* pipeline = self->proxy_->pipeline_;
     Nanos t0 = clock->Now();
     // The body moves into the prepared request, which every attempt then shares.
-    out.request = self->anthropic_
-                      ? pipeline->PrepareMessages(body, self->arrived_)
-                      : pipeline->PrepareOwned(self->endpoint_, std::move(body), self->arrived_);
+    out.request = self->anthropic_ ? pipeline->PrepareMessages(body, self->arrived_, self->context_)
+                                   : pipeline->PrepareOwned(self->endpoint_, std::move(body),
+                                                            self->arrived_, self->context_);
     Nanos t1 = clock->Now();
     out.prepare_time = t1 - t0;
     if (out.request) {

@@ -177,7 +177,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   // tokenized, keyed) on the compute pool when the exchange runs. `endpoint` is ignored for
   // the Messages API.
   Exchange(Proxy::Impl* proxy, Lane* lane, ApiSurface surface, api::Endpoint endpoint,
-           std::string body, std::string request_id, Nanos arrived);
+           std::string body, RequestContext context, std::string request_id, Nanos arrived);
   ~Exchange() override;
 
   std::shared_ptr<net::DeferredSlot> MakeSlot();
@@ -289,6 +289,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   const bool anthropic_;  // the client spoke the Messages API: translate answers
   const api::Endpoint endpoint_;
   std::string client_body_;  // until the compute pool takes it
+  const RequestContext context_;  // the tenant's salt
   PreparedRequest request_;  // set on the lane once prepared; read-only afterwards
   std::optional<AnthropicStreamTranslator> translator_;  // Messages API streams only
   const std::string request_id_;

@@ -46,7 +46,10 @@ std::string BaseUrlOf(const WorkerRegistry& registry, WorkerId worker) {
 }  // namespace
 
 RequestPipeline::RequestPipeline(PipelineDeps deps, PipelineOptions options)
-    : deps_(std::move(deps)), options_(options), approx_keyer_(options.block_size) {}
+    : deps_(std::move(deps)),
+      options_(options),
+      approx_keyer_(options.block_size),
+      tenants_(options_.tenancy) {}
 
 std::uint32_t RequestPipeline::block_size() const {
   if (options_.mode == RoutingMode::kPrecise && deps_.index != nullptr) {
@@ -74,14 +77,14 @@ std::vector<kv::BlockKey> RequestPipeline::KeysOfText(std::string_view text) con
   return keys;
 }
 
-std::expected<PreparedRequest, api::ApiError> RequestPipeline::Prepare(api::Endpoint endpoint,
-                                                                       std::string_view body,
-                                                                       Nanos now) const {
-  return PrepareOwned(endpoint, std::string(body), now);
+std::expected<PreparedRequest, api::ApiError> RequestPipeline::Prepare(
+    api::Endpoint endpoint, std::string_view body, Nanos now, const RequestContext& context) const {
+  return PrepareOwned(endpoint, std::string(body), now, context);
 }
 
 std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
-    api::Endpoint endpoint, std::string&& body_bytes, Nanos now) const {
+    api::Endpoint endpoint, std::string&& body_bytes, Nanos now,
+    const RequestContext& context) const {
   (void)now;
   PreparedRequest out;
   out.endpoint = endpoint;
@@ -91,16 +94,23 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
   api::GenerationParams params;
   std::optional<api::Prompt> prompt;
   std::optional<tokenize::ChatRequest> chat;
+  boost::json::object parsed_body;
+  std::vector<api::ImagePart> images;
   if (endpoint == api::Endpoint::kCompletions) {
     auto parsed = api::ParseCompletionRequest(body);
     if (!parsed) return std::unexpected(parsed.error());
     params = std::move(parsed->params);
     prompt = std::move(parsed->prompt);
+    parsed_body = std::move(parsed->body);
   } else {
-    auto parsed = api::ParseChatCompletionRequest(body);
+    auto parsed = api::ParseChatCompletionRequest(
+        body, api::ImageOptions{.accept = options_.accept_images,
+                                .placeholder = options_.image_tokens.placeholder});
     if (!parsed) return std::unexpected(parsed.error());
     params = std::move(parsed->params);
     chat = std::move(parsed->chat);
+    parsed_body = std::move(parsed->body);
+    images = std::move(parsed->images);
   }
   out.model = params.model;
   out.stream = params.stream;
@@ -108,7 +118,26 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
   if (!ServesModel(*deps_.registry, out.model)) {
     return std::unexpected(api::ApiError::ModelNotFound(out.model));
   }
-  const std::string salt = params.cache_salt.value_or("");
+  // Extra keys (kv/extra_keys.h): the adapter, and the salt the engine will get — the
+  // tenant's combined with the client's, written into the forwarded body.
+  if (deps_.is_lora_adapter && deps_.is_lora_adapter(out.model)) out.lora_name = out.model;
+  const std::string client_salt = params.cache_salt.value_or("");
+  out.cache_salt =
+      tenants_.enabled() ? CombineSalts(context.tenant_salt, client_salt) : client_salt;
+  bool rewrite = false;
+  if (out.cache_salt != client_salt) {
+    parsed_body["cache_salt"] = out.cache_salt;
+    rewrite = true;
+  }
+  if (options_.set_image_uuid &&
+      std::any_of(images.begin(), images.end(), [](const auto& i) { return !i.has_uuid; })) {
+    api::SetImageUuids(&parsed_body, images);
+    rewrite = true;
+  }
+  if (rewrite) {
+    out.body = std::make_shared<const std::string>(boost::json::serialize(parsed_body));
+  }
+  const std::string& salt = out.cache_salt;
 
   if (options_.mode == RoutingMode::kPrecise) {
     std::vector<TokenId> tokens;
@@ -126,6 +155,18 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
         return out;
       }
       tokens = std::move(*ids);
+      // Each image's placeholder becomes its tokens, and its span names it in the keys.
+      auto spans = tokenize::ExpandImagePlaceholders(*deps_.tokenizer, options_.image_tokens,
+                                                     images.size(), &tokens);
+      if (!spans) {
+        out.schedule_error = "images: " + spans.error();
+        return out;
+      }
+      for (std::size_t i = 0; i < images.size(); ++i) {
+        out.images.push_back(kv::MmItem{.identifier = images[i].identifier,
+                                        .offset = (*spans)[i].offset,
+                                        .length = (*spans)[i].length});
+      }
     }
     out.prompt_tokens = static_cast<std::int64_t>(tokens.size());
     if (deps_.max_model_len) {
@@ -134,7 +175,9 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
         if (!allowed) return std::unexpected(allowed.error());
       }
     }
-    out.keys = deps_.index->keyer().Keys(tokens, /*lora_name=*/{}, salt);
+    out.keys = deps_.index->keyer().Keys(
+        tokens,
+        kv::ExtraKeyInputs{.lora_name = out.lora_name, .cache_salt = salt, .mm_items = out.images});
     return out;
   }
 
@@ -153,19 +196,31 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
       return out;
     }
     text = std::move(*rendered);
+    // Each image's identifier right after its placeholder: other images, other keys.
+    std::size_t at = 0;
+    for (const auto& image : images) {
+      at = text.find(options_.image_tokens.placeholder, at);
+      if (at == std::string::npos) break;
+      at += options_.image_tokens.placeholder.size();
+      text.insert(at, "[" + image.identifier + "]");
+    }
   }
-  // The salt separates caches: fold it into block 0 by prefixing it to the text.
-  if (!salt.empty()) text = "salt:" + salt + '\0' + text;
+  // The adapter and the salt separate caches: fold them into block 0 by prefixing the text
+  // (approximate keys only need to agree with the router's own history).
+  if (!salt.empty() || !out.lora_name.empty()) {
+    text = "lora:" + out.lora_name + '\0' + "salt:" + salt + '\0' + text;
+  }
   out.prompt_tokens = static_cast<std::int64_t>(text.size() / 4);
   out.keys = KeysOfText(text);
   return out;
 }
 
 std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareMessages(
-    std::string_view body, Nanos now) const {
+    std::string_view body, Nanos now, const RequestContext& context) const {
   auto parsed = api::ParseAnthropicRequest(body);
   if (!parsed) return std::unexpected(std::move(parsed.error()));
-  auto prepared = PrepareOwned(api::Endpoint::kChatCompletions, api::OpenAiChatBody(*parsed), now);
+  auto prepared =
+      PrepareOwned(api::Endpoint::kChatCompletions, api::OpenAiChatBody(*parsed), now, context);
   if (prepared) prepared->surface = ApiSurface::kAnthropic;
   return prepared;
 }
@@ -292,11 +347,13 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
 
 void RequestPipeline::OnRouted(const PreparedRequest& request, const RouteOutcome& outcome,
                                Nanos now) const {
+  if (!request.cache_salt.empty() && deps_.on_salted_route) deps_.on_salted_route(outcome.worker);
   if (!request.keys.empty()) deps_.predicted->Record(outcome.worker, request.keys, now);
 }
 
 std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,
-                         const sched::Decision& decision, std::string_view error) {
+                         const sched::Decision& decision, std::string_view error,
+                         std::span<const sched::CacheView> views) {
   boost::json::object o;
   boost::json::object req;
   req["model"] = request.model;
@@ -304,6 +361,16 @@ std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* out
   req["prompt_tokens"] = request.prompt_tokens;
   req["block_size"] = request.block_size;
   req["full_blocks"] = request.keys.size();
+  if (!request.lora_name.empty()) req["lora_name"] = request.lora_name;
+  req["salted"] = !request.cache_salt.empty();  // the salt itself is never shown
+  if (!request.images.empty()) {
+    boost::json::array images;
+    for (const auto& i : request.images) {
+      images.push_back(boost::json::object{
+          {"identifier", i.identifier}, {"offset", i.offset}, {"tokens", i.length}});
+    }
+    req["images"] = std::move(images);
+  }
   if (request.schedule_error) req["schedule_error"] = *request.schedule_error;
   o["request"] = std::move(req);
   o["policy"] = decision.policy;
@@ -335,6 +402,13 @@ std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* out
     boost::json::object j;
     j["worker"] = c.name;
     j["cache_stale"] = c.cache_stale;
+    if (!views.empty()) {
+      std::uint32_t any = 0;
+      for (const auto& v : views) {
+        if (v.worker == c.worker) any = v.any_depth_blocks;
+      }
+      j["cached_any_blocks"] = any;
+    }
     if (c.dropped_by) {
       j["dropped_by"] = *c.dropped_by;
       j["drop_reason"] = c.drop_reason;

@@ -13,6 +13,13 @@
 // failure_mode — fail_open picks the least-loaded routable worker serving the model (load
 // alone), fail_close answers 503.
 //
+// Block keys carry the request's extra keys by the one rule (kv/extra_keys.h), exactly as the
+// engine hashes them: the LoRA adapter (a request whose model is an adapter in the workers'
+// /v1/models), the cache_salt (the tenant's, combined with the client's: gateway/tenancy.h;
+// the forwarded body then carries that salt), and each image of a chat request (its
+// identifier on the blocks its placeholder tokens overlap; the forwarded part gets it as its
+// `uuid`, so the engine names the image alike).
+//
 // Modes:
 //   precise      exact token ids (tokenizer), keys with kv::BlockKeyer over full token
 //                blocks, looked up in the event index max-merged with short-lived predictions.
@@ -42,12 +49,14 @@
 #include "api/generation_params.h"
 #include "common/types.h"
 #include "gateway/config.h"
+#include "gateway/tenancy.h"
 #include "kv/approx_predicted.h"
 #include "kv/block_key.h"
 #include "kv/index.h"
 #include "sched/decision.h"
 #include "sched/plugin.h"
 #include "sched/policy.h"
+#include "tokenize/image_tokens.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::gateway {
@@ -62,6 +71,11 @@ struct PipelineDeps {
   std::shared_ptr<const sched::Policy> policy;
   // The model's context length, when a worker told us (/v1/models max_model_len).
   std::function<std::optional<std::int64_t>(std::string_view model)> max_model_len;
+  // True when `model` is a LoRA adapter (a /v1/models card with a parent); null: never.
+  std::function<bool(std::string_view model)> is_lora_adapter;
+  // Called (before forwarding) for every request routed with a cache_salt: the index then
+  // treats the worker's runs without extra keys as possibly salted (KvIndex::MarkSaltedTraffic).
+  std::function<void(WorkerId)> on_salted_route;
 };
 
 struct PipelineOptions {
@@ -73,6 +87,17 @@ struct PipelineOptions {
   // scheduler.itl_slo_s: every request's ITL SLO for the policy (RequestProfile::itl_slo_s);
   // 0: none, the policy's own applies.
   double itl_slo_s = 0;
+  TenancyConfig tenancy;  // tenancy: the salts kvroute adds per tenant
+  // images: accepted in chat requests (else a 400), counted and placed by `image_tokens`,
+  // named in the forwarded body by their identifiers (set_image_uuid).
+  bool accept_images = true;
+  tokenize::ImageTokenOptions image_tokens;
+  bool set_image_uuid = true;
+};
+
+// What the HTTP layer knows about a request beyond its body.
+struct RequestContext {
+  std::string tenant_salt;  // the tenant's cache_salt (TenantSalts::SaltFor); empty: none
 };
 
 // Decode length assumed for the ITL guard and KV accounting when max_tokens is absent: vLLM's
@@ -99,6 +124,9 @@ struct PreparedRequest {
   std::int64_t output_tokens = 0;  // max_tokens or kAssumedOutputTokens
   std::vector<kv::BlockKey> keys;  // full blocks of the prompt
   std::uint32_t block_size = kv::kDefaultBlockSize;
+  std::string lora_name;           // the adapter, when the model is one (enters every block's keys)
+  std::string cache_salt;          // the salt the engine gets (enters block 0's keys); empty: none
+  std::vector<kv::MmItem> images;  // each image's identifier and placeholder tokens (precise)
   // Set when tokenizing/rendering failed for a reason that is not the client's fault: Route
   // then applies failure_mode.
   std::optional<std::string> schedule_error;
@@ -123,16 +151,23 @@ class RequestPipeline {
   RequestPipeline(PipelineDeps deps, PipelineOptions options);
 
   std::expected<PreparedRequest, api::ApiError> Prepare(api::Endpoint endpoint,
-                                                        std::string_view body, Nanos now) const;
+                                                        std::string_view body, Nanos now,
+                                                        const RequestContext& context = {}) const;
   // The same, taking the body over (no copy of a possibly multi-MiB prompt): the proxy's.
-  std::expected<PreparedRequest, api::ApiError> PrepareOwned(api::Endpoint endpoint,
-                                                             std::string&& body, Nanos now) const;
+  std::expected<PreparedRequest, api::ApiError> PrepareOwned(
+      api::Endpoint endpoint, std::string&& body, Nanos now,
+      const RequestContext& context = {}) const;
 
   // An Anthropic Messages body: parsed and validated (api/anthropic_messages.h), converted to
   // the OpenAI chat body that will be forwarded, and prepared exactly as that chat request
   // (so the tokens kvroute keys are those the worker will render).
-  std::expected<PreparedRequest, api::ApiError> PrepareMessages(std::string_view body,
-                                                                Nanos now) const;
+  std::expected<PreparedRequest, api::ApiError> PrepareMessages(
+      std::string_view body, Nanos now, const RequestContext& context = {}) const;
+
+  // The tenant salt of a request by its headers (options().tenancy).
+  std::string TenantSalt(const net::HttpRequest& request) const {
+    return tenants_.SaltFor(request);
+  }
 
   // Chooses a worker not in `exclude` (workers already tried for this request).
   // Errors: 503 when no worker can take it (all unhealthy/draining/excluded, or fail_close).
@@ -142,6 +177,11 @@ class RequestPipeline {
 
   // The request was sent to `outcome.worker`: its prefix is predicted there from now on.
   void OnRouted(const PreparedRequest& request, const RouteOutcome& outcome, Nanos now) const;
+
+  // Every worker's cached prefix of the request, as Route sees it (/debug/route).
+  std::vector<sched::CacheView> CacheViewsOf(const PreparedRequest& request, Nanos now) const {
+    return CacheViews(request.keys, now);
+  }
 
   const PipelineOptions& options() const { return options_; }
   std::uint32_t block_size() const;
@@ -156,10 +196,13 @@ class RequestPipeline {
   PipelineDeps deps_;
   PipelineOptions options_;
   kv::BlockKeyer approx_keyer_;
+  TenantSalts tenants_;
 };
 
-// The decision and the request's shape as JSON text (/debug/route, logs).
+// The decision and the request's shape as JSON text (/debug/route, logs). `views`, when
+// given, adds each candidate's cached prefix ("cached_any_blocks" per candidate).
 std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,
-                         const sched::Decision& decision, std::string_view error);
+                         const sched::Decision& decision, std::string_view error,
+                         std::span<const sched::CacheView> views = {});
 
 }  // namespace kvroute::gateway

@@ -114,6 +114,13 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                  .Name("kvroute_parity_ratio")
                  .Help("Fraction of predicted blocks the worker's events confirmed")
                  .Register(r);
+  parity_mismatch_ = &BuildGauge()
+                          .Name("kvroute_parity_mismatch")
+                          .Help(
+                              "1 while the worker disagrees with kvroute on a setting that "
+                              "keys KV blocks (block_size, tokenizer, chat_template, hash, "
+                              "kv_events)")
+                          .Register(r);
   ready_ =
       &BuildGauge().Name("kvroute_ready").Help("1 when /ready answers 200").Register(r).Add({});
 }
@@ -173,6 +180,10 @@ void RouterMetrics::SetEventLag(std::string_view worker, double seconds) {
 }
 void RouterMetrics::SetParity(std::string_view worker, double ratio) {
   parity_->Add({{"worker", S(worker)}}).Set(ratio);
+}
+void RouterMetrics::SetParityMismatch(std::string_view worker, std::string_view setting,
+                                      bool mismatch) {
+  parity_mismatch_->Add({{"worker", S(worker)}, {"setting", S(setting)}}).Set(mismatch ? 1 : 0);
 }
 void RouterMetrics::SetReady(bool ready) { ready_->Set(ready ? 1 : 0); }
 

@@ -26,6 +26,10 @@
 //   kv_event_lag_seconds{worker}                 gauge    now - ts of the last event batch
 //   parity_ratio{worker}                         gauge    predicted blocks the events confirmed
 //                                                         since start ("all": every worker)
+//   parity_mismatch{worker,setting}              gauge    1 while the worker disagrees with
+//                                                         kvroute on a setting that keys
+//                                                         blocks (block_size, tokenizer,
+//                                                         chat_template, hash, kv_events)
 //   ready                                        gauge    1 when /ready answers 200
 //
 // Thread safety: prometheus-cpp metrics are thread-safe; every method may be called from any
@@ -71,6 +75,7 @@ class RouterMetrics {
   void SetIndex(double blocks, double entries, double predicted_blocks);
   void SetEventLag(std::string_view worker, double seconds);
   void SetParity(std::string_view worker, double ratio);
+  void SetParityMismatch(std::string_view worker, std::string_view setting, bool mismatch);
   void SetReady(bool ready);
 
   // The text exposition of every metric.
@@ -98,6 +103,7 @@ class RouterMetrics {
   prometheus::Gauge* predicted_blocks_;
   prometheus::Family<prometheus::Gauge>* event_lag_;
   prometheus::Family<prometheus::Gauge>* parity_;
+  prometheus::Family<prometheus::Gauge>* parity_mismatch_;
   prometheus::Gauge* ready_;
 };
 

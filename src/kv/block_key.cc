@@ -15,36 +15,41 @@ namespace {
 static_assert(sizeof(TokenId) == 4);
 static_assert(std::endian::native == std::endian::little, "block keys assume little-endian");
 
+BlockKey RootOf(std::uint64_t seed) {
+  std::string material(reinterpret_cast<const char*>(&seed), sizeof(seed));
+  material.append("lora:");
+  material.push_back('\0');
+  material.append("salt:");
+  return XXH3_64bits_withSeed(material.data(), material.size(), seed);
+}
+
+// parent ‖ tokens [‖ CBOR(extra)] into *buffer (resized), the bytes one key hashes.
+void Material(BlockKey parent, std::span<const TokenId> tokens, const BlockExtraKeys& extra,
+              std::vector<unsigned char>* buffer) {
+  buffer->resize(sizeof(parent) + tokens.size_bytes());
+  std::memcpy(buffer->data(), &parent, sizeof(parent));
+  std::memcpy(buffer->data() + sizeof(parent), tokens.data(), tokens.size_bytes());
+  if (!extra.empty()) AppendExtraKeysCbor(extra, buffer);
+}
+
 }  // namespace
 
 BlockKeyer::BlockKeyer(std::uint32_t block_size, std::uint64_t seed)
-    : block_size_(block_size), seed_(seed) {
+    : block_size_(block_size), seed_(seed), root_(RootOf(seed)) {
   assert(block_size_ > 0);
 }
 
-BlockKey BlockKeyer::Root(std::string_view lora_name, std::string_view cache_salt) const {
-  std::string material;
-  material.reserve(16 + lora_name.size() + cache_salt.size());
-  material.append(reinterpret_cast<const char*>(&seed_), sizeof(seed_));
-  material.append("lora:");
-  material.append(lora_name);
-  material.push_back('\0');
-  material.append("salt:");
-  material.append(cache_salt);
-  return XXH3_64bits_withSeed(material.data(), material.size(), seed_);
-}
-
-BlockKey BlockKeyer::Next(BlockKey parent, std::span<const TokenId> block_tokens) const {
+BlockKey BlockKeyer::Next(BlockKey parent, std::span<const TokenId> block_tokens,
+                          const BlockExtraKeys& extra) const {
   assert(block_tokens.size() == block_size_);
-  // Same byte layout as AppendKeys: parent ‖ tokens, hashed in one call.
-  std::vector<unsigned char> buffer(sizeof(parent) + block_tokens.size_bytes());
-  std::memcpy(buffer.data(), &parent, sizeof(parent));
-  std::memcpy(buffer.data() + sizeof(parent), block_tokens.data(), block_tokens.size_bytes());
+  std::vector<unsigned char> buffer;
+  Material(parent, block_tokens, extra, &buffer);
   return XXH3_64bits_withSeed(buffer.data(), buffer.size(), seed_);
 }
 
 void BlockKeyer::AppendKeys(std::span<const TokenId> tokens, BlockKey root,
-                            std::vector<BlockKey>* out) const {
+                            std::vector<BlockKey>* out,
+                            std::span<const BlockExtraKeys> extra) const {
   const std::size_t full_blocks = tokens.size() / block_size_;
   out->reserve(out->size() + full_blocks);
   // Hash parent ‖ tokens from one contiguous buffer: one XXH3 call per block is ~2x faster
@@ -53,17 +58,23 @@ void BlockKeyer::AppendKeys(std::span<const TokenId> tokens, BlockKey root,
   std::vector<unsigned char> buffer(sizeof(BlockKey) + block_bytes);
   BlockKey parent = root;
   for (std::size_t b = 0; b < full_blocks; ++b) {
-    std::memcpy(buffer.data(), &parent, sizeof(parent));
-    std::memcpy(buffer.data() + sizeof(parent), tokens.data() + b * block_size_, block_bytes);
+    const std::span<const TokenId> block = tokens.subspan(b * block_size_, block_size_);
+    if (b < extra.size() && !extra[b].empty()) {
+      Material(parent, block, extra[b], &buffer);
+    } else {
+      buffer.resize(sizeof(BlockKey) + block_bytes);
+      std::memcpy(buffer.data(), &parent, sizeof(parent));
+      std::memcpy(buffer.data() + sizeof(parent), block.data(), block_bytes);
+    }
     parent = XXH3_64bits_withSeed(buffer.data(), buffer.size(), seed_);
     out->push_back(parent);
   }
 }
 
-std::vector<BlockKey> BlockKeyer::Keys(std::span<const TokenId> tokens, std::string_view lora_name,
-                                       std::string_view cache_salt) const {
+std::vector<BlockKey> BlockKeyer::Keys(std::span<const TokenId> tokens,
+                                       const ExtraKeyInputs& inputs) const {
   std::vector<BlockKey> keys;
-  AppendKeys(tokens, Root(lora_name, cache_salt), &keys);
+  AppendKeys(tokens, root_, &keys, PromptExtraKeys(inputs, tokens.size(), block_size_));
   return keys;
 }
 

@@ -2,15 +2,18 @@
 //
 // A prompt is cut into full blocks of `block_size` tokens (the tail that does not fill a
 // block is never keyed, as in vLLM). Each block's key chains its parent's key with its own
-// tokens, so equal keys mean equal prefixes:
+// tokens and its extra keys (kv/extra_keys.h: LoRA name, multimodal items, cache salt —
+// vLLM's rule), so equal keys mean equal prefixes under equal extra keys:
 //
-//   root      = XXH3_64(seed_le64 ‖ "lora:" ‖ lora_name ‖ 0x00 ‖ "salt:" ‖ cache_salt)
-//   key_i     = XXH3_64(key_{i-1}_le64 ‖ tokens_i as u32 LE, seed)
+//   root  = XXH3_64(seed_le64 ‖ "lora:" ‖ 0x00 ‖ "salt:", seed)   (bytes kept from when the
+//           adapter and salt entered the root, so keys of plain prompts did not change)
+//   key_i = XXH3_64(key_{i-1}_le64 ‖ tokens_i as u32 LE [‖ CBOR(extra_keys_i)], seed)
 //
-// The LoRA name and the cache salt enter through the root: in vLLM the LoRA name is an
-// extra key of every block and the salt of block 0 only; since keys chain, putting both in
-// the root gives the same equality relation. The index, the router and the simulator use
-// these keys; engine hashes from KV events are mapped onto them (see kv/README.md).
+// The CBOR part is present only when block i has extra keys, and is the very bytes vLLM's
+// sha256_cbor hashes as its third element (AppendExtraKeysCbor), so a block's key depends on
+// exactly what its vLLM hash depends on. Without extra keys the bytes are parent ‖ tokens
+// (the length tells the two forms apart). The index, the router and the simulator use these
+// keys; engine hashes from KV events are mapped onto them (see kv/README.md).
 //
 // Thread safety: BlockKeyer is immutable after construction; share it freely.
 #pragma once
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "kv/extra_keys.h"
 
 namespace kvroute::kv {
 
@@ -37,23 +41,28 @@ class BlockKeyer {
   std::uint32_t block_size() const { return block_size_; }
   std::uint64_t seed() const { return seed_; }
 
-  // The parent of block 0 for a request with this LoRA adapter and cache salt (either may
-  // be empty).
-  BlockKey Root(std::string_view lora_name = {}, std::string_view cache_salt = {}) const;
+  // The parent of block 0 (every request's: adapters and salts enter through the blocks'
+  // extra keys).
+  BlockKey Root() const { return root_; }
 
   // Key of one full block. REQUIRES: block_tokens.size() == block_size().
-  BlockKey Next(BlockKey parent, std::span<const TokenId> block_tokens) const;
+  BlockKey Next(BlockKey parent, std::span<const TokenId> block_tokens,
+                const BlockExtraKeys& extra = {}) const;
 
   // Appends the keys of every full block of `tokens`, chained from `root`, to *out.
-  void AppendKeys(std::span<const TokenId> tokens, BlockKey root, std::vector<BlockKey>* out) const;
+  // `extra[i]` are block i's extra keys; blocks past extra.size() have none.
+  void AppendKeys(std::span<const TokenId> tokens, BlockKey root, std::vector<BlockKey>* out,
+                  std::span<const BlockExtraKeys> extra = {}) const;
 
-  // Convenience: keys of every full block, chained from Root(lora_name, cache_salt).
-  std::vector<BlockKey> Keys(std::span<const TokenId> tokens, std::string_view lora_name = {},
-                             std::string_view cache_salt = {}) const;
+  // Keys of every full block of a request's tokens, chained from Root(), with the extra keys
+  // the rule gives for `inputs` (kv::BlockExtraKeysFor).
+  std::vector<BlockKey> Keys(std::span<const TokenId> tokens,
+                             const ExtraKeyInputs& inputs = {}) const;
 
  private:
   std::uint32_t block_size_;
   std::uint64_t seed_;
+  BlockKey root_;
 };
 
 }  // namespace kvroute::kv

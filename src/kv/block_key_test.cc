@@ -7,6 +7,10 @@
 namespace kvroute::kv {
 namespace {
 
+// Computed by the keyer before extra keys entered blocks (see PlainKeysArePinned).
+constexpr BlockKey kPinnedRoot = 5773295469401973285ULL;
+constexpr BlockKey kPinnedBlock0 = 11128812915101222514ULL;
+
 std::vector<TokenId> Iota(std::size_t n, TokenId start = 1) {
   std::vector<TokenId> v(n);
   std::iota(v.begin(), v.end(), start);
@@ -43,10 +47,12 @@ TEST(BlockKeyerTest, ChainDependsOnParentNotOnlyOnContent) {
 TEST(BlockKeyerTest, StreamingNextMatchesBatchKeys) {
   BlockKeyer keyer(16);
   auto tokens = Iota(64);
-  auto keys = keyer.Keys(tokens, "adapter", "salt");
-  BlockKey parent = keyer.Root("adapter", "salt");
+  const ExtraKeyInputs in{.lora_name = "adapter", .cache_salt = "salt"};
+  auto keys = keyer.Keys(tokens, in);
+  BlockKey parent = keyer.Root();
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    parent = keyer.Next(parent, std::span<const TokenId>(tokens).subspan(i * 16, 16));
+    parent = keyer.Next(parent, std::span<const TokenId>(tokens).subspan(i * 16, 16),
+                        BlockExtraKeysFor(in, i * 16, (i + 1) * 16));
     EXPECT_EQ(parent, keys[i]);
   }
 }
@@ -54,11 +60,20 @@ TEST(BlockKeyerTest, StreamingNextMatchesBatchKeys) {
 TEST(BlockKeyerTest, LoraAndSaltSeparateNamespaces) {
   BlockKeyer keyer(16);
   auto t = Iota(16);
-  EXPECT_NE(keyer.Keys(t)[0], keyer.Keys(t, "lora-a")[0]);
-  EXPECT_NE(keyer.Keys(t, "lora-a")[0], keyer.Keys(t, "lora-b")[0]);
-  EXPECT_NE(keyer.Keys(t)[0], keyer.Keys(t, "", "salt")[0]);
-  // The separator keeps ("ab","") and ("a","b") apart.
-  EXPECT_NE(keyer.Root("ab", ""), keyer.Root("a", "b"));
+  EXPECT_NE(keyer.Keys(t)[0], keyer.Keys(t, {.lora_name = "lora-a"})[0]);
+  EXPECT_NE(keyer.Keys(t, {.lora_name = "lora-a"})[0], keyer.Keys(t, {.lora_name = "lora-b"})[0]);
+  EXPECT_NE(keyer.Keys(t)[0], keyer.Keys(t, {.cache_salt = "salt"})[0]);
+  // Each extra key is its own CBOR item: ("ab", "") and ("a", "b") stay apart.
+  EXPECT_NE(keyer.Keys(t, {.lora_name = "ab"})[0],
+            keyer.Keys(t, {.lora_name = "a", .cache_salt = "b"})[0]);
+}
+
+TEST(BlockKeyerTest, PlainKeysArePinned) {
+  // Keys of prompts without extra keys are what they were before extra keys were folded into
+  // blocks (snapshots and recorded traces keep their meaning).
+  BlockKeyer keyer(16);
+  EXPECT_EQ(keyer.Root(), kPinnedRoot);
+  EXPECT_EQ(keyer.Keys(Iota(16))[0], kPinnedBlock0);
 }
 
 TEST(BlockKeyerTest, SeedChangesKeys) {

@@ -189,6 +189,104 @@ class Decoder : private MsgpackReader {
     return true;
   }
 
+  // One element of a block's extra-keys tuple (kv/extra_keys.h): text, int, bytes or a
+  // [text, int] multimodal pair; any other shape is kept whole as an opaque element.
+  bool ExtraKeyElement(BlockExtraKeys* out, int level, const char* what) {
+    const std::size_t start = Consumed();
+    Tok t;
+    if (!Next(&t, what)) return false;
+    ExtraKey k;
+    switch (t.kind) {
+      case Tok::kStr:
+        k.kind = ExtraKey::Kind::kText;
+        k.text = std::string(t.bytes);
+        break;
+      case Tok::kBin:
+        k.kind = ExtraKey::Kind::kBytes;
+        k.text = std::string(t.bytes);
+        break;
+      case Tok::kUint:
+      case Tok::kNegInt:
+        if (t.kind == Tok::kUint &&
+            t.u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+          k.kind = ExtraKey::Kind::kOpaque;
+          k.text = std::string(BytesSince(start));
+          break;
+        }
+        k.kind = ExtraKey::Kind::kInt;
+        k.number = static_cast<std::int64_t>(t.u);
+        break;
+      case Tok::kArray: {
+        bool pair = false;
+        std::uint64_t read = 0;
+        if (t.n == 2) {
+          Tok id;
+          Tok offset;
+          if (!Next(&id, what)) return false;
+          ++read;
+          if (id.kind == Tok::kStr) {
+            k.text = std::string(id.bytes);
+            if (!Next(&offset, what)) return false;
+            ++read;
+            if (offset.kind == Tok::kNegInt ||
+                (offset.kind == Tok::kUint &&
+                 offset.u <=
+                     static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
+              pair = true;
+              k.kind = ExtraKey::Kind::kMm;
+              k.number = static_cast<std::int64_t>(offset.u);
+            } else if (!SkipRest(offset, level + 1, what)) {
+              return false;
+            }
+          } else if (!SkipRest(id, level + 1, what)) {
+            return false;
+          }
+        }
+        if (!pair) {
+          for (std::uint64_t i = read; i < t.n; ++i) {
+            if (!Skip(level + 1, what)) return false;
+          }
+          k.kind = ExtraKey::Kind::kOpaque;
+          k.text = std::string(BytesSince(start));
+        }
+        break;
+      }
+      default:
+        if (!SkipRest(t, level, what)) return false;
+        k.kind = ExtraKey::Kind::kOpaque;
+        k.text = std::string(BytesSince(start));
+        break;
+    }
+    out->push_back(std::move(k));
+    return true;
+  }
+
+  // extra_keys: nil (the event cannot say), or one entry per block: nil (no extra keys) or
+  // the block's tuple (an element of unknown shape inside it is kept opaque).
+  bool ExtraKeys(std::optional<std::vector<BlockExtraKeys>>* out, int level, const char* what) {
+    Tok t;
+    if (!Next(&t, what)) return false;
+    if (t.kind == Tok::kNil) {
+      out->reset();
+      return true;
+    }
+    if (!Expect(t, Tok::kArray, what)) return false;
+    out->emplace();
+    (*out)->reserve(t.n);
+    for (std::uint64_t i = 0; i < t.n; ++i) {
+      Tok b;
+      if (!Next(&b, what)) return false;
+      BlockExtraKeys& keys = (*out)->emplace_back();
+      if (b.kind == Tok::kNil) continue;
+      if (!Expect(b, Tok::kArray, what)) return false;  // vLLM sends a tuple or None
+      if (level + 2 > kMaxDecodeDepth) return Fail(DecodeError::kTooDeep, what);
+      for (std::uint64_t j = 0; j < b.n; ++j) {
+        if (!ExtraKeyElement(&keys, level + 2, what)) return false;
+      }
+    }
+    return true;
+  }
+
   // Reads the value of `field` at nesting level `level` into *f.
   bool ReadField(Field field, Fields* f, int level) {
     if (field == kUnknownField) return Skip(level, "unknown field");
@@ -228,9 +326,7 @@ class Decoder : private MsgpackReader {
       case kLoraName:
         return OptionalStr(&s.lora_name, what);
       case kExtraKeys:
-        // Per-block extra-key tuples (LoRA name, cache salt, multimodal hashes): kvroute
-        // derives these itself, so they are validated as msgpack and dropped.
-        return Skip(level, what);
+        return ExtraKeys(&s.extra_keys, level, what);
       case kGroupIdx:
         return OptionalInt(&s.group_idx, what);
       case kSpecKind:

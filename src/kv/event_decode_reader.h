@@ -46,6 +46,11 @@ class MsgpackReader {
   }
 
   bool AtEnd() const { return left_ == 0; }
+  // Bytes consumed so far, and the bytes consumed since an earlier Consumed() (raw values).
+  std::size_t Consumed() const { return size_ - left_; }
+  std::string_view BytesSince(std::size_t consumed) const {
+    return std::string_view(p_ - (Consumed() - consumed), Consumed() - consumed);
+  }
   const DecodeStatus& status() const { return status_; }
 
   bool Fail(DecodeError e, const char* detail) {

@@ -150,6 +150,48 @@ TEST(EventDecodeGenerationsTest, MapEventsAreSelectedByKeyInAnyOrder) {
   EXPECT_FALSE(std::get<BlockRemoved>(b.events[1]).medium.has_value());
 }
 
+TEST(EventDecodeGenerationsTest, ExtraKeysAreKeptAsVllmBuiltThem) {
+  // Map event (vLLM main) with two blocks: block 0 (adapter, an image that starts 4 tokens
+  // in, the salt) and block 1 (adapter, the same image from 12 tokens before the block, and a
+  // prompt-embeds digest); a [text, float] pair is of no known shape and kept opaque.
+  Mp mp;
+  mp.Arr(3).F64(0).Arr(1);
+  mp.Map(5).S("type").S("BlockStored").S("block_hashes").Arr(2).Fix(1).Fix(2);
+  mp.S("token_ids").Tokens(4).S("block_size").Fix(2).S("extra_keys").Arr(2);
+  mp.Arr(3).S("sql-lora").Arr(2).S("img").Fix(4).S("tenant-a");
+  mp.Arr(4).S("sql-lora").Arr(2).S("img").I8(-12).Bin("abcd").Arr(2).S("x").F64(1.5);
+  mp.Nil();
+  const KvEventBatch b = MustDecode(mp);
+  const BlockStored& s = Stored(b);
+  ASSERT_TRUE(s.extra_keys.has_value());
+  ASSERT_EQ(s.extra_keys->size(), 2u);
+  EXPECT_EQ((*s.extra_keys)[0], (BlockExtraKeys{ExtraKey::Text("sql-lora"), ExtraKey::Mm("img", 4),
+                                                ExtraKey::Text("tenant-a")}));
+  const BlockExtraKeys& b1 = (*s.extra_keys)[1];
+  ASSERT_EQ(b1.size(), 4u);
+  EXPECT_EQ(b1[1], ExtraKey::Mm("img", -12));
+  EXPECT_EQ(b1[2], (ExtraKey{ExtraKey::Kind::kBytes, "\xab\xcd", 0}));
+  EXPECT_EQ(b1[3].kind, ExtraKey::Kind::kOpaque);
+  EXPECT_EQ(b1[3].text.size(), 1u + 2u + 9u);  // the raw [str "x", float64]
+}
+
+TEST(EventDecodeGenerationsTest, ExtraKeysNilOrNilPerBlockAreTwoAnswers) {
+  // None: the event cannot say (nullopt). [None, None]: no block has extra keys.
+  for (bool per_block : {false, true}) {
+    Mp mp;
+    mp.Arr(3).F64(0).Arr(1);
+    mp.Arr(9).S("BlockStored").Arr(2).Fix(1).Fix(2).Nil().Tokens(4).Fix(2).Nil().S("GPU").Nil();
+    per_block ? mp.Arr(2).Nil().Nil() : mp.Nil();
+    mp.Nil();
+    const KvEventBatch b = MustDecode(mp);
+    const BlockStored& s = Stored(b);
+    EXPECT_EQ(s.extra_keys.has_value(), per_block);
+    if (per_block) {
+      EXPECT_EQ(s.extra_keys->size(), 2u);
+    }
+  }
+}
+
 TEST(EventDecodeGenerationsTest, MapBatchWithAnyKeyOrder) {
   Mp mp;
   mp.Map(4).S("events").Arr(1).Map(1).S("type").S("AllBlocksCleared");

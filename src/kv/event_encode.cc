@@ -54,6 +54,8 @@ class Writer {
     out_->insert(out_->end(), data, data + n);
   }
 
+  void Raw(std::string_view bytes) { out_->insert(out_->end(), bytes.begin(), bytes.end()); }
+
   template <typename T>
   void OptionalInt(const std::optional<T>& v) {
     if (v) {
@@ -119,10 +121,40 @@ class EventWriter {
     for (EngineHash h : hashes) Hash(h);
   }
 
-  void ExtraKeys(std::size_t blocks) {
+  // Carried tuples as msgspec writes Python tuples (arrays); without any, the option's shape.
+  void ExtraKeys(const BlockStored& e) {
+    if (e.extra_keys.has_value()) {
+      w_.Array(e.extra_keys->size());
+      for (const BlockExtraKeys& block : *e.extra_keys) {
+        if (block.empty()) {
+          w_.Nil();
+          continue;
+        }
+        w_.Array(block.size());
+        for (const ExtraKey& k : block) ExtraKeyElement(k);
+      }
+      return;
+    }
     if (!o_.extra_keys_nil_per_block) return w_.Nil();
-    w_.Array(blocks);
-    for (std::size_t i = 0; i < blocks; ++i) w_.Nil();
+    w_.Array(e.block_hashes.size());
+    for (std::size_t i = 0; i < e.block_hashes.size(); ++i) w_.Nil();
+  }
+
+  void ExtraKeyElement(const ExtraKey& k) {
+    switch (k.kind) {
+      case ExtraKey::Kind::kText:
+        return w_.Str(k.text);
+      case ExtraKey::Kind::kInt:
+        return w_.Int(k.number);
+      case ExtraKey::Kind::kBytes:
+        return w_.Bin(reinterpret_cast<const std::uint8_t*>(k.text.data()), k.text.size());
+      case ExtraKey::Kind::kMm:
+        w_.Array(2);
+        w_.Str(k.text);
+        return w_.Int(k.number);
+      case ExtraKey::Kind::kOpaque:
+        return w_.Raw(k.text);  // already msgpack: the bytes the decoder kept
+    }
   }
 
   void Tokens(const std::vector<TokenId>& tokens) {
@@ -132,7 +164,7 @@ class EventWriter {
 
   void Stored(const BlockStored& e) {
     if (o_.events == EventLayout::kArray) return StoredArray(e);
-    const bool extra = o_.extra_keys_nil_per_block;
+    const bool extra = o_.extra_keys_nil_per_block || e.extra_keys.has_value();
     std::size_t n = 8 + (extra ? 1 : 0) + (e.group_idx ? 1 : 0) + (e.kv_cache_spec_kind ? 1 : 0) +
                     (e.kv_cache_spec_sliding_window ? 1 : 0);
     w_.Map(n);
@@ -154,7 +186,7 @@ class EventWriter {
     w_.OptionalStr(e.lora_name);
     if (extra) {
       w_.Str("extra_keys");
-      ExtraKeys(e.block_hashes.size());
+      ExtraKeys(e);
     }
     if (e.group_idx) {
       w_.Str("group_idx");
@@ -181,7 +213,7 @@ class EventWriter {
     w_.OptionalInt(e.lora_id);
     if (n >= kStoredFieldsMedium) w_.OptionalStr(e.medium);
     if (n >= kStoredFieldsLoraName) w_.OptionalStr(e.lora_name);
-    if (n >= kStoredFieldsExtraKeys) ExtraKeys(e.block_hashes.size());
+    if (n >= kStoredFieldsExtraKeys) ExtraKeys(e);
     if (n >= kStoredFieldsGroupIdx) w_.OptionalInt(e.group_idx);
     if (n >= kStoredFieldsGroupIdx + 1) w_.OptionalStr(e.kv_cache_spec_kind);
     if (n >= kStoredFieldsAll) w_.OptionalInt(e.kv_cache_spec_sliding_window);

@@ -57,9 +57,9 @@ struct EncodeOptions {
   // Array events only: BlockStored fields after the tag, kStoredFieldsV090..kStoredFieldsAll.
   // BlockRemoved carries the fields that existed in that generation. Clamped to the range.
   int array_stored_fields = kStoredFieldsAll;
-  // vLLM main sends extra_keys as one nil per block when no block has extra keys
-  // (`[None] * n`); older code sent None. KvEvent does not carry extra keys, so this only
-  // chooses between those two shapes. Map events omit the key when false.
+  // For an event without extra keys (BlockStored::extra_keys nullopt): vLLM main sends one
+  // nil per block (`[None] * n`); older code sent None (map events omit the key). An event
+  // that carries its tuples always sends them.
   bool extra_keys_nil_per_block = true;
 };
 

@@ -11,13 +11,18 @@
 //
 // Dual keys: engines name blocks by their own hashes (EngineHash), which kvroute cannot
 // reproduce in general. Each worker keeps a map EngineHash -> canonical node, built from the
-// token ids carried by BlockStored:
-//   key_0 = keyer.Next(parent_key, tokens_of_block_0),
-//   parent_key = key mapped from parent_block_hash, or keyer.Root(lora_name, "") for block 0.
-// cache_salt is not visible in events, so blocks of salted requests are indexed as unsalted:
-// a salted request cannot be matched precisely (kv/README.md). A worker whose engine hashes
-// all equal these keys (an engine hashing as kvroute does) keeps no map: its hashes resolve
-// through the node table, checked block by block, with an exact fallback to the map.
+// token ids and extra keys carried by BlockStored:
+//   key_i = keyer.Next(parent_key, tokens_of_block_i, extra_keys_i),
+//   parent_key = key mapped from parent_block_hash, or keyer.Root() for block 0,
+// with the extra keys derived by kv::EventExtraKeys: the event's own extra_keys (LoRA name,
+// multimodal items, cache_salt on block 0 — the request path's rule, so a salted, adapter or
+// image request's keys equal its blocks'), or, from an event without them, only its LoRA
+// name. Such an event cannot say whether block 0 was salted, so once the router has sent the
+// worker a salted request (MarkSaltedTraffic) a run from block 0 without extra_keys is not
+// indexed (counted `unattributed_*`): no request is ever credited with a salted tenant's
+// block, and its later blocks stay out too (their parent is unknown). A worker whose engine
+// hashes all equal these keys (an engine hashing as kvroute does) keeps no map: its hashes
+// resolve through the node table, checked block by block, with an exact fallback to the map.
 //
 // Ownership: owns all index state; the BlockKeyer is copied in.
 // Thread safety: every public method may be called from any thread concurrently. Writers
@@ -78,6 +83,11 @@ struct IndexCounters {
   std::uint64_t malformed = 0;              // token count != blocks * block_size: skipped
   std::uint64_t hash_conflicts = 0;         // engine hash already mapped to a different key
   std::uint64_t ref_overflow = 0;           // > 255 copies of one block in one tier: ignored
+  // Runs from block 0 whose event cannot say whether they were salted (no extra_keys), on a
+  // worker that was sent salted requests: not indexed (see the file comment).
+  std::uint64_t unattributed_runs = 0;
+  std::uint64_t unattributed_blocks = 0;
+  std::uint64_t extra_keys_mismatch = 0;  // extra_keys count != blocks: skipped
   // Last block size seen in a BlockStored (0 = none yet); the parity check compares it with
   // the keyer's to report a mismatch instead of silently matching nothing.
   std::uint32_t last_event_block_size = 0;
@@ -116,6 +126,11 @@ class KvIndex {
   // AllBlocksCleared from the worker, or RemoveWorker.
   void MarkStale(WorkerId worker);
   void ClearStale(WorkerId worker);
+
+  // The router sent `worker` a request with a cache_salt: from now on (until RemoveWorker)
+  // its runs from block 0 that carry no extra_keys are not indexed, since they might be
+  // salted. Cheap when already marked (a shared lock); call it before forwarding.
+  void MarkSaltedTraffic(WorkerId worker);
 
   IndexCounters counters() const;
   IndexStats stats() const;
@@ -276,6 +291,7 @@ class KvIndex {
     // entry's refs. Exact either way; it saves the map's ~15 bytes per entry (12 / load).
     // The first differing hash builds the map (MaterializeEngineMap); a clear starts over.
     bool hashes_are_keys = true;
+    bool salted_traffic = false;  // MarkSaltedTraffic was called
     std::size_t held = 0;  // entries with some tier held (= hashes while hashes_are_keys)
     EngineMap engine;      // engine hash -> node, with a reference count per hash
     // Per tier, the worker's hole nodes: not held in that tier but with a child held in it.
@@ -426,7 +442,7 @@ class KvIndex {
   }
 
   const BlockKeyer keyer_;
-  const BlockKey plain_root_;  // keyer_.Root("", ""): the parent of block 0 without LoRA
+  const BlockKey plain_root_;  // keyer_.Root(): the parent of every block 0
   mutable std::shared_mutex mu_;
   BlockPool pool_;         // before nodes_: the holder lists' spare blocks
   NodeTable node_of_key_;  // BlockKey -> node id; keys are compared through nodes_
@@ -451,6 +467,7 @@ class KvIndex {
   std::size_t num_entries_ = 0;
   IndexCounters counters_;
   std::vector<BlockKey> scratch_keys_;
+  std::vector<BlockExtraKeys> scratch_extra_;  // EventExtraKeys' scratch under the lock
 };
 
 }  // namespace kvroute::kv

@@ -34,7 +34,7 @@ std::optional<Tier> TierOf(const std::optional<std::string>& medium) {
 
 }  // namespace
 
-KvIndex::KvIndex(const BlockKeyer& keyer) : keyer_(keyer), plain_root_(keyer_.Root("", "")) {}
+KvIndex::KvIndex(const BlockKeyer& keyer) : keyer_(keyer), plain_root_(keyer_.Root()) {}
 
 void KvIndex::ApplyBatch(WorkerId worker, const KvEventBatch& batch) {
   ApplyEvents(worker, batch.events, /*count_batch=*/true);
@@ -103,14 +103,21 @@ void KvIndex::PreKey(WorkerId worker, std::span<const KvEvent> events, PreKeyed*
   // Pass 2: key, in order (a run chained to the previous one needs its last key).
   prev = nullptr;
   const PreKeyed::Run* prev_run = nullptr;
+  thread_local std::vector<BlockExtraKeys> extra_scratch;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const auto* st = std::get_if<BlockStored>(&events[i]);
     if (st == nullptr || !keyable(*st)) continue;
     PreKeyed::Run& run = pre->runs[i];
+    std::span<const BlockExtraKeys> extra;
+    if (EventExtraKeys(st->extra_keys, st->lora_name, st->lora_id, st->block_hashes.size(),
+                       &extra_scratch, &extra) == EventExtras::kMalformed) {
+      run.state = PreKeyed::kNone;  // ApplyStored counts it
+      prev = st;
+      prev_run = &run;
+      continue;
+    }
     if (!st->parent_block_hash.has_value()) {
-      run.parent = st->lora_name.has_value() && !st->lora_name->empty()
-                       ? keyer_.Root(*st->lora_name, "")
-                       : plain_root_;
+      run.parent = plain_root_;
       run.state = PreKeyed::kKeyed;
     } else if (prev != nullptr && *st->parent_block_hash == prev->block_hashes.back() &&
                prev_run->state == PreKeyed::kKeyed) {
@@ -121,7 +128,7 @@ void KvIndex::PreKey(WorkerId worker, std::span<const KvEvent> events, PreKeyed*
     prev_run = &run;
     if (run.state != PreKeyed::kKeyed) continue;
     run.offset = static_cast<std::uint32_t>(pre->keys.size());
-    keyer_.AppendKeys(st->token_ids, run.parent, &pre->keys);
+    keyer_.AppendKeys(st->token_ids, run.parent, &pre->keys, extra);
   }
 }
 
@@ -217,6 +224,23 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
     ++counters_.malformed;
     return;
   }
+  // The blocks' extra keys, from what the event says (kv/extra_keys.h).
+  std::span<const BlockExtraKeys> extra;
+  const EventExtras extras =
+      EventExtraKeys(e.extra_keys, e.lora_name, e.lora_id, n, &scratch_extra_, &extra);
+  if (extras == EventExtras::kMalformed) {
+    ++counters_.extra_keys_mismatch;
+    return;
+  }
+  if (extras == EventExtras::kLoraOnly && !e.parent_block_hash.has_value() &&
+      workers_[slot].salted_traffic) {
+    // Block 0 of a worker that serves salted requests, from an event that cannot say whether
+    // this one was salted: crediting it to unsalted requests could give one tenant's cache to
+    // another, so it stays out (and so do its descendants: their parent is unknown).
+    ++counters_.unattributed_runs;
+    counters_.unattributed_blocks += n;
+    return;
+  }
   std::uint32_t parent_node = kNoNode;
   BlockKey parent_key;
   if (e.parent_block_hash.has_value()) {
@@ -229,15 +253,14 @@ void KvIndex::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKey
     }
     parent_key = nodes_[parent_node].key;
   } else {
-    parent_key = e.lora_name.has_value() && !e.lora_name->empty() ? keyer_.Root(*e.lora_name, "")
-                                                                  : plain_root_;
+    parent_key = plain_root_;
   }
   std::span<const BlockKey> keys;
   if (run != nullptr && run->state == PreKeyed::kKeyed && run->parent == parent_key) {
     keys = pre_keys.subspan(run->offset, n);  // keyed outside the lock, from this very parent
   } else {
     scratch_keys_.clear();
-    keyer_.AppendKeys(e.token_ids, parent_key, &scratch_keys_);
+    keyer_.AppendKeys(e.token_ids, parent_key, &scratch_keys_, extra);
     keys = scratch_keys_;
   }
   const int t = static_cast<int>(*tier);

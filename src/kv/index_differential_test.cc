@@ -147,7 +147,7 @@ void RunSeed(std::uint64_t seed, int steps) {
                                 : recent[gen.Uniform(static_cast<int>(recent.size()))];
       if (gen.Uniform(3) == 0) p.contents[gen.Uniform(static_cast<int>(p.contents.size()))] = 7;
       if (gen.Uniform(4) == 0) p = gen.RandomPrompt();
-      compare(keyer.Keys(TokensOf(p.contents), p.lora), step, index);
+      compare(keyer.Keys(TokensOf(p.contents), ExtraKeyInputs{.lora_name = p.lora}), step, index);
       if (::testing::Test::HasFatalFailure()) return;
     }
     if (step % 500 == 499) {
@@ -165,7 +165,7 @@ void RunSeed(std::uint64_t seed, int steps) {
       ASSERT_EQ(testing::ModeledCounters(index.counters()), testing::ModeledCounters(ref.counters))
           << "step=" << step;
       for (const Prompt& p : recent) {
-        compare(keyer.Keys(TokensOf(p.contents), p.lora), step, copy);
+        compare(keyer.Keys(TokensOf(p.contents), ExtraKeyInputs{.lora_name = p.lora}), step, copy);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }

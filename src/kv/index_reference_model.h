@@ -186,8 +186,10 @@ class ReferenceIndex {
     }
     for (std::size_t i = 0; i < s.block_hashes.size(); ++i) {
       std::span<const TokenId> tokens(s.token_ids.data() + i * s.block_size, s.block_size);
-      const BlockKey key =
-          keyer_.Next(parent.value_or(keyer_.Root(s.lora_name.value_or(""))), tokens);
+      // Without extra_keys an event names only its adapter: an extra key of every block.
+      BlockExtraKeys extra;
+      if (s.lora_name && !s.lora_name->empty()) extra.push_back(ExtraKey::Text(*s.lora_name));
+      const BlockKey key = keyer_.Next(parent.value_or(keyer_.Root()), tokens, extra);
       auto [it, inserted] = wk.engine.try_emplace(s.block_hashes[i], Mapping{key, 0});
       if (!inserted && it->second.key != key) {
         ++counters.hash_conflicts;

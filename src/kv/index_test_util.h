@@ -56,7 +56,7 @@ inline KvEventBatch Batch(std::vector<KvEvent> events) {
 inline std::vector<BlockKey> PromptKeys(const BlockKeyer& keyer,
                                         const std::vector<std::uint32_t>& contents,
                                         const std::string& lora = "") {
-  return keyer.Keys(TokensOf(contents, keyer.block_size()), lora);
+  return keyer.Keys(TokensOf(contents, keyer.block_size()), ExtraKeyInputs{.lora_name = lora});
 }
 
 inline std::map<WorkerId, WorkerMatch> ByWorker(const std::vector<WorkerMatch>& matches) {

@@ -130,6 +130,16 @@ void KvIndex::MarkStale(WorkerId worker) {
   workers_[SlotFor(worker)].stale = true;
 }
 
+void KvIndex::MarkSaltedTraffic(WorkerId worker) {
+  {
+    std::shared_lock lock(mu_);
+    const std::uint32_t* slot = FindSlot(worker);
+    if (slot != nullptr && workers_[*slot].salted_traffic) return;
+  }
+  std::unique_lock lock(mu_);
+  workers_[SlotFor(worker)].salted_traffic = true;
+}
+
 void KvIndex::ClearStale(WorkerId worker) {
   std::unique_lock lock(mu_);
   if (const std::uint32_t* slot = FindSlot(worker)) workers_[*slot].stale = false;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "kv/extra_keys.h"
 
 namespace kvroute::kv {
 
@@ -42,6 +43,10 @@ struct BlockStored {
   std::optional<std::int64_t> lora_id;            // deprecated in vLLM, kept for compatibility
   std::optional<std::string> medium;              // "GPU" unless offloaded
   std::optional<std::string> lora_name;
+  // One tuple per block (empty: None), exactly what vLLM hashed (kv/extra_keys.h); nullopt
+  // when the event has no extra_keys or sends None (vLLM before PR #33304, connectors): the
+  // index then knows only the LoRA name (kv::EventExtraKeys).
+  std::optional<std::vector<BlockExtraKeys>> extra_keys;
   std::optional<std::int64_t> group_idx;          // KV cache group of hybrid models; 0 or none
   std::optional<std::string> kv_cache_spec_kind;  // e.g. "full_attention"
   std::optional<std::int64_t> kv_cache_spec_sliding_window;

@@ -8,30 +8,11 @@
 namespace kvroute::kv {
 namespace {
 
-// Canonical CBOR head: major type in the top 3 bits, shortest argument encoding.
-void AppendHead(std::vector<std::uint8_t>* out, std::uint8_t major, std::uint64_t value) {
-  const std::uint8_t mt = static_cast<std::uint8_t>(major << 5);
-  if (value < 24) {
-    out->push_back(mt | static_cast<std::uint8_t>(value));
-    return;
-  }
-  int bytes;
-  std::uint8_t info;
-  if (value <= 0xff) {
-    bytes = 1, info = 24;
-  } else if (value <= 0xffff) {
-    bytes = 2, info = 25;
-  } else if (value <= 0xffffffffULL) {
-    bytes = 4, info = 26;
-  } else {
-    bytes = 8, info = 27;
-  }
-  out->push_back(mt | info);
-  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<std::uint8_t>(value >> (8 * i)));
-}
-
 constexpr std::uint8_t kMajorUnsigned = 0, kMajorBytes = 2, kMajorText = 3, kMajorArray = 4;
-constexpr std::uint8_t kCborNull = 0xf6;
+
+void AppendHead(std::vector<std::uint8_t>* out, std::uint8_t major, std::uint64_t value) {
+  AppendCborHead(out, major, value);
+}
 
 Sha256Digest Sha256(std::span<const std::uint8_t> data) {
   Sha256Digest digest;
@@ -71,7 +52,7 @@ Sha256Digest VllmNoneHash(std::string_view python_hash_seed) {
 
 std::vector<std::uint8_t> VllmBlockHashInput(const Sha256Digest& parent,
                                              std::span<const TokenId> block_tokens,
-                                             std::span<const VllmExtraKey> extra_keys) {
+                                             const BlockExtraKeys& extra_keys) {
   std::vector<std::uint8_t> cbor;
   cbor.reserve(40 + block_tokens.size() * 5);
   AppendHead(&cbor, kMajorArray, 3);
@@ -79,36 +60,25 @@ std::vector<std::uint8_t> VllmBlockHashInput(const Sha256Digest& parent,
   cbor.insert(cbor.end(), parent.bytes.begin(), parent.bytes.end());
   AppendHead(&cbor, kMajorArray, block_tokens.size());
   for (TokenId t : block_tokens) AppendHead(&cbor, kMajorUnsigned, t);
-  if (extra_keys.empty()) {
-    cbor.push_back(kCborNull);
-  } else {
-    AppendHead(&cbor, kMajorArray, extra_keys.size());
-    for (const auto& key : extra_keys) {
-      AppendHead(&cbor, kMajorText, key.size());
-      cbor.insert(cbor.end(), key.begin(), key.end());
-    }
-  }
+  AppendExtraKeysCbor(extra_keys, &cbor);
   return cbor;
 }
 
 Sha256Digest VllmBlockHash(const Sha256Digest& parent, std::span<const TokenId> block_tokens,
-                           std::span<const VllmExtraKey> extra_keys) {
+                           const BlockExtraKeys& extra_keys) {
   return Sha256(VllmBlockHashInput(parent, block_tokens, extra_keys));
 }
 
 std::vector<Sha256Digest> VllmBlockHashes(std::span<const TokenId> tokens, std::uint32_t block_size,
                                           const Sha256Digest& none_hash,
-                                          std::string_view lora_name, std::string_view cache_salt) {
+                                          const ExtraKeyInputs& inputs) {
   std::vector<Sha256Digest> out;
   const std::size_t n = tokens.size() / block_size;
   out.reserve(n);
   Sha256Digest parent = none_hash;
-  std::vector<VllmExtraKey> extras;
   for (std::size_t b = 0; b < n; ++b) {
-    extras.clear();
-    if (!lora_name.empty()) extras.emplace_back(lora_name);
-    if (b == 0 && !cache_salt.empty()) extras.emplace_back(cache_salt);
-    parent = VllmBlockHash(parent, tokens.subspan(b * block_size, block_size), extras);
+    parent = VllmBlockHash(parent, tokens.subspan(b * block_size, block_size),
+                           BlockExtraKeysFor(inputs, b * block_size, (b + 1) * block_size));
     out.push_back(parent);
   }
   return out;

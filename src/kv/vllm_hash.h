@@ -5,6 +5,9 @@
 //   NONE_HASH = SHA-256(CBOR(text seed))                 (seed = PYTHONHASHSEED string)
 //   h_i       = SHA-256(CBOR([bstr h_{i-1}, [uint tokens...], null | [extra keys...]]))
 //
+// The extra keys are the block's tuple from kv/extra_keys.h (the one rule), encoded by
+// AppendExtraKeysCbor: text, int, bytes, and [text, int] for a multimodal item.
+//
 // CBOR is canonical: shortest-form heads, definite lengths. KV events carry the low 64 bits
 // of a digest (its last 8 bytes read big-endian) when VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1.
 //
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "kv/extra_keys.h"
 
 namespace kvroute::kv {
 
@@ -33,26 +37,20 @@ struct Sha256Digest {
   bool operator==(const Sha256Digest&) const = default;
 };
 
-// One entry of a block's extra-keys tuple. vLLM puts the LoRA name (text) and the cache
-// salt (text, block 0 only) there; multimodal keys are out of scope.
-using VllmExtraKey = std::string;
-
 Sha256Digest VllmNoneHash(std::string_view python_hash_seed);
 
 Sha256Digest VllmBlockHash(const Sha256Digest& parent, std::span<const TokenId> block_tokens,
-                           std::span<const VllmExtraKey> extra_keys = {});
+                           const BlockExtraKeys& extra_keys = {});
 
 // The canonical CBOR bytes that VllmBlockHash feeds to SHA-256 (exposed for tests).
 std::vector<std::uint8_t> VllmBlockHashInput(const Sha256Digest& parent,
                                              std::span<const TokenId> block_tokens,
-                                             std::span<const VllmExtraKey> extra_keys);
+                                             const BlockExtraKeys& extra_keys);
 
-// Chains VllmBlockHash over every full block of `tokens` starting from `none_hash`.
-// `lora_name` (if non-empty) is an extra key of every block; `cache_salt` (if non-empty) an
-// extra key of block 0 only, after the LoRA name — vLLM's order.
+// Chains VllmBlockHash over every full block of `tokens` starting from `none_hash`, each
+// block with the extra keys the rule gives for `inputs` (kv::BlockExtraKeysFor).
 std::vector<Sha256Digest> VllmBlockHashes(std::span<const TokenId> tokens, std::uint32_t block_size,
                                           const Sha256Digest& none_hash,
-                                          std::string_view lora_name = {},
-                                          std::string_view cache_salt = {});
+                                          const ExtraKeyInputs& inputs = {});
 
 }  // namespace kvroute::kv

@@ -29,6 +29,10 @@ std::expected<void, std::string> Validate(const SimConfig& c) {
     return fail("--block-size must be one of 1, 8, 16, 32, 64, 128, 256 (vLLM's choices)");
   }
   if (c.max_num_seqs < 1) return fail("--max-num-seqs must be >= 1");
+  if (c.image_placeholder.empty()) return fail("--image-placeholder must not be empty");
+  for (const auto& m : c.lora_modules) {
+    if (m.empty() || m.front() == '=') return fail("--lora-modules: an adapter needs a name");
+  }
   if (c.max_num_batched_tokens < 1) return fail("--max-num-batched-tokens must be >= 1");
   if (c.num_gpu_blocks < 0) return fail("--num-gpu-blocks must be >= 0");
   if (c.num_cpu_blocks < 0) return fail("--num-cpu-blocks must be >= 0");

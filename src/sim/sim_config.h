@@ -24,6 +24,10 @@ struct SimConfig {
   int http_threads = 2;
   std::string served_model_name;  // empty: the profile's served_model_name
   double shutdown_timeout_s = 0;  // vLLM --shutdown-timeout: 0 aborts in-flight at once
+  // vLLM --lora-modules name=path ...: adapters served besides the base model (listed in
+  // /v1/models with the base as parent; a request naming one runs with that LoRA, whose name
+  // enters its blocks' extra keys). Only the names matter; paths are kept for /v1/models.
+  std::vector<std::string> lora_modules;
 
   // Engine model.
   std::string profile{engine::kDefaultProfileName};  // embedded name or path to a .yaml
@@ -51,6 +55,15 @@ struct SimConfig {
   // directory (tokenizer.json + tokenizer_config.json) or the name of a shipped model
   // (tokenize::ShippedModelNames(): qwen3, llama3_1, deepseek_v3). See sim_tokenizer.h.
   std::string tokenizer;
+
+  // Images (OpenAI image_url parts of chat requests): each is `image_placeholder` in the chat
+  // content, expanded to `image_tokens` prompt tokens of `image_token_id` (the engine prefills
+  // them like any prompt token; its blocks carry the image's identifier in their extra keys).
+  // 0 / -1: the --tokenizer directory's config.json, else 64 tokens and the placeholder's last
+  // token — what `kvroute serve` assumes too (images.* in its configuration).
+  std::string image_placeholder = "<image>";
+  std::uint32_t image_tokens = 0;
+  std::int64_t image_token_id = -1;
 
   std::string log_level = "info";
 

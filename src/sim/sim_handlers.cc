@@ -55,7 +55,29 @@ std::expected<void, api::ApiError> CheckTokenIds(const std::vector<TokenId>& ids
 struct Admitted {
   api::GenerationParams params;
   std::vector<TokenId> prompt;
+  std::string lora_name;           // the adapter the request named, if any
+  std::vector<kv::MmItem> images;  // each image's identifier and placeholder tokens
 };
+
+// --lora-modules entries are NAME=PATH (vLLM's form) or NAME.
+std::string_view AdapterName(std::string_view module) { return module.substr(0, module.find('=')); }
+std::string_view AdapterPath(std::string_view module) {
+  const std::size_t eq = module.find('=');
+  return eq == std::string_view::npos ? module : module.substr(eq + 1);
+}
+
+// The model check: the served model, or one of its adapters (then *lora_name is set).
+std::expected<void, api::ApiError> CheckModel(const SimContext& ctx, const std::string& model,
+                                              std::string* lora_name) {
+  if (model == ctx.served_model_name) return {};
+  for (const auto& m : ctx.lora_modules) {
+    if (AdapterName(m) == model) {
+      *lora_name = model;
+      return {};
+    }
+  }
+  return std::unexpected(api::ApiError::ModelNotFound(model));
+}
 
 std::expected<Admitted, api::ApiError> Admit(const SimContext& ctx, api::Endpoint endpoint,
                                              const HttpRequest& request) {
@@ -64,8 +86,8 @@ std::expected<Admitted, api::ApiError> Admit(const SimContext& ctx, api::Endpoin
     auto parsed = api::ParseCompletionRequest(request.body);
     if (!parsed) return std::unexpected(parsed.error());
     out.params = std::move(parsed->params);
-    if (out.params.model != ctx.served_model_name) {
-      return std::unexpected(api::ApiError::ModelNotFound(out.params.model));
+    if (auto ok = CheckModel(ctx, out.params.model, &out.lora_name); !ok) {
+      return std::unexpected(ok.error());
     }
     if (auto* text = std::get_if<std::string>(&parsed->prompt)) {
       out.prompt = ctx.tokenizer->Encode(*text, /*add_special_tokens=*/true);
@@ -76,15 +98,26 @@ std::expected<Admitted, api::ApiError> Admit(const SimContext& ctx, api::Endpoin
       }
     }
   } else {
-    auto parsed = api::ParseChatCompletionRequest(request.body);
+    auto parsed = api::ParseChatCompletionRequest(
+        request.body,
+        api::ImageOptions{.accept = true, .placeholder = ctx.image_tokens.placeholder});
     if (!parsed) return std::unexpected(parsed.error());
     out.params = std::move(parsed->params);
-    if (out.params.model != ctx.served_model_name) {
-      return std::unexpected(api::ApiError::ModelNotFound(out.params.model));
+    if (auto ok = CheckModel(ctx, out.params.model, &out.lora_name); !ok) {
+      return std::unexpected(ok.error());
     }
     auto ids = ctx.tokenizer->EncodeChat(parsed->chat);
     if (!ids) return std::unexpected(api::ApiError::InvalidRequest(ids.error(), "messages"));
     out.prompt = std::move(*ids);
+    // As vLLM's processor does: each image's placeholder becomes its embedding positions.
+    auto spans = tokenize::ExpandImagePlaceholders(*ctx.tokenizer, ctx.image_tokens,
+                                                   parsed->images.size(), &out.prompt);
+    if (!spans) return std::unexpected(api::ApiError::InvalidRequest(spans.error(), "messages"));
+    for (std::size_t i = 0; i < parsed->images.size(); ++i) {
+      out.images.push_back({.identifier = std::move(parsed->images[i].identifier),
+                            .offset = (*spans)[i].offset,
+                            .length = (*spans)[i].length});
+    }
   }
   if (out.prompt.empty()) {
     return std::unexpected(api::ApiError::InvalidRequest("The prompt cannot be empty.", "prompt"));
@@ -126,8 +159,9 @@ HandlerResult Generate(const SimContext& ctx, api::Endpoint endpoint, const Http
       .max_tokens = static_cast<std::uint32_t>(*allowed),
       .ignore_eos = params.ignore_eos,
       .seed = params.seed ? static_cast<std::uint64_t>(*params.seed) : ctx.seed,
-      .lora_name = {},
+      .lora_name = std::move(admitted->lora_name),
       .cache_salt = params.cache_salt.value_or(""),
+      .mm_items = std::move(admitted->images),
   };
   EngineLoop* loop = ctx.loop;
   auto abort = [loop, id] { loop->Abort(id); };
@@ -195,13 +229,22 @@ void RegisterSimHandlers(const SimContext& ctx, net::HttpServer& server) {
     return Generate(ctx, api::Endpoint::kChatCompletions, r);
   });
   server.Handle("GET", "/v1/models", [ctx](const HttpRequest&) -> HandlerResult {
-    api::ModelCard card{.id = ctx.served_model_name,
-                        .created = ctx.created,
-                        .owned_by = "vllm",
-                        .root = ctx.model_root,
-                        .parent = std::nullopt,
-                        .max_model_len = ctx.max_model_len};
-    return net::JsonResponse(200, boost::json::serialize(api::ModelsListJson({card})));
+    std::vector<api::ModelCard> cards = {api::ModelCard{.id = ctx.served_model_name,
+                                                        .created = ctx.created,
+                                                        .owned_by = "vllm",
+                                                        .root = ctx.model_root,
+                                                        .parent = std::nullopt,
+                                                        .max_model_len = ctx.max_model_len}};
+    // vLLM lists each adapter with its path as root and the base model as parent.
+    for (const auto& m : ctx.lora_modules) {
+      cards.push_back(api::ModelCard{.id = std::string(AdapterName(m)),
+                                     .created = ctx.created,
+                                     .owned_by = "vllm",
+                                     .root = std::string(AdapterPath(m)),
+                                     .parent = ctx.served_model_name,
+                                     .max_model_len = ctx.max_model_len});
+    }
+    return net::JsonResponse(200, boost::json::serialize(api::ModelsListJson(cards)));
   });
   server.Handle("GET", "/health",
                 [](const HttpRequest&) -> HandlerResult { return net::TextResponse(200, ""); });

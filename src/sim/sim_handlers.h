@@ -6,10 +6,11 @@
 // Plus one kvroute-only debug endpoint (not vLLM's surface): GET /debug/kv_cache, the
 // engine's cached block hashes per tier (debug_cache.h), read through the loop's mailbox.
 // Requests are parsed and validated by api/ (OpenAI error objects with vLLM's types), the
-// model name is checked (404), the prompt is tokenized and checked against max_model_len
-// (400), and the request is submitted to the EngineLoop; the connection gets a ChunkQueue
-// (stream) or a DeferredSlot (JSON) that a SimRequest fills. A client that disconnects
-// cancels the queue/slot, which aborts the engine request.
+// model name is checked (404; an adapter of --lora-modules runs with its LoRA), the prompt
+// is tokenized (image_url parts expanded to their placeholder tokens, as kvroute serve
+// counts them) and checked against max_model_len (400), and the request is submitted to the
+// EngineLoop; the connection gets a ChunkQueue (stream) or a DeferredSlot (JSON) that a SimRequest
+// fills. A client that disconnects cancels the queue/slot, which aborts the engine request.
 //
 // Ownership: SimContext members are borrowed; they must outlive the HttpServer.
 // Thread safety: handlers run concurrently on HTTP threads; everything they touch is
@@ -21,11 +22,13 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kv/zmq_publisher.h"
 #include "net/http_server.h"
 #include "sim/engine_loop.h"
 #include "telemetry/vllm_metrics.h"
+#include "tokenize/image_tokens.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::sim {
@@ -33,6 +36,9 @@ namespace kvroute::sim {
 struct SimContext {
   std::string served_model_name;
   std::string model_root;  // /v1/models "root": the HF model name
+  // LoRA adapters (--lora-modules NAME[=PATH]): requests may name them instead of the model.
+  std::vector<std::string> lora_modules;
+  tokenize::ImageTokenOptions image_tokens;  // how images are counted (tokenize/image_tokens.h)
   std::int64_t max_model_len = 0;
   std::uint64_t seed = 0;    // output seed when a request has none
   std::int64_t created = 0;  // Unix seconds the server started (/v1/models)

@@ -19,6 +19,18 @@
 
 namespace kvroute::sim {
 
+namespace {
+
+tokenize::ImageTokenOptions ImageTokensOf(const SimConfig& config) {
+  tokenize::ImageTokenOptions o{.placeholder = config.image_placeholder};
+  if (!config.tokenizer.empty()) o = tokenize::ImageTokensFromModelConfig(config.tokenizer, o);
+  if (config.image_tokens > 0) o.tokens_per_image = config.image_tokens;
+  if (config.image_token_id >= 0) o.token_id = static_cast<TokenId>(config.image_token_id);
+  return o;
+}
+
+}  // namespace
+
 // Members in construction order; destroyed in reverse (HTTP first, publisher last).
 struct SimServer::State {
   SimConfig config;
@@ -130,6 +142,8 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
   SimContext ctx{
       .served_model_name = s->served_model_name,
       .model_root = profile->model.hf_name.empty() ? s->served_model_name : profile->model.hf_name,
+      .lora_modules = config.lora_modules,
+      .image_tokens = ImageTokensOf(config),
       .max_model_len = engine_config.max_model_len,
       .seed = config.seed,
       .created = std::chrono::duration_cast<std::chrono::seconds>(

@@ -334,6 +334,8 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   keys.clear();
   const bool use_cache = (inputs & sched::kCacheView) != 0;
   if (use_cache) {
+    // The request path's keys. Simulated workloads carry no adapter, salt or image, so the
+    // extra-keys rule (kv/extra_keys.h) gives no block any, as in the engines' specs below.
     keyer.AppendKeys(a.request.prompt, keyer.Root(), &keys);
     std::vector<kv::WorkerMatch> matches =
         options.predicted_overlay ? kv::LookupWithPredictions(index, predicted, keys, now)

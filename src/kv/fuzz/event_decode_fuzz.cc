@@ -22,6 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   EncodeOptions full;
   full.events = EventLayout::kArray;
   full.batch = BatchLayout::kArray;
+  // An event without extra keys was decoded from nil (or no field): write nil back, not the
+  // per-block nils (which decode as "every block has none").
+  full.extra_keys_nil_per_block = false;
   std::vector<std::uint8_t> again = EncodeEventBatch(batch, full);
   KvEventBatch round;
   if (!DecodeEventBatch(again.data(), again.size(), &round).ok() || !(round == batch)) {

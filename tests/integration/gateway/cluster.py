@@ -75,12 +75,14 @@ class Sim:
         self.kv_endpoint = self.proc.match.group(4).decode()
         self.url = "http://127.0.0.1:%d" % self.port
 
-    def worker_yaml(self):
+    def worker_yaml(self, models=()):
         # The sim binds its PUB socket (as vLLM does with tcp://*:PORT); the gateway connects
-        # to the worker's host on that port.
+        # to the worker's host on that port. `models`: served names besides the sim's model
+        # (LoRA adapters of --lora-modules).
         kv_port = self.kv_endpoint.rsplit(":", 1)[1]
-        return ("  - name: %s\n    url: %s\n    model: %s\n    kv_events:\n"
-                "      endpoint: \"tcp://*:%s\"\n" % (self.name, self.url, self.model, kv_port))
+        names = ", ".join([self.model, *models])
+        return ("  - name: %s\n    url: %s\n    models: [%s]\n    kv_events:\n"
+                "      endpoint: \"tcp://*:%s\"\n" % (self.name, self.url, names, kv_port))
 
     def metrics(self):
         return parse_prom(get(self.port, "/metrics")[2])
@@ -89,7 +91,8 @@ class Sim:
 class Cluster:
     """`n` sims plus kvroute serve. Use as a context manager."""
 
-    def __init__(self, binary, n=3, speedup=20, extra_yaml="", sim_extra=(), serve_args=()):
+    def __init__(self, binary, n=3, speedup=20, extra_yaml="", sim_extra=(), serve_args=(),
+                 worker_models=()):
         self.binary = binary
         self.dir = tempfile.TemporaryDirectory()
         self.sims = []
@@ -99,7 +102,7 @@ class Cluster:
                 self.sims.append(Sim(binary, "w%d" % i,
                                      ["--speedup", str(speedup), *sim_extra]))
             cfg = "listen: {host: 127.0.0.1, port: 0}\nworkers:\n"
-            cfg += "".join(s.worker_yaml() for s in self.sims)
+            cfg += "".join(s.worker_yaml(worker_models) for s in self.sims)
             cfg += "scrape_interval_s: 0.2\nhealth_interval_s: 0.3\n" + extra_yaml
             self.config_path = os.path.join(self.dir.name, "serve.yaml")
             with open(self.config_path, "w") as f:
