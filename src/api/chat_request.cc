@@ -33,7 +33,9 @@ std::expected<ImagePart, ApiError> ParseImagePart(const boost::json::object& par
   const std::string url_param = FieldParam(param, "image_url");
   const boost::json::value* image = Find(part, "image_url");
   std::optional<std::string> url;
-  if (image != nullptr && image->is_string()) {
+  if (image != nullptr && image->is_null()) {
+    // uuid-only part, handled below
+  } else if (image != nullptr && image->is_string()) {
     url = std::string(image->get_string());
   } else if (image != nullptr && image->is_object()) {
     KVROUTE_API_ASSIGN_OR_RETURN(
@@ -42,12 +44,14 @@ std::expected<ImagePart, ApiError> ParseImagePart(const boost::json::object& par
   } else if (image != nullptr) {
     return std::unexpected(WrongType(url_param, "an object", *image));
   }
+  KVROUTE_API_ASSIGN_OR_RETURN(uuid, detail::OptString(part, "uuid", FieldParam(param, "uuid")));
+  // vLLM accepts a part with a uuid and no image (`"image_url": null`): the client says the
+  // engine has the item cached under that id. Without either there is nothing to key.
+  if (uuid && !uuid->empty()) return ImagePart{.identifier = std::move(*uuid), .has_uuid = true};
   if (!url || url->empty()) {
     return std::unexpected(ApiError::InvalidRequest(
         "'" + FieldParam(url_param, "url") + "' is required.", FieldParam(url_param, "url")));
   }
-  KVROUTE_API_ASSIGN_OR_RETURN(uuid, detail::OptString(part, "uuid", FieldParam(param, "uuid")));
-  if (uuid && !uuid->empty()) return ImagePart{.identifier = std::move(*uuid), .has_uuid = true};
   return ImagePart{.identifier = ImageIdentifier(*url)};
 }
 

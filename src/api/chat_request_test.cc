@@ -173,6 +173,21 @@ TEST(ChatRequestImages, AnImageWithoutUrlIsA400NamingTheField) {
   EXPECT_EQ(r.error().param, "messages[0].content[0].image_url.url");
 }
 
+TEST(ChatRequestImages, AUuidWithoutAnImageIsTheCachedItemItNames) {
+  // vLLM's online API: `"image_url": null` with a uuid asks for the item cached under that id.
+  auto r = ParseChatCompletionRequest(
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":null,"uuid":"sku-1"}]}]})",
+      {.accept = true});
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_EQ(r->images.size(), 1u);
+  EXPECT_EQ(r->images[0].identifier, "sku-1");
+  auto none = ParseChatCompletionRequest(
+      R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":null}]}]})",
+      {.accept = true});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().param, "messages[0].content[0].image_url.url");
+}
+
 TEST(ChatRequestImages, UuidsAreWrittenIntoPartsThatHaveNone) {
   auto r = ParseChatCompletionRequest(kImageChat, {.accept = true});
   ASSERT_TRUE(r.has_value());

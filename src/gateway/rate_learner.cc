@@ -282,18 +282,19 @@ void RateLearner::Remove(WorkerId worker) {
   workers_.erase(worker);
 }
 
-void RateLearner::ObservePrefill(WorkerId worker, double tokens, Nanos ttft) {
+void RateLearner::ObservePrefill(WorkerId worker, double tokens, Nanos ttft,
+                                 double context_pairs) {
   double y = ToSeconds(ttft);
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
   State& st = *it->second;
-  if (!GoodSeconds(y) || !GoodCount(tokens) || tokens < 1) {
+  if (!GoodSeconds(y) || !GoodCount(tokens) || tokens < 1 || !GoodCount(context_pairs)) {
     ++st.rejected;
     return;
   }
   y = std::min(y, options_.max_sample_s);
-  const Vec<2> x{1.0, st.Work(tokens) / kTokenScale};
+  const Vec<2> x{1.0, (st.Work(tokens) + 2 * st.attention_q * context_pairs) / kTokenScale};
   if (!std::isfinite(x[1]) ||
       !st.prefill.Update(x, y / st.prefill_y0, options_, st.prefill_lo, st.prefill_hi)) {
     st.prefill.Reset(st.prefill_seed, options_.prior_weight);
@@ -329,6 +330,7 @@ std::optional<RateEstimate> RateLearner::Estimate(WorkerId worker) const {
   const double s_per_token = st.prefill.theta[1] * st.prefill_y0 / kTokenScale;
   e.prefill_s_per_token = s_per_token;
   e.prefill_s_per_token_sq = st.attention_q * s_per_token;
+  e.attention_q = st.attention_q;
   e.prefill_tokens_per_s = kRateReferenceTokens / (s_per_token * st.Work(kRateReferenceTokens));
   e.decode.base_s = st.decode.theta[0] * st.decode_y0;
   e.decode.per_sequence_s = st.decode.theta[1] * st.decode_y0 / kBatchScale;

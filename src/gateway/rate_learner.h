@@ -5,7 +5,8 @@
 //   prefill:  TTFT_s      ≈ c0 + c1 · work(tokens)     (tokens = uncached prompt tokens of the
 //                                                       request + uncached tokens queued ahead
 //                                                       of it on that worker at route time)
-//             work(t) = t + q · t²,  q = c2 / c1 of the seed, fixed (the profile's attention
+//             work(t) = t + q · t² (+ 2q · u · c: the request's own u uncached tokens
+//             attending to its c cached ones),  q = c2 / c1 of the seed, fixed (the profile's attention
 //             share: the shape of the prefill curve is a property of the model, only its
 //             scale c1 and the overhead c0 are learned)
 //             prefill_tokens_per_s = kRateReferenceTokens / (c1 · work(kRateReferenceTokens))
@@ -80,13 +81,14 @@ struct RateLearnerOptions {
 
 // The prompt length at which the exported prefill rate is quoted: one engine chunk
 // (vLLM's default max_num_batched_tokens for long-context serving).
-inline constexpr double kRateReferenceTokens = 8192;
+inline constexpr double kRateReferenceTokens = sched::kPrefillRateReferenceTokens;
 
 struct RateEstimate {
   double prefill_tokens_per_s = 0;    // at kRateReferenceTokens (1 / c1 when c2 = 0)
   double prefill_overhead_s = 0;      // c0
   double prefill_s_per_token = 0;     // c1
   double prefill_s_per_token_sq = 0;  // c2 = q · c1 (the seed's shape, scaled)
+  double attention_q = 0;             // q = c2 / c1: sched::WorkerSnapshot's attention share
   sched::StepTimeModel decode;
   std::uint64_t prefill_samples = 0;   // accepted TTFT samples behind the prefill estimate
   std::uint64_t decode_samples = 0;    // accepted ITL samples behind the decode estimate
@@ -122,7 +124,10 @@ class RateLearner {
   // The queue ahead is several prompts, not one: work(sum) over-counts its attention share
   // (a bounded bias, the same on identical workers with the same queues).
   // Ignored for an unseeded worker.
-  void ObservePrefill(WorkerId worker, double tokens, Nanos ttft);
+  // `context_pairs`: the request's own uncached tokens × the cached prefix they attend to
+  // (u·c); attention makes them cost 2q·u·c more than work(tokens) counts
+  // (sched::PrefillSeconds uses the same curve).
+  void ObservePrefill(WorkerId worker, double tokens, Nanos ttft, double context_pairs = 0);
   // One inter-token interval of a decode step with `batch` running sequences holding
   // `kv_tokens` KV tokens in total. Ignored for an unseeded worker.
   void ObserveDecode(WorkerId worker, double batch, double kv_tokens, Nanos itl);

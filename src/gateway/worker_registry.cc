@@ -199,6 +199,7 @@ std::vector<sched::WorkerSnapshot> WorkerRegistry::Snapshot(Nanos now,
     }
     if (estimate) {
       s.prefill_tokens_per_s = estimate->prefill_tokens_per_s;
+      s.prefill_attention_per_token = estimate->attention_q;
       s.decode_step = estimate->decode;
       // A worker with too few samples of its own still sits near its profile's seed; its
       // measured peers are the better prior (PeerPrior in the header says why).

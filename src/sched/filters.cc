@@ -156,14 +156,13 @@ class DerivedAffinity final : public Filter {
     }
     if (holders.empty()) return out;
     // Every candidate's predicted TTFT, uncached tokens and rate.
-    std::vector<double> ttft(n), uncached(n), rate(n);
+    std::vector<double> ttft(n), uncached(n);
     for (std::size_t i = 0; i < n; ++i) {
       const WorkerSnapshot& w = *cs[i].worker;
       auto p = PredictTtft(r, cs[i].cache, w, w.decode_step ? o_.terms : TtftTerms{});
       if (!p) return std::unexpected(Missing("prefix_affinity", p.error()));
       ttft[i] = p->total_s();
       uncached[i] = static_cast<double>(PlanLoad(r, cs[i].cache, w).uncached_tokens);
-      rate[i] = *w.prefill_tokens_per_s;  // checked by PredictTtft
     }
     // The deepest viable holder wins: h is viable when no idle worker beats it by more than
     // the recompute h saves (nothing, against an idle worker at least as deep). Holders are tried deepest first;
@@ -177,16 +176,30 @@ class DerivedAffinity final : public Filter {
       for (std::size_t o = 0; o < n; ++o) {
         const WorkerSnapshot& ow = *cs[o].worker;
         if (o == h) continue;
-        if (ow.inflight_requests != 0 || ow.pending_prefill_tokens != 0) continue;  // busy
+        const bool free = ow.pending_prefill_tokens == 0 &&
+                          (o_.rivals == PrefixAffinityOptions::Rivals::kNoPrefillQueue ||
+                           ow.inflight_requests == 0);
+        if (!free) continue;  // busy
         // Against every idle worker, even one as deep (saved 0): the rule is the TTFT bound.
-        const double saved_s = std::max(0.0, uncached[o] - uncached[h]) / rate[o];
+        // What o would recompute beyond h's uncached part, at o's prefill curve: the prefill
+        // of o's uncached tokens minus that of h's (same prompt, so the same context).
+        double saved_s = 0;
+        if (uncached[o] > uncached[h]) {
+          const auto prompt = static_cast<double>(r.prompt_tokens);
+          auto more = PrefillSeconds(ow, static_cast<std::uint64_t>(uncached[o]),
+                                     static_cast<std::uint64_t>(prompt - uncached[o]));
+          auto less = PrefillSeconds(ow, static_cast<std::uint64_t>(uncached[h]),
+                                     static_cast<std::uint64_t>(prompt - uncached[h]));
+          if (more && less) saved_s = std::max(0.0, *more - *less);  // checked by PredictTtft
+        }
         if (ttft[h] > ttft[o] + saved_s) {
           out[h].keep = false;
           if (reasons) {
             out[h].reason = fmt::format(
-                "saturated: predicted TTFT {:.3f}s > {:.3f}s on idle '{}' + {:.3f}s of recompute "
+                "saturated: predicted TTFT {:.3f}s > {:.3f}s on {} '{}' + {:.3f}s of recompute "
                 "saved",
-                ttft[h], ttft[o], ow.name, saved_s);
+                ttft[h], ttft[o], ow.inflight_requests == 0 ? "idle" : "unqueued", ow.name,
+                saved_s);
           }
           return false;
         }

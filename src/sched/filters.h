@@ -40,7 +40,8 @@ struct PrefixAffinityOptions {
   double max_ttft_penalty_s = 14.0;
   // Derived bound (kvroute's default): the deepest holder h stays sticky while, for every
   // idle candidate o (nothing routed there in flight),
-  //   TTFT(h) <= TTFT(o) + max(0, uncached(o) - uncached(h)) / prefill_rate(o)
+  //   TTFT(h) <= TTFT(o) + max(0, prefill_o(uncached(o)) - prefill_o(uncached(h)))
+  // (prefill_o: PrefillSeconds at o's learned curve, latency_model.h)
   // i.e. keeping the conversation costs this request no more TTFT than the recompute it
   // saves the cluster (the prefix o would have to prefill again). TTFT is the full predicted
   // model (queue, prefill, tier loads, decode interference, KV wait, the worker's wait
@@ -54,6 +55,11 @@ struct PrefixAffinityOptions {
   // the reason and the next deepest is tried; shallower holders (a shared system prompt's,
   // when a conversation's holder is viable) and non-holders are dropped.
   bool derived_tau = false;
+  // Which workers may end stickiness under the derived bound: kIdle, nothing in flight; or
+  // kNoPrefillQueue, no routed prefill waiting for its first token (it may be decoding: a
+  // chunked-prefill engine starts the prompt at its next step, beside the running batch).
+  enum class Rivals { kIdle, kNoPrefillQueue };
+  Rivals rivals = Rivals::kIdle;
   TtftTerms terms = kFullTtftModel;  // the model the derived bound predicts with
 };
 std::shared_ptr<const Filter> NewPrefixAffinityFilter(const PrefixAffinityOptions& options);

@@ -29,6 +29,21 @@ std::expected<double, std::string> PrefillRate(const WorkerSnapshot& worker) {
   return rate;
 }
 
+// Seconds to prefill `uncached` tokens on top of `cached` ones at this worker's learned
+// curve (types.h): a line at q = 0, attention's share on top otherwise.
+std::expected<double, std::string> PrefillSecondsChecked(const WorkerSnapshot& worker,
+                                                         double uncached, double cached) {
+  auto rate = PrefillRate(worker);
+  if (!rate) return std::unexpected(rate.error());
+  const double q = worker.prefill_attention_per_token;
+  if (!std::isfinite(q) || q < 0) {
+    return std::unexpected(
+        Named(worker, "has an unusable prefill_attention_per_token (not a number >= 0)"));
+  }
+  const double work = uncached + q * (uncached * uncached + 2 * uncached * cached);
+  return Bound(work / (*rate * (1 + q * kPrefillRateReferenceTokens)));
+}
+
 // The decode model, checked: absent or with a non-finite coefficient is an error.
 std::expected<const StepTimeModel*, std::string> DecodeModel(const WorkerSnapshot& worker) {
   if (!worker.decode_step) return std::unexpected(Named(worker, "has no decode_step model"));
@@ -135,7 +150,10 @@ std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& req
   TtftPrediction p;
   p.wait_correction = *correction;
   p.queue_s = Bound(*correction * (static_cast<double>(worker.pending_prefill_tokens) / rate));
-  p.prefill_s = Bound(static_cast<double>(plan.uncached_tokens) / rate);
+  const auto uncached = static_cast<double>(plan.uncached_tokens);
+  auto prefill = PrefillSecondsChecked(worker, uncached, request.prompt_tokens - uncached);
+  if (!prefill) return std::unexpected(prefill.error());
+  p.prefill_s = *prefill;
   p.load_s = Bound(plan.load_s);
   if (terms.decode_load <= 0 && terms.kv_wait <= 0) return p;
 
@@ -203,12 +221,20 @@ std::expected<DecodeSlowdown, std::string> PredictDecodeSlowdown(const RequestPr
   d.others_s = Bound(terms.others_share * horizon * batch *
                      std::max(0.0, with_us - StepSeconds(m, batch, kv_tokens)));
   if (terms.stall > 0) {
-    auto rate = PrefillRate(worker);
-    if (!rate) return std::unexpected(rate.error());
     const LoadPlan plan = PlanLoad(request, view, worker);
-    d.stall_s = Bound(terms.stall * batch * static_cast<double>(plan.uncached_tokens) / *rate);
+    const auto uncached = static_cast<double>(plan.uncached_tokens);
+    auto prefill = PrefillSecondsChecked(worker, uncached, request.prompt_tokens - uncached);
+    if (!prefill) return std::unexpected(prefill.error());
+    d.stall_s = Bound(terms.stall * batch * *prefill);
   }
   return d;
+}
+
+std::expected<double, std::string> PrefillSeconds(const WorkerSnapshot& worker,
+                                                  std::uint64_t uncached_tokens,
+                                                  std::uint64_t cached_tokens) {
+  return PrefillSecondsChecked(worker, static_cast<double>(uncached_tokens),
+                               static_cast<double>(cached_tokens));
 }
 
 double PrefixHitRatio(const RequestProfile& request, const CacheView& view) {

@@ -86,9 +86,17 @@ inline constexpr TtftTerms kFullTtftModel{.decode_load = 1, .kv_wait = 1};
 // interval old). Without a scrape: the booking.
 double HeldKvBlocks(const WorkerSnapshot& worker, std::uint32_t block_size);
 
+// Seconds to prefill `uncached_tokens` new tokens on top of `cached_tokens` already in the KV
+// cache, at the worker's learned rate and attention share (WorkerSnapshot: a line when the
+// share is 0). Bounded; an unusable rate or share is an error naming the worker.
+std::expected<double, std::string> PrefillSeconds(const WorkerSnapshot& worker,
+                                                  std::uint64_t uncached_tokens,
+                                                  std::uint64_t cached_tokens);
+
 // Predicted time to first token on this worker, seconds:
 //   queue_s   = pending_prefill_tokens / prefill_tokens_per_s   (work routed ahead of us)
-//   prefill_s = uncached_tokens / prefill_tokens_per_s          (our own recompute)
+//   prefill_s = PrefillSeconds(uncached, prompt − uncached)     (our own recompute; the
+//               prefix loaded or cached still costs attention)
 //   load_s    = sum over lower tiers of blocks * kv_bytes_per_block / bandwidth
 //   decode_s  = decode_load · ceil((pending + uncached) / chunk) · (decode_step(B, K) − base)
 //   kv_wait_s = kv_wait · max(0, held + need − capacity) / capacity · output · decode_step(B, K)
@@ -133,7 +141,7 @@ std::expected<double, std::string> PredictItl(const RequestProfile& request, con
 //   others_s = others_share · H · B · (decode_step(B + 1, K + ctx) − decode_step(B, K))
 //              what its decode adds to the B running requests, for the part of their output
 //              that overlaps ours (0.5: on average half of a running request's output is left);
-//   stall_s  = stall · B · uncached_tokens / prefill_tokens_per_s
+//   stall_s  = stall · B · PrefillSeconds(uncached, prompt − uncached)
 //              what its prefill adds to them: every chunk step of our recompute is a step of
 //              theirs too (vLLM batches decodes with prefill chunks), so each waits about our
 //              prefill time. This is what keeps a miss on a busy worker expensive: without it

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "sched/test_util.h"
 
 namespace kvroute::sched {
@@ -84,6 +86,38 @@ TEST(PredictTtftTest, MissingPrefillRateIsAnErrorNamingIt) {
   ASSERT_FALSE(p.has_value());
   EXPECT_NE(p.error().find("prefill_tokens_per_s"), std::string::npos);
   EXPECT_NE(p.error().find("w7"), std::string::npos);
+}
+
+// The learned curve's attention share: a token attends to everything before it, so the
+// same uncached tokens cost more behind a long cached prefix and a long prompt costs more
+// per token than the rate quoted at one chunk (kPrefillRateReferenceTokens).
+TEST(PrefillSecondsTest, AttentionShareMakesLongContextsCostMorePerToken) {
+  WorkerSnapshot w = Worker(1);
+  w.prefill_tokens_per_s = 10000;
+  EXPECT_DOUBLE_EQ(*PrefillSeconds(w, 8192, 0), 0.8192);  // a line at q = 0
+  EXPECT_DOUBLE_EQ(*PrefillSeconds(w, 2000, 30000), 0.2);
+  w.prefill_attention_per_token = 1.0 / 65536;
+  // At the reference length the quoted rate holds exactly.
+  EXPECT_NEAR(*PrefillSeconds(w, 8192, 0), 0.8192, 1e-12);
+  // (u + q(u² + 2uc)) / (rate (1 + q·8192)): 32768 tokens alone = 49152 / (10000 · 1.125).
+  EXPECT_NEAR(*PrefillSeconds(w, 32768, 0), 49152.0 / 11250, 1e-12);
+  // 2,000 new tokens behind 30,000 cached cost more than 2,000 alone.
+  EXPECT_GT(*PrefillSeconds(w, 2000, 30000), *PrefillSeconds(w, 2000, 0));
+  EXPECT_NEAR(*PrefillSeconds(w, 2000, 30000),
+              (2000 + (2000.0 * 2000 + 2 * 2000.0 * 30000) / 65536) / 11250, 1e-12);
+}
+
+TEST(PrefillSecondsTest, AnUnusableShareIsAnErrorNamingTheWorker) {
+  WorkerSnapshot w = Worker(3);
+  w.prefill_tokens_per_s = 10000;
+  for (double q : {std::nan(""), -1e-6, static_cast<double>(INFINITY)}) {
+    w.prefill_attention_per_token = q;
+    auto s = PrefillSeconds(w, 100, 0);
+    ASSERT_FALSE(s.has_value()) << q;
+    EXPECT_NE(s.error().find("prefill_attention_per_token"), std::string::npos);
+    EXPECT_NE(s.error().find("w3"), std::string::npos);
+    EXPECT_FALSE(PredictTtft(Request(320), View(3, 0), w).has_value());
+  }
 }
 
 TEST(PredictItlTest, UsesBatchAndKvTokensAfterAddingTheRequest) {

@@ -64,6 +64,13 @@ Registry MakeBuiltin() {
           auto chunk = p.Number("chunk_tokens", o.terms.chunk_tokens, 1, 1 << 24);
           if (!chunk) return Unexpected(chunk.error());
           o.terms.chunk_tokens = static_cast<std::uint32_t>(*chunk);
+          auto rivals = p.String("rivals", "idle");
+          if (!rivals) return Unexpected(rivals.error());
+          if (*rivals != "idle" && *rivals != "no_prefill_queue") {
+            return Unexpected(p.Error("rivals", "must be 'idle' or 'no_prefill_queue'"));
+          }
+          o.rivals = *rivals == "idle" ? PrefixAffinityOptions::Rivals::kIdle
+                                       : PrefixAffinityOptions::Rivals::kNoPrefillQueue;
         } else {
           auto penalty = p.Number("max_ttft_penalty_s", o.max_ttft_penalty_s, 0, kInf);
           if (!penalty) return Unexpected(penalty.error());

@@ -5,8 +5,8 @@
 // stated rules on hand-made cases:
 //
 //   Work conservation: the chosen worker c and any healthy idle worker i (nothing routed there
-//   in flight: no queue, no decode batch) satisfy   TTFT(c) <= TTFT(i) + max(0, uncached(i) - uncached(c)) /
-//   prefill_rate(i)   unless a filter dropped i for a stated reason other than stickiness
+//   in flight: no queue, no decode batch) satisfy   TTFT(c) <= TTFT(i) + max(0, prefill_i(uncached(i))
+//   - prefill_i(uncached(c)))   (prefill_i: PrefillSeconds at i's curve)   unless a filter dropped i for a stated reason other than stickiness
 //   (unhealthy, draining, model, ITL SLO): keeping c may cost this request no more TTFT than
 //   the recompute c's prefix saves.
 #include <gtest/gtest.h>
@@ -61,6 +61,7 @@ RandomCase MakeCase(std::mt19937_64& rng, bool sane) {
     }
     w.kv_capacity_blocks = coin(rng) ? 0 : 1 + static_cast<std::uint64_t>(std::min(Extreme(rng, 1000), 1e12));
     double rate = std::max(Extreme(rng, 16000), 1e-300);
+    double q = coin(rng) ? 0 : Extreme(rng, 2e-5);  // attention share: a line, or a curve
     double base = Extreme(rng, 0.01), per_seq = Extreme(rng, 1e-4), per_kv = Extreme(rng, 1e-7);
     if (!sane) {
       switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
@@ -68,10 +69,12 @@ RandomCase MakeCase(std::mt19937_64& rng, bool sane) {
         case 1: rate = std::nan(""); break;
         case 2: rate = INFINITY; break;
         case 3: per_kv = -per_kv; break;  // a fitted model can have a negative coefficient
+        case 4: q = coin(rng) ? std::nan("") : -q - 1e-9; break;
         default: break;
       }
     }
     w.prefill_tokens_per_s = rate;
+    w.prefill_attention_per_token = q;
     w.decode_step = StepTimeModel{base, per_seq, per_kv};
     w.kv_bytes_per_block = Extreme(rng, 1e6);
     if (coin(rng)) w.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = Extreme(rng, 1e10);
@@ -176,6 +179,7 @@ TEST(RobustnessTest, DefaultNeverPassesOverAnIdleWorkerWithoutReason) {
     // rate of 1e-300 every worker is at the kMaxPredictedSeconds bound and ties are arbitrary.
     for (WorkerSnapshot& w : c.workers) {
       w.prefill_tokens_per_s = std::clamp(*w.prefill_tokens_per_s, 100.0, 1e7);
+      w.prefill_attention_per_token = std::min(w.prefill_attention_per_token, 1e-3);
       w.decode_step = StepTimeModel{std::min(w.decode_step->base_s, 1.0),
                                     std::min(w.decode_step->per_sequence_s, 0.01),
                                     std::min(w.decode_step->per_kv_token_s, 1e-5)};
@@ -207,7 +211,12 @@ TEST(RobustnessTest, DefaultNeverPassesOverAnIdleWorkerWithoutReason) {
       const CacheView iv = view_of(i.id);
       const double t_i = PredictTtft(c.request, iv, i, kFullTtftModel)->total_s();
       const double u_i = static_cast<double>(PlanLoad(c.request, iv, i).uncached_tokens);
-      const double saved = std::max(0.0, u_i - u_c) / *i.prefill_tokens_per_s;
+      const auto prompt = c.request.prompt_tokens;
+      const auto u_ci = static_cast<std::uint64_t>(u_c), u_ii = static_cast<std::uint64_t>(u_i);
+      const double saved =
+          u_i > u_c ? std::max(0.0, *PrefillSeconds(i, u_ii, prompt - u_ii) -
+                                        *PrefillSeconds(i, u_ci, prompt - u_ci))
+                    : 0.0;
       EXPECT_LE(t_c, (t_i + saved) * (1 + 1e-9) + 1e-12)
           << "trial " << trial << ": chose " << cw.name << " over idle " << i.name << "\n"
           << RenderDecision(*d);

@@ -74,6 +74,10 @@ struct StepTimeModel {
   }
 };
 
+// The prompt length at which WorkerSnapshot::prefill_tokens_per_s is quoted: one engine chunk
+// (vLLM's default max_num_batched_tokens for long-context serving).
+inline constexpr double kPrefillRateReferenceTokens = 8192;
+
 struct WorkerSnapshot {
   WorkerId id = 0;
   std::string name;                 // for traces and logs only
@@ -91,7 +95,14 @@ struct WorkerSnapshot {
   std::optional<ScrapedMetrics> scraped;
 
   // Learned rates (all optional: a plug-in that needs one reports its absence as an error).
-  std::optional<double> prefill_tokens_per_s;  // uncached prefill throughput, tokens/s
+  // Uncached prefill throughput, tokens/s, quoted at a prompt of kPrefillRateReferenceTokens.
+  std::optional<double> prefill_tokens_per_s;
+  // The prefill curve's attention share q (1/tokens; 0: prefill time is a line). Attention
+  // makes a token's cost grow with the context it attends to, so prefilling u new tokens on
+  // top of c cached ones takes (u + q·(u² + 2·u·c)) / (prefill_tokens_per_s ·
+  // (1 + q·kPrefillRateReferenceTokens)) seconds: at q = 0, u / prefill_tokens_per_s. The
+  // shape is the model's (gateway::RateLearner keeps its seed's), the scale is learned.
+  double prefill_attention_per_token = 0;
   std::optional<StepTimeModel> decode_step;    // decode step time model
   // Bandwidth to bring a block from each tier into GPU memory, bytes/s, indexed by kv::Tier
   // (the GPU entry is unused). Missing: the worker cannot load from that tier.

@@ -54,6 +54,7 @@ void RouterLoad::UpdateRates(WorkerId worker) {
   pool.weight -= own.weight;
   pool.s_per_token -= own.s_per_token;
   own.rate = e->prefill_tokens_per_s;
+  own.attention_q = e->attention_q;
   own.samples = static_cast<double>(e->prefill_samples);
   // As WorkerRegistry's PeerPool: only workers with enough samples of their own contribute.
   const bool contributes = own.samples >= kPeerMinSamples && own.rate > 0;
@@ -111,6 +112,7 @@ void RouterLoad::Fill(WorkerId worker, Nanos now, sched::WorkerSnapshot* s) {
   // As WorkerRegistry::Snapshot's peer prior; every call, since a peer's sample moves it.
   const Own& own = own_[worker];
   const Pool& pool = pools_[own.pool];
+  s->prefill_attention_per_token = own.attention_q;
   if (own.rate > 0) {
     if (pool.weight > 0 && pool.s_per_token > 0) {
       const double peer_rate = pool.weight / pool.s_per_token;

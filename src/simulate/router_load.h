@@ -90,6 +90,7 @@ class RouterLoad {
   struct Own {  // a worker's last estimates and its shares of its pool
     std::size_t pool = 0;
     double rate = 0;
+    double attention_q = 0;  // the prefill curve's shape (RateEstimate::attention_q)
     double samples = 0;
     double weight = 0;
     double s_per_token = 0;
