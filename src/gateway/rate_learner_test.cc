@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/step_time.h"
+#include "sched/latency_model.h"
 
 namespace kvroute::gateway {
 namespace {
@@ -277,8 +278,9 @@ class PrefillPhysics {
     model_.emplace(*profile);
     seed_ = *SeedFromProfile(*profile);
   }
-  Nanos Ttft(double tokens, double speed) const {
-    return FromSeconds(ToSeconds(model_->PrefillTime(static_cast<std::uint32_t>(tokens), 0)) /
+  Nanos Ttft(double tokens, double speed, double cached = 0) const {
+    return FromSeconds(ToSeconds(model_->PrefillTime(static_cast<std::uint32_t>(tokens),
+                                                     static_cast<std::uint64_t>(cached))) /
                        speed);
   }
   const RateSeed& seed() const { return seed_; }
@@ -310,6 +312,36 @@ TEST(RateLearnerTest, IdenticalWorkersWithDifferentPromptMixesLearnTheSameRate) 
   const double r2 = learner.Estimate(2)->prefill_tokens_per_s;
   const double lo = std::min({r0, r1, r2}), hi = std::max({r0, r1, r2});
   EXPECT_LT(hi / lo, 1.10) << r0 << " " << r1 << " " << r2;  // was 2x with a line
+}
+
+// Follow-up turns prefill a few new tokens behind a long cached history; attention makes them
+// slower than the same tokens cold. Fed their context pairs, a worker serving only follow-ups
+// learns the rate a worker serving cold prompts learns, and sched::PrefillSeconds with the
+// exported share predicts a follow-up's prefill from it (the roofline within 15 %).
+TEST(RateLearnerTest, FollowUpTurnsBehindLongHistoriesLearnTheColdPromptsRate) {
+  PrefillPhysics physics;
+  RateLearner learner;
+  learner.Seed(0, physics.seed());
+  learner.Seed(1, physics.seed());
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> fresh(200, 3000), history(10000, 60000), cold(2000, 40000);
+  for (int i = 0; i < 400; ++i) {
+    const double u = fresh(rng), c = history(rng);
+    learner.ObservePrefill(0, u, physics.Ttft(u, 1, c), u * c);
+    const double t = cold(rng);
+    learner.ObservePrefill(1, t, physics.Ttft(t, 1));
+  }
+  const RateEstimate e0 = *learner.Estimate(0), e1 = *learner.Estimate(1);
+  EXPECT_NEAR(e0.prefill_tokens_per_s / e1.prefill_tokens_per_s, 1.0, 0.10);
+  EXPECT_GT(e0.attention_q, 0);
+  sched::WorkerSnapshot w;
+  w.prefill_tokens_per_s = e1.prefill_tokens_per_s;
+  w.prefill_attention_per_token = e1.attention_q;
+  const double predicted = *sched::PrefillSeconds(w, 2000, 50000);
+  const double measured = ToSeconds(physics.Ttft(2000, 1, 50000));
+  EXPECT_NEAR(predicted / measured, 1.0, 0.15) << predicted << " vs " << measured;
+  // The line the scheduler used before (u / rate) is far off there.
+  EXPECT_LT(2000 / e1.prefill_tokens_per_s / measured, 0.8);
 }
 
 TEST(RateLearnerTest, ATwiceAsFastWorkerIsLearnedAboutTwiceAsFast) {

@@ -148,3 +148,53 @@ TEST_F(SessionAffinityTest, ASharedSystemPromptIsStickyOnlyWhileItsQueueCostsLes
 
 }  // namespace
 }  // namespace kvroute::sched
+
+namespace kvroute::sched {
+namespace {
+
+// `rivals: no_prefill_queue` lets a worker that is only decoding (no routed prefill waiting)
+// end stickiness as an idle one does; the default (`idle`) does not.
+TEST(PrefixAffinityRivals, ADecodingOnlyWorkerEndsStickinessOnlyWhenItCounts) {
+  RequestProfile r = testing::Request(64000);
+  r.predicted_output_tokens = 100;
+  r.cache_views = {testing::View(1, 3872)};
+  std::vector<WorkerSnapshot> ws;
+  for (WorkerId id : {1u, 2u}) {
+    WorkerSnapshot w = testing::Worker(id);
+    w.prefill_tokens_per_s = 10000;
+    w.decode_step = StepTimeModel{.base_s = 0.01, .per_sequence_s = 0.001, .per_kv_token_s = 1e-6};
+    w.kv_capacity_blocks = 100000;  // room for the prompt: no KV wait anywhere
+    ws.push_back(w);
+  }
+  ws[0].pending_prefill_tokens = 200000;  // the holder: 20 s of queue
+  ws[1].inflight_requests = 4;            // w2 decodes, nothing waits for a first token
+  ws[1].active_kv_blocks = 100;
+  const auto decide = [&](const char* rivals) {
+    auto policy = Registry::Builtin().ParsePolicy(std::string(R"(
+name: t
+filters:
+  - {name: prefix_affinity, threshold: 0.20, tau: derived, rivals: )") + rivals + R"(, if_all_dropped: keep_all}
+scorers: [{name: predicted_ttft}]
+picker: {name: softmax, temperature: 0.0}
+)");
+    EXPECT_TRUE(policy.has_value()) << (policy ? "" : policy.error().message);
+    PolicyState state(1);
+    return (*policy)->Decide(r, ws, state).value();
+  };
+  EXPECT_EQ(decide("idle").chosen, 1u);  // w2 is busy: the holder stays
+  const Decision d = decide("no_prefill_queue");
+  // The holder breaks the bound against w2 (20.2 s > 6.4 s + 5.8 s saved), w2 holds nothing:
+  // every candidate is dropped, keep_all applies and predicted TTFT picks w2.
+  EXPECT_EQ(d.chosen, 2u) << RenderDecision(d);
+  auto bad = Registry::Builtin().ParsePolicy(R"(
+name: t
+filters: [{name: prefix_affinity, tau: derived, rivals: busy}]
+scorers: [{name: prefix_miss}]
+picker: {name: softmax, temperature: 0.0}
+)");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("rivals"), std::string::npos) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace kvroute::sched
