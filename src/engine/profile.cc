@@ -76,6 +76,9 @@ std::string ReadModel(const YAML::Node& n, const std::string& where, ModelSpec* 
   r.Required("weight_bytes_per_param", &m->weight_bytes_per_param);
   r.Required("kv_bytes_per_element", &m->kv_bytes_per_element);
   r.Optional("mla", &m->mla);
+  r.Optional("num_experts", &m->num_experts);
+  r.Optional("experts_per_token", &m->experts_per_token);
+  r.Optional("expert_params", &m->expert_params);
   if (m->mla) {
     r.Required("kv_lora_rank", &m->kv_lora_rank);
     r.Required("qk_rope_head_dim", &m->qk_rope_head_dim);
@@ -90,6 +93,11 @@ std::string ReadModel(const YAML::Node& n, const std::string& where, ModelSpec* 
       r.Fail("need 0 < active_params <= total_params");
     } else if (m->weight_bytes_per_param <= 0 || m->kv_bytes_per_element <= 0) {
       r.Fail("byte widths must be positive");
+    } else if (m->num_experts > 0 &&
+               (m->experts_per_token == 0 || m->experts_per_token > m->num_experts ||
+                !(m->expert_params > 0) || m->expert_params >= m->total_params)) {
+      r.Fail("MoE streaming needs 0 < experts_per_token <= num_experts and "
+             "0 < expert_params < total_params");
     }
   }
   return r.error();

@@ -39,6 +39,14 @@ struct ModelSpec {
   std::uint32_t kv_lora_rank = 0;
   std::uint32_t qk_rope_head_dim = 0;
   std::uint32_t qk_nope_head_dim = 0;
+  // MoE weight streaming (optional; 0 = every weight is read every step, the conservative
+  // default). With them, a step reads the dense part plus only the routed experts its
+  // tokens touch: expected fraction 1 - (1 - experts_per_token / num_experts)^tokens
+  // (uniform routing). Matters for many-expert models at small batches (Kimi-K2: top-8 of
+  // 384, so a batch of 4 touches ~8 % of the experts).
+  std::uint32_t num_experts = 0;        // routed experts per MoE layer
+  std::uint32_t experts_per_token = 0;  // top-k
+  double expert_params = 0;             // parameters in routed experts, all layers
   std::string source;
 };
 
