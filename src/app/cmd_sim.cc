@@ -80,6 +80,10 @@ int RunSim(sim::SimConfig config) {
             << ((*server)->kv_events_replay_endpoint().empty()
                     ? ""
                     : " kv_replay=" + (*server)->kv_events_replay_endpoint())
+            << ((*server)->kv_engine_id().empty() ? "" : " kv_engine_id=" + (*server)->kv_engine_id())
+            << ((*server)->kv_side_channel().empty()
+                    ? ""
+                    : " kv_side_channel=" + (*server)->kv_side_channel())
             << std::endl;
 
   const int signal_number = signals.Wait();
@@ -101,6 +105,13 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
       "over ZMQ, driven by an engine model in sped-up real time. Debug (kvroute only): GET "
       "/debug/kv_cache lists the engine's cached block hashes per tier.");
   auto c = std::make_shared<sim::SimConfig>();
+  // vLLM's NIXL environment variables are the defaults of the matching flags.
+  const sim::NixlEnvDefaults nixl_env = sim::ReadNixlEnv();
+  c->kv_side_channel_host = nixl_env.side_channel_host;
+  c->kv_side_channel_port = nixl_env.side_channel_port;
+  c->nixl_abort_request_timeout_s = nixl_env.abort_request_timeout_s;
+  auto kv_transfer_json = std::make_shared<std::string>();
+  auto kv_events_json = std::make_shared<std::string>();
   auto no_kv_events = std::make_shared<bool>(false);
   auto config_path = std::make_shared<std::string>();
   cmd->add_option("--config", *config_path,
@@ -155,6 +166,28 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
                   "TEST ONLY: every Nth batch is kept for replay but not sent, so subscribers "
                   "must repair gaps; 0 = off")
       ->capture_default_str();
+  cmd->add_option("--kv-events-config", *kv_events_json,
+                  "vLLM's KV events JSON (enable_kv_cache_events, publisher, endpoint, "
+                  "replay_endpoint, topic, buffer_steps); overrides the --kv-events-* flags");
+  cmd->add_option("--kv-transfer-config", *kv_transfer_json,
+                  "vLLM's KV transfer JSON, e.g. "
+                  "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}': P/D "
+                  "prefill legs (do_remote_decode) and decode legs (do_remote_prefill)");
+  cmd->add_option("--kv-side-channel-host", c->kv_side_channel_host,
+                  "P/D side channel host, bound and advertised as remote_host "
+                  "(default: $VLLM_NIXL_SIDE_CHANNEL_HOST or localhost)")
+      ->capture_default_str();
+  cmd->add_option("--kv-side-channel-port", c->kv_side_channel_port,
+                  "P/D side channel port, advertised as remote_port; 0 picks a free one "
+                  "(default: $VLLM_NIXL_SIDE_CHANNEL_PORT or 5600)")
+      ->capture_default_str();
+  cmd->add_option("--nixl-abort-request-timeout", c->nixl_abort_request_timeout_s,
+                  "Simulated seconds a finished prefill's KV stays pinned for its decoder "
+                  "(default: $VLLM_NIXL_ABORT_REQUEST_TIMEOUT or 480)")
+      ->capture_default_str();
+  cmd->add_option("--kv-link", c->kv_link,
+                  "The profile's link (its 'links' list) decode legs pull KV over; empty = "
+                  "the first");
   cmd->add_option("--tokenizer", c->tokenizer,
                   "Model directory (tokenizer.json + tokenizer_config.json) or shipped model "
                   "name (qwen3, llama3_1, deepseek_v3) for /tokenize, chat templates and output "
@@ -178,7 +211,7 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
     return names;
   }());
 
-  cmd->callback([cmd, c, no_kv_events, config_path, exit_code] {
+  cmd->callback([cmd, c, no_kv_events, config_path, kv_events_json, kv_transfer_json, exit_code] {
     if (!config_path->empty()) {
       if (auto ok = ApplyConfigFile(*cmd, *config_path); !ok) {
         std::cerr << "kvroute sim: " << ok.error() << "\n";
@@ -188,6 +221,33 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
     }
     sim::SimConfig config = *c;
     if (*no_kv_events) config.kv_events = false;
+    if (!kv_events_json->empty()) {
+      auto events = sim::ParseKvEventsConfig(
+          *kv_events_json, sim::KvEventsSettings{.enabled = config.kv_events,
+                                                 .endpoint = config.kv_events_endpoint,
+                                                 .replay_endpoint = config.kv_events_replay_endpoint,
+                                                 .topic = config.kv_events_topic,
+                                                 .buffer_steps = config.kv_events_buffer_steps});
+      if (!events) {
+        std::cerr << "kvroute sim: " << events.error() << "\n";
+        *exit_code = 2;
+        return;
+      }
+      config.kv_events = events->enabled;
+      config.kv_events_endpoint = events->endpoint;
+      config.kv_events_replay_endpoint = events->replay_endpoint;
+      config.kv_events_topic = events->topic;
+      config.kv_events_buffer_steps = events->buffer_steps;
+    }
+    if (!kv_transfer_json->empty()) {
+      auto kt = sim::ParseKvTransferConfig(*kv_transfer_json);
+      if (!kt) {
+        std::cerr << "kvroute sim: " << kt.error() << "\n";
+        *exit_code = 2;
+        return;
+      }
+      config.kv_transfer = *kt;
+    }
     if (auto ok = sim::Validate(config); !ok) {
       std::cerr << "kvroute sim: " << ok.error() << "\n";
       *exit_code = 2;

@@ -32,6 +32,13 @@ class EngineImpl final : public Engine {
   std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const override {
     return scheduler_.CachedBlockHashes(tier);
   }
+  std::optional<PinnedKv> FindPinned(const std::string& request_id) const override {
+    return scheduler_.FindPinned(request_id);
+  }
+  bool ReleasePinned(const std::string& request_id) override {
+    return scheduler_.ReleasePinned(request_id);
+  }
+  std::optional<Nanos> NextTimedEvent() const override { return scheduler_.NextTimedEvent(); }
 
  private:
   Profile profile_;
@@ -48,6 +55,8 @@ void StepResult::Clear() {
   kv_events.clear();
   num_prefill_tokens = 0;
   num_decode_tokens = 0;
+  kv_transfers_done.clear();
+  pins_expired.clear();
 }
 
 std::vector<TokenId> DefaultOutputVocabulary() {
@@ -64,6 +73,10 @@ EngineConfig ResolveConfig(const Profile& profile, EngineConfig config) {
   if (config.num_cpu_blocks < 0) config.num_cpu_blocks = 0;
   if (config.cpu_to_gpu_bandwidth_bytes_per_s <= 0) config.cpu_to_gpu_bandwidth_bytes_per_s = 25e9;
   if (config.output_vocabulary.empty()) config.output_vocabulary = DefaultOutputVocabulary();
+  if (!(config.kv_link.bandwidth_bytes_per_s > 0)) {
+    if (const LinkSpec* link = profile.FindLink(config.kv_link.name)) config.kv_link = *link;
+  }
+  if (config.pinned_kv_timeout < Nanos(0)) config.pinned_kv_timeout = Nanos(0);
   if (config.num_gpu_blocks_override <= 0) {
     config.num_gpu_blocks_override = StepTimeModel(profile).NumGpuBlocks(config.block_size);
   }

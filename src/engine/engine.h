@@ -16,6 +16,7 @@
 // Thread safety: none. One owner thread (or the simulator's event loop) calls every method.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -50,6 +51,14 @@ struct EngineConfig {
   // Output token ids are drawn from this palette (the sim fills it with ids of real words of
   // its tokenizer). Empty means DefaultOutputVocabulary(): ids 1000..1999.
   std::vector<TokenId> output_vocabulary;
+
+  // Prefill/decode disaggregation (vLLM NixlConnector semantics, engine/kv_transfer.h).
+  // A finished prefill leg's pinned blocks are freed after this much simulated time if no
+  // decoder released them (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, default 480 s).
+  Nanos pinned_kv_timeout = std::chrono::seconds(480);
+  // The link remote KV arrives over, per lane. Empty name and zero bandwidth: the profile's
+  // first link (ResolveConfig); a profile without links cannot take decode legs.
+  LinkSpec kv_link;
 };
 
 // Ids 1000..1999: the palette used when EngineConfig::output_vocabulary is empty.
@@ -68,6 +77,20 @@ struct RequestSpec {
   // Images: their placeholder tokens are part of `prompt` (prefilled like any token) and
   // their identifiers enter the extra keys of the blocks they overlap.
   std::vector<kv::MmItem> mm_items;
+
+  // P/D prefill leg (kv_transfer_params.do_remote_decode): the request runs max_tokens
+  // tokens and finishes with kLength (vLLM hands KV over only for LENGTH_CAPPED requests),
+  // then keeps its blocks pinned — not freed, not evictable — until ReleasePinned() or the
+  // pinned_kv_timeout. Its last TokenEvent carries the pinned block ids.
+  bool remote_decode = false;
+  // P/D decode leg (do_remote_prefill): the prompt's KV beyond this engine's own prefix hit
+  // is pulled over config().kv_link from a prefill engine of `prefill_tp` ranks; meanwhile
+  // the request holds its blocks but takes no step. Then its last prompt token is recomputed
+  // (its logits give the first output token), as vLLM does.
+  struct RemotePrefill {
+    std::uint32_t prefill_tp = 1;
+  };
+  std::optional<RemotePrefill> remote_prefill;
 };
 
 // What a request adds to its blocks' extra keys (views into `spec`; kv/extra_keys.h).
@@ -80,8 +103,28 @@ struct TokenEvent {
   TokenId token = 0;
   bool is_first = false;  // the first output token: TTFT ends here
   std::optional<FinishReason> finished;
-  // Set on the first token: prompt tokens served from cache (GPU + CPU tier).
+  // Set on the first token: prompt tokens served from cache (GPU + CPU tier) or, for a
+  // decode leg, not computed here (local hit + pulled), as vLLM counts num_cached_tokens.
   std::uint32_t cached_tokens = 0;
+  // The last token of a remote_decode request: the block ids it keeps pinned (what the
+  // prefill response names as remote_block_ids). Empty otherwise.
+  std::vector<std::int32_t> pinned_block_ids;
+};
+
+// Remote KV that arrived for a decode leg (a finished transfer).
+struct KvTransferDone {
+  std::string request_id;
+  std::uint32_t blocks = 0;  // blocks pulled (those the local prefix cache lacked)
+  double bytes = 0;          // modelled bytes moved
+  Nanos started{0};          // simulated times
+  Nanos finished{0};
+};
+
+// A prefill leg's pinned KV, as a decoder's claim is checked against it.
+struct PinnedKv {
+  std::vector<std::int32_t> block_ids;
+  std::uint32_t num_prompt_tokens = 0;
+  Nanos deadline{0};  // simulated time the blocks are freed if not released
 };
 
 struct StepResult {
@@ -93,6 +136,8 @@ struct StepResult {
   std::vector<kv::KvEvent> kv_events;               // one KvEventBatch's worth, in emission order
   std::uint32_t num_prefill_tokens = 0;
   std::uint32_t num_decode_tokens = 0;
+  std::vector<KvTransferDone> kv_transfers_done;  // remote KV arrived by this step's start
+  std::vector<std::string> pins_expired;          // pinned prefills freed at the timeout
 };
 
 struct EngineStats {
@@ -107,6 +152,17 @@ struct EngineStats {
   std::uint64_t generation_tokens = 0;
   std::int64_t num_gpu_blocks = 0;
   std::int64_t num_cpu_blocks = 0;
+  // P/D. Prefill side: blocks and requests pinned for decoders now; requests freed by a
+  // decoder's release and at the timeout (counters). Decode side: legs whose KV is in
+  // flight now; transfers finished, blocks and bytes pulled (counters).
+  std::int64_t num_pinned_blocks = 0;
+  std::uint32_t num_pinned_requests = 0;
+  std::uint64_t pins_released = 0;
+  std::uint64_t pins_expired = 0;
+  std::uint32_t num_loading = 0;
+  std::uint64_t kv_transfers = 0;
+  std::uint64_t kv_transfer_blocks = 0;
+  double kv_transfer_bytes = 0;
 };
 
 class Engine {
@@ -130,6 +186,15 @@ class Engine {
   virtual bool ResetPrefixCache() = 0;
   // Engine hashes of the blocks cached per tier right now (tests, the e2e index check).
   virtual std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const = 0;
+
+  // P/D prefill side: the pinned KV of a finished remote_decode request; nullopt when
+  // unknown, released or expired.
+  virtual std::optional<PinnedKv> FindPinned(const std::string& request_id) const = 0;
+  // Frees a pinned request's blocks (its decoder has read them). False when not pinned.
+  virtual bool ReleasePinned(const std::string& request_id) = 0;
+  // The simulated time of the next thing that happens without new input — remote KV
+  // arriving, a pin expiring — so an idle caller knows when to Step again; nullopt if none.
+  virtual std::optional<Nanos> NextTimedEvent() const = 0;
 };
 
 // Fills the defaults a config leaves open: max_model_len from the profile, the output palette,

@@ -76,6 +76,9 @@ std::string ReadModel(const YAML::Node& n, const std::string& where, ModelSpec* 
   r.Required("weight_bytes_per_param", &m->weight_bytes_per_param);
   r.Required("kv_bytes_per_element", &m->kv_bytes_per_element);
   r.Optional("mla", &m->mla);
+  r.Optional("num_experts", &m->num_experts);
+  r.Optional("experts_per_token", &m->experts_per_token);
+  r.Optional("expert_params", &m->expert_params);
   if (m->mla) {
     r.Required("kv_lora_rank", &m->kv_lora_rank);
     r.Required("qk_rope_head_dim", &m->qk_rope_head_dim);
@@ -90,6 +93,11 @@ std::string ReadModel(const YAML::Node& n, const std::string& where, ModelSpec* 
       r.Fail("need 0 < active_params <= total_params");
     } else if (m->weight_bytes_per_param <= 0 || m->kv_bytes_per_element <= 0) {
       r.Fail("byte widths must be positive");
+    } else if (m->num_experts > 0 &&
+               (m->experts_per_token == 0 || m->experts_per_token > m->num_experts ||
+                !(m->expert_params > 0) || m->expert_params >= m->total_params)) {
+      r.Fail("MoE streaming needs 0 < experts_per_token <= num_experts and "
+             "0 < expert_params < total_params");
     }
   }
   return r.error();
@@ -104,6 +112,7 @@ std::string ReadHardware(const YAML::Node& n, const std::string& where, Hardware
   r.Required("memory_bytes_per_gpu", &h->memory_bytes_per_gpu);
   r.Required("hbm_bandwidth_bytes_per_s", &h->hbm_bandwidth_bytes_per_s);
   r.Required("peak_flops", &h->peak_flops);
+  r.Optional("weight_shards", &h->weight_shards);
   if (r.error().empty() && (h->num_gpus == 0 || h->memory_bytes_per_gpu <= 0 ||
                             h->hbm_bandwidth_bytes_per_s <= 0 || h->peak_flops <= 0)) {
     r.Fail("every hardware number must be positive");
@@ -162,7 +171,33 @@ std::string ReadAnchors(const YAML::Node& n, const std::string& where, std::vect
   return {};
 }
 
+std::string ReadLinks(const YAML::Node& n, const std::string& where, std::vector<LinkSpec>* out) {
+  if (!n) return {};
+  if (!n.IsSequence()) return where + ": 'links' must be a list";
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    LinkSpec l;
+    Reader r(n[i], where + ".links[" + std::to_string(i) + "]");
+    r.Required("name", &l.name);
+    r.Required("source", &l.source);
+    r.Required("bandwidth_bytes_per_s", &l.bandwidth_bytes_per_s);
+    r.Required("latency_s", &l.latency_s);
+    if (r.error().empty() && (l.name.empty() || !(l.bandwidth_bytes_per_s > 0) || l.latency_s < 0)) {
+      r.Fail("a link needs a name, bandwidth > 0 and latency >= 0");
+    }
+    if (!r.error().empty()) return r.error();
+    out->push_back(std::move(l));
+  }
+  return {};
+}
+
 }  // namespace
+
+const LinkSpec* Profile::FindLink(std::string_view link_name) const {
+  for (const LinkSpec& l : links) {
+    if (link_name.empty() || l.name == link_name) return &l;
+  }
+  return nullptr;
+}
 
 const char* AnchorMetricName(AnchorMetric metric) {
   switch (metric) {
@@ -196,7 +231,8 @@ std::expected<Profile, std::string> ParseProfile(std::string_view yaml_text,
   for (const std::string& err : {ReadModel(root["model"], where, &p.model),
                                  ReadHardware(root["hardware"], where, &p.hardware),
                                  ReadRuntime(root["runtime"], where, &p.runtime),
-                                 ReadAnchors(root["anchors"], where, &p.anchors)}) {
+                                 ReadAnchors(root["anchors"], where, &p.anchors),
+                                 ReadLinks(root["links"], where, &p.links)}) {
     if (!err.empty()) return std::unexpected(err);
   }
   return p;

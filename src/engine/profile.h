@@ -39,6 +39,14 @@ struct ModelSpec {
   std::uint32_t kv_lora_rank = 0;
   std::uint32_t qk_rope_head_dim = 0;
   std::uint32_t qk_nope_head_dim = 0;
+  // MoE weight streaming (optional; 0 = every weight is read every step, the conservative
+  // default). With them, a step reads the dense part plus only the routed experts its
+  // tokens touch: expected fraction 1 - (1 - experts_per_token / num_experts)^tokens
+  // (uniform routing). Matters for many-expert models at small batches (Kimi-K2: top-8 of
+  // 384, so a batch of 4 touches ~8 % of the experts).
+  std::uint32_t num_experts = 0;        // routed experts per MoE layer
+  std::uint32_t experts_per_token = 0;  // top-k
+  double expert_params = 0;             // parameters in routed experts, all layers
   std::string source;
 };
 
@@ -48,6 +56,23 @@ struct HardwareSpec {
   double memory_bytes_per_gpu = 0;
   double hbm_bandwidth_bytes_per_s = 0;  // per GPU
   double peak_flops = 0;                 // per GPU, dense, at the dtype the matmuls run in
+  // GPUs the weights are split over; 0 = num_gpus (tensor parallel only). With expert
+  // parallelism across data-parallel replicas (vLLM --enable-expert-parallel with DP > 1)
+  // the experts — nearly all of an MoE's bytes — are sharded over TP × DP GPUs, so each
+  // GPU holds and streams 1 / (TP × DP) of them. The (few %) attention weights are counted
+  // as sharded too: a small underestimate of per-GPU bytes, said so where it is used.
+  std::uint32_t weight_shards = 0;
+  std::string source;
+
+  std::uint32_t WeightShards() const { return weight_shards > 0 ? weight_shards : num_gpus; }
+};
+
+// A network path for KV transfers between engines (prefill → decode), per lane: one GPU's
+// NIC (or one GPU's share of the intra-node fabric), one direction.
+struct LinkSpec {
+  std::string name;                  // e.g. "ib-400g", what --kv-link names
+  double bandwidth_bytes_per_s = 0;  // achievable per lane, not the line rate
+  double latency_s = 0;              // per transfer: handshake + first byte
   std::string source;
 };
 
@@ -91,6 +116,11 @@ struct Profile {
   HardwareSpec hardware;
   RuntimeSpec runtime;
   std::vector<Anchor> anchors;
+  // KV transfer paths this setup can use (P/D disaggregation); the first is the default.
+  std::vector<LinkSpec> links;
+
+  // The link named `name` (empty: the first); nullptr when there is none.
+  const LinkSpec* FindLink(std::string_view name) const;
 };
 
 const char* AnchorMetricName(AnchorMetric metric);

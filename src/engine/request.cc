@@ -22,7 +22,8 @@ OutputPlan::OutputPlan(std::uint64_t engine_seed, const RequestSpec& spec) {
                            SplitMix64(engine_seed ^ SplitMix64(spec.seed)));
   seed_ = SplitMix64(prompt_hash);
   const std::uint32_t max_tokens = spec.max_tokens == 0 ? 1 : spec.max_tokens;
-  if (spec.ignore_eos) {
+  // A P/D prefill leg ends capped at max_tokens: vLLM hands its KV over only then.
+  if (spec.ignore_eos || spec.remote_decode) {
     length_ = max_tokens;
     reason_ = FinishReason::kLength;
   } else {
@@ -44,6 +45,7 @@ Request::Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engin
   tokens.assign(spec.prompt.begin(), spec.prompt.end());
   std::vector<TokenId>().swap(spec.prompt);
   num_prompt_tokens = static_cast<std::uint32_t>(tokens.size());
+  remote_pending = spec.remote_prefill.has_value();
 }
 
 kv::BlockExtraKeys Request::BlockExtraKeys(std::size_t i, std::uint32_t block_size) const {

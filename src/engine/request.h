@@ -51,6 +51,13 @@ struct Request {
   std::uint32_t num_output = 0;
   std::optional<std::uint32_t> cached_tokens;  // prefix hit at first scheduling
   bool running = false;
+  // P/D decode leg: remote KV not yet requested (spec.remote_prefill set, nothing pulled),
+  // in flight (`loading`, under `transfer_id`), or arrived (in the scheduler's loaded_ queue).
+  bool remote_pending = false;
+  bool loading = false;
+  bool loaded = false;
+  std::uint64_t transfer_id = 0;
+  std::uint32_t pulled_blocks = 0;
 
   Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engine_seed);
   std::uint64_t num_tokens() const { return tokens.size(); }

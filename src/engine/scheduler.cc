@@ -11,7 +11,8 @@ Scheduler::Scheduler(const Profile& profile, const EngineConfig& config,
       step_time_(profile_),
       hasher_(config_.block_size, config_.event_hash, config_.python_hash_seed),
       cpu_tier_(config_.num_cpu_blocks, config_.block_size),
-      pool_(num_gpu_blocks, config_.block_size, config_.num_cpu_blocks > 0 ? &cpu_tier_ : nullptr) {
+      pool_(num_gpu_blocks, config_.block_size, config_.num_cpu_blocks > 0 ? &cpu_tier_ : nullptr),
+      link_(config_.kv_link, profile_.hardware.num_gpus) {
   stats_.num_gpu_blocks = pool_.num_blocks();
   stats_.num_cpu_blocks = cpu_tier_.capacity();
 }
@@ -37,6 +38,13 @@ std::optional<std::string> Scheduler::Add(RequestSpec spec) {
     return "request needs " + std::to_string(blocks) + " KV blocks; the cache has " +
            std::to_string(pool_.num_blocks());
   }
+  if (spec.remote_prefill && !(config_.kv_link.bandwidth_bytes_per_s > 0)) {
+    return "this engine has no KV link (the profile lists no 'links'), so it cannot pull "
+           "remote KV";
+  }
+  if (spec.remote_prefill && spec.remote_decode) {
+    return "a request cannot be both a prefill leg and a decode leg";
+  }
   auto req = std::make_unique<Request>(std::move(spec), next_arrival_++, config_.seed);
   hasher_.Extend(req.get());
   waiting_.push_back(req.get());
@@ -52,14 +60,16 @@ void Scheduler::Abort(const std::string& request_id) {
     FreeBlocks(req);
     running_.erase(std::find(running_.begin(), running_.end(), req));
   } else {
-    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), req));
+    DropNotRunning(req);
   }
   aborted_.push_back(request_id);
   requests_.erase(it);
 }
 
 bool Scheduler::HasWork() const {
-  return !waiting_.empty() || !running_.empty() || !aborted_.empty() || pending_clear_;
+  // Legs waiting for remote KV and pinned prefills are timed events (NextTimedEvent).
+  return !waiting_.empty() || !running_.empty() || !aborted_.empty() || pending_clear_ ||
+         !loaded_.empty();
 }
 
 std::int64_t Scheduler::BlocksNeeded(const Request& req, std::uint64_t num_new) const {
@@ -154,7 +164,7 @@ void Scheduler::EmitStored(const Request& req, std::size_t first, std::size_t en
   events->push_back(std::move(ev));
 }
 
-void Scheduler::ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* out,
+void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Scheduled>* out,
                                 std::vector<kv::KvEvent>* events, double* load_bytes) {
   const std::uint32_t bs = config_.block_size;
   while (!waiting_.empty() && *budget > 0 && running_.size() < config_.max_num_seqs) {
@@ -181,8 +191,12 @@ void Scheduler::ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* o
     }
     const std::uint64_t hit_tokens = hits.size() * std::uint64_t{bs};
     std::uint64_t num_new = req->num_tokens() - hit_tokens;
-    if (!config_.enable_chunked_prefill && num_new > *budget) break;
-    num_new = std::min<std::uint64_t>(num_new, *budget);
+    // A decode leg allocates its whole prompt at once (it arrives whole) and computes nothing.
+    const bool remote = req->remote_pending;
+    if (!remote) {
+      if (!config_.enable_chunked_prefill && num_new > *budget) break;
+      num_new = std::min<std::uint64_t>(num_new, *budget);
+    }
     std::int64_t gpu_hits_free = 0;
     std::int64_t cpu_hits = 0;
     for (const Hit& h : hits) {
@@ -228,9 +242,14 @@ void Scheduler::ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* o
     stats_.prefix_cache_queries += req->num_tokens();
     stats_.prefix_cache_hits += hit_tokens;
     stats_.cpu_cache_hits += cpu_hits * std::uint64_t{bs};
-    if (!req->cached_tokens) req->cached_tokens = static_cast<std::uint32_t>(hit_tokens);
     req->num_computed = hit_tokens;
     req->num_cached_blocks = static_cast<std::uint32_t>(hits.size());
+    if (remote) {
+      waiting_.pop_front();
+      StartRemoteLoad(req, static_cast<std::uint32_t>(hits.size()), now);
+      continue;
+    }
+    if (!req->cached_tokens) req->cached_tokens = static_cast<std::uint32_t>(hit_tokens);
     req->running = true;
     waiting_.pop_front();
     running_.push_back(req);
@@ -257,7 +276,7 @@ void Scheduler::CacheFullBlocks(Request* req, std::vector<kv::KvEvent>* events) 
       static_cast<std::uint32_t>(std::max<std::size_t>(full, req->num_cached_blocks));
 }
 
-void Scheduler::Step(Nanos /*now*/, StepResult* out) {
+void Scheduler::Step(Nanos now, StepResult* out) {
   StepResult& result = *out;
   result.Clear();
   std::vector<kv::KvEvent>& events = result.kv_events;
@@ -268,12 +287,18 @@ void Scheduler::Step(Nanos /*now*/, StepResult* out) {
   }
   std::swap(result.finished_without_token, aborted_);  // both were empty / cleared
 
+  ExpirePins(now, out);
+  TakeArrivedKv(now, out);
+
   std::uint32_t budget = config_.max_num_batched_tokens;
   std::vector<Scheduled>& scheduled = scheduled_;
   scheduled.clear();
   double load_bytes = 0;
   const bool preempted = ScheduleRunning(&budget, &scheduled, &events);
-  if (!preempted) ScheduleWaiting(&budget, &scheduled, &events, &load_bytes);
+  if (!preempted) {
+    ScheduleLoaded(&budget, &scheduled);
+    ScheduleWaiting(now, &budget, &scheduled, &events, &load_bytes);
+  }
   if (scheduled.empty()) return;
 
   std::vector<SeqWork>& work = work_;
@@ -310,11 +335,16 @@ void Scheduler::Step(Nanos /*now*/, StepResult* out) {
     hasher_.Extend(req);
     if (req->num_output >= req->plan.length()) {
       tok.finished = req->plan.reason();
+      if (req->spec.remote_decode) tok.pinned_block_ids.assign(req->blocks.begin(), req->blocks.end());
       finished.push_back(req);
     }
   }
   for (Request* req : finished) {
-    FreeBlocks(req);
+    if (req->spec.remote_decode) {
+      Pin(req, now + result.duration);
+    } else {
+      FreeBlocks(req);
+    }
     running_.erase(std::find(running_.begin(), running_.end(), req));
     const std::string id = req->spec.id;  // the key must outlive the node it names
     requests_.erase(id);
@@ -327,6 +357,9 @@ EngineStats Scheduler::Stats() const {
   s.num_waiting = static_cast<std::uint32_t>(waiting_.size());
   s.kv_cache_usage =
       pool_.num_blocks() == 0 ? 0.0 : static_cast<double>(pool_.num_used()) / pool_.num_blocks();
+  s.num_pinned_blocks = num_pinned_blocks_;
+  s.num_pinned_requests = static_cast<std::uint32_t>(pinned_.size());
+  s.num_loading = static_cast<std::uint32_t>(loading_.size());
   return s;
 }
 

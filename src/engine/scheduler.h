@@ -11,7 +11,14 @@
 //   3. the step's duration from the StepTimeModel, plus CPU→GPU load time of tier hits.
 //   4. KV becomes computed; newly full blocks are cached (one BlockStored per request);
 //      requests whose whole sequence is computed sample one token; finished ones free their
-//      blocks tail first.
+//      blocks tail first (a P/D prefill leg pins them instead).
+//
+// P/D (scheduler_pd.cc). Before 1: pins past their deadline are freed, and decode legs whose
+// remote KV arrived (SharedLink) get it cached (BlockStored, as if computed here) and queue
+// in loaded_, scheduled before the waiting queue for their last prompt token. In 2, a decode
+// leg takes its local prefix hit, allocates blocks for its whole prompt and starts its
+// transfer instead of computing: it leaves the waiting queue, takes no token budget and no
+// max_num_seqs slot while its KV is in flight (vLLM's WAITING_FOR_REMOTE_KVS).
 //
 // Ownership: owns requests, the block pool and the CPU tier. Thread safety: none.
 #pragma once
@@ -27,6 +34,7 @@
 #include "engine/block_pool.h"
 #include "engine/cpu_tier.h"
 #include "engine/engine.h"
+#include "engine/kv_transfer.h"
 #include "engine/request.h"
 #include "engine/step_time.h"
 
@@ -46,6 +54,9 @@ class Scheduler {
   EngineStats Stats() const;
   bool ResetPrefixCache();
   std::vector<kv::EngineHash> CachedBlockHashes(kv::Tier tier) const;
+  std::optional<PinnedKv> FindPinned(const std::string& request_id) const;
+  bool ReleasePinned(const std::string& request_id);
+  std::optional<Nanos> NextTimedEvent() const;
 
   const BlockPool& pool() const { return pool_; }
   const StepTimeModel& step_time() const { return step_time_; }
@@ -59,8 +70,17 @@ class Scheduler {
 
   bool ScheduleRunning(std::uint32_t* budget, std::vector<Scheduled>* out,
                        std::vector<kv::KvEvent>* events);
-  void ScheduleWaiting(std::uint32_t* budget, std::vector<Scheduled>* out,
+  void ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Scheduled>* out,
                        std::vector<kv::KvEvent>* events, double* load_bytes);
+  // P/D (scheduler_pd.cc).
+  void ExpirePins(Nanos now, StepResult* out);
+  void TakeArrivedKv(Nanos now, StepResult* out);
+  void ScheduleLoaded(std::uint32_t* budget, std::vector<Scheduled>* out);
+  // A decode leg whose hit and blocks are committed: starts pulling the rest.
+  void StartRemoteLoad(Request* req, std::uint32_t local_hit_blocks, Nanos now);
+  void Pin(Request* req, Nanos finished_at);
+  // Removes a not-running request from waiting_, loading_ or loaded_ (freeing its blocks).
+  void DropNotRunning(Request* req);
   std::int64_t BlocksNeeded(const Request& req, std::uint64_t num_new) const;
   void Preempt(Request* req);
   void FreeBlocks(Request* req);
@@ -90,6 +110,21 @@ class Scheduler {
   std::vector<BlockId> reversed_;
   bool pending_clear_ = false;  // AllBlocksCleared owed to the next Step
   EngineStats stats_;
+
+  // P/D prefill side: finished remote_decode requests' blocks, held for their decoder.
+  struct Pinned {
+    std::vector<BlockId> blocks;
+    std::uint32_t num_prompt_tokens = 0;
+    Nanos deadline{0};
+  };
+  std::unordered_map<std::string, Pinned> pinned_;
+  std::int64_t num_pinned_blocks_ = 0;
+  // P/D decode side: the inbound link, legs whose KV is in flight (by transfer id), and
+  // legs whose KV arrived, oldest first.
+  SharedLink link_;
+  std::uint64_t next_transfer_id_ = 1;
+  std::unordered_map<std::uint64_t, Request*> loading_;
+  std::deque<Request*> loaded_;
 };
 
 }  // namespace kvroute::engine

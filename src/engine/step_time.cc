@@ -47,14 +47,25 @@ double StepTimeModel::FlopsOf(std::span<const SeqWork> seqs) const {
   return 2.0 * profile_.model.active_params * tokens + attn_flops_per_pair_ * pairs;
 }
 
+double StepTimeModel::WeightBytesRead(double tokens) const {
+  const ModelSpec& m = profile_.model;
+  if (m.num_experts == 0) return weight_bytes_;
+  const double touched =
+      1.0 - std::pow(1.0 - static_cast<double>(m.experts_per_token) / m.num_experts, tokens);
+  return ((m.total_params - m.expert_params) + m.expert_params * touched) *
+         m.weight_bytes_per_param;
+}
+
 double StepTimeModel::BytesOf(std::span<const SeqWork> seqs) const {
   // Per GPU: its weight shard once per step, plus the KV it reads (context) and writes (new).
-  const double tp = std::max<std::uint32_t>(profile_.hardware.num_gpus, 1);
+  const double shards = std::max<std::uint32_t>(profile_.hardware.WeightShards(), 1);
   double kv_tokens = 0;
+  double tokens = 0;
   for (const SeqWork& s : seqs) {
     kv_tokens += static_cast<double>(s.context_tokens) + s.new_tokens;
+    tokens += s.new_tokens;
   }
-  return weight_bytes_ / tp + kv_tokens * kv_bytes_per_token_per_gpu_;
+  return WeightBytesRead(tokens) / shards + kv_tokens * kv_bytes_per_token_per_gpu_;
 }
 
 Nanos StepTimeModel::StepTime(std::span<const SeqWork> seqs) const {
@@ -77,10 +88,10 @@ Nanos StepTimeModel::DecodeStepTime(std::uint32_t batch, std::uint64_t total_con
   // not change the result.
   const double per_seq = static_cast<double>(total_context) / batch;
   const SeqWork seq{.new_tokens = 1, .context_tokens = 0};
-  const double tp = std::max<std::uint32_t>(profile_.hardware.num_gpus, 1);
+  const double shards = std::max<std::uint32_t>(profile_.hardware.WeightShards(), 1);
   const double flops =
       batch * (FlopsOf(std::span<const SeqWork>(&seq, 1)) + attn_flops_per_pair_ * per_seq);
-  const double bytes = weight_bytes_ / tp +
+  const double bytes = WeightBytesRead(batch) / shards +
                        (static_cast<double>(total_context) + batch) * kv_bytes_per_token_per_gpu_;
   const double s = std::max(flops / compute_rate_, bytes / memory_rate_);
   return FromSeconds(profile_.runtime.step_overhead_s + s);
@@ -88,9 +99,10 @@ Nanos StepTimeModel::DecodeStepTime(std::uint32_t batch, std::uint64_t total_con
 
 std::int64_t StepTimeModel::NumGpuBlocks(std::uint32_t block_size) const {
   const HardwareSpec& hw = profile_.hardware;
-  const double tp = std::max<std::uint32_t>(hw.num_gpus, 1);
+  const double shards = std::max<std::uint32_t>(hw.WeightShards(), 1);
   const double free_bytes = hw.memory_bytes_per_gpu * profile_.runtime.gpu_memory_utilization -
-                            weight_bytes_ / tp - profile_.runtime.activation_reserve_bytes_per_gpu;
+                            weight_bytes_ / shards -
+                            profile_.runtime.activation_reserve_bytes_per_gpu;
   const double block_bytes = kv_bytes_per_token_per_gpu_ * block_size;
   if (free_bytes <= 0 || block_bytes <= 0) return 0;
   return static_cast<std::int64_t>(std::floor(free_bytes / block_bytes));

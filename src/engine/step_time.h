@@ -59,6 +59,9 @@ class StepTimeModel {
  private:
   double FlopsOf(std::span<const SeqWork> seqs) const;
   double BytesOf(std::span<const SeqWork> seqs) const;
+  // Weight bytes (all GPUs) a step of `tokens` tokens streams: all of them, or with the MoE
+  // fields the dense part plus the expected touched experts.
+  double WeightBytesRead(double tokens) const;
 
   Profile profile_;
   double kv_bytes_per_token_per_gpu_ = 0;

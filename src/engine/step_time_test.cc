@@ -134,3 +134,50 @@ TEST(StepTimeTest, NoRoomForWeightsMeansZeroBlocks) {
 
 }  // namespace
 }  // namespace kvroute::engine
+
+namespace kvroute::engine {
+namespace {
+
+TEST(StepTimeMoeTest, ManyExpertModelsReadOnlyTheExpertsTheirTokensTouch) {
+  const Profile p = MustLoad("kimi-k2.6-mi355x-tp4");
+  const StepTimeModel model(p);
+  // top-8 of 384: a batch of 1 touches ~2 % of the experts, a batch of 512 nearly all, so
+  // the memory-bound step grows with the batch far more than a dense model's.
+  const double b1 = ToSeconds(model.DecodeStepTime(1, 1000)) - p.runtime.step_overhead_s;
+  const double b512 = ToSeconds(model.DecodeStepTime(512, 512 * 1000)) - p.runtime.step_overhead_s;
+  const double all_weights_s = p.model.total_params * p.model.weight_bytes_per_param /
+                               p.hardware.num_gpus /
+                               (p.hardware.hbm_bandwidth_bytes_per_s * p.runtime.memory_efficiency);
+  EXPECT_LT(b1, 0.1 * all_weights_s);
+  EXPECT_GT(b512, 0.9 * all_weights_s);
+  // Without the MoE fields every weight is read at any batch (the conservative default).
+  Profile dense_reading = p;
+  dense_reading.model.num_experts = 0;
+  EXPECT_GT(ToSeconds(StepTimeModel(dense_reading).DecodeStepTime(1, 1000)) -
+                p.runtime.step_overhead_s,
+            all_weights_s);
+}
+
+TEST(StepTimeMoeTest, KimiTp2DecodeFitsOnlyWithExpertsShardedOverTheDpGroup) {
+  Profile p = MustLoad("kimi-k2.6-mi355x-tp2");
+  EXPECT_EQ(p.hardware.WeightShards(), 8u);
+  EXPECT_GT(StepTimeModel(p).NumGpuBlocks(16), 0);
+  p.hardware.weight_shards = 0;  // plain TP2: 280 GB of weights per 288 GB GPU at 0.85
+  EXPECT_EQ(StepTimeModel(p).NumGpuBlocks(16), 0);
+}
+
+TEST(ProfileLinksTest, EveryProfileHasAKvLinkWithASource) {
+  for (const std::string& name : ListProfiles()) {
+    const Profile p = MustLoad(name);
+    ASSERT_FALSE(p.links.empty()) << name;
+    for (const LinkSpec& l : p.links) {
+      EXPECT_GT(l.bandwidth_bytes_per_s, 0) << name << " " << l.name;
+      EXPECT_FALSE(l.source.empty()) << name << " " << l.name;
+    }
+    EXPECT_EQ(p.FindLink(""), &p.links.front());
+    EXPECT_EQ(p.FindLink("no-such-link"), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace kvroute::engine

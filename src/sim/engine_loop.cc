@@ -70,6 +70,14 @@ void EngineLoop::InspectCache(std::function<void(CacheContents)> done) {
   cv_.notify_all();
 }
 
+void EngineLoop::RunOnLoop(std::function<void(engine::Engine&, Nanos)> task) {
+  {
+    std::lock_guard lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
 engine::EngineStats EngineLoop::Stats() const {
   std::lock_guard lock(mu_);
   return stats_;
@@ -80,13 +88,16 @@ void EngineLoop::DrainMailbox() {
   std::vector<std::string> aborted;
   std::vector<std::function<void(bool)>> resets;
   std::vector<std::function<void(CacheContents)>> inspections;
+  std::vector<std::function<void(engine::Engine&, Nanos)>> tasks;
   {
     std::lock_guard lock(mu_);
     submitted.swap(submitted_);
     aborted.swap(aborted_);
     resets.swap(resets_);
     inspections.swap(inspections_);
+    tasks.swap(tasks_);
   }
+  for (auto& task : tasks) task(*engine_, clock_.Now());
   // Inspections first: they see the state the published batches describe, before this turn's
   // adds (which emit no events until the next step anyway).
   for (auto& done : inspections) {
@@ -119,18 +130,31 @@ void EngineLoop::Run() {
     const bool was_idle = !engine_->HasWork();
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] {
+      auto ready = [this] {
         return stop_ || !submitted_.empty() || !aborted_.empty() || !resets_.empty() ||
-               !inspections_.empty() || engine_->HasWork();
-      });
+               !inspections_.empty() || !tasks_.empty() || engine_->HasWork();
+      };
+      // Nothing to step: sleep until input arrives or the next timed event is due.
+      if (const std::optional<Nanos> timed = engine_->NextTimedEvent()) {
+        const Nanos wait = std::max(Nanos(0), *timed - clock_.Now());
+        cv_.wait_for(lock, clock_.ToReal(wait), ready);
+      } else {
+        cv_.wait(lock, ready);
+      }
       if (stop_) break;
     }
     DrainMailbox();
     // An idle engine starts its next step when work arrives, not in the past.
     if (was_idle) timeline = std::max(timeline, clock_.Now());
-    if (!engine_->HasWork()) {
-      // A reset with no live request still owes its AllBlocksCleared batch: step once.
-      engine::StepResult r = engine_->Step(clock_.Now());
+    // One reading of the clock for both: an event that falls due after it waits for the
+    // next turn instead of being stepped (and its tokens dropped) by the idle step below.
+    const Nanos woke = clock_.Now();
+    const std::optional<Nanos> timed = engine_->NextTimedEvent();
+    const bool timed_due = timed && *timed <= woke;
+    if (!engine_->HasWork() && !timed_due) {
+      // A reset with no live request still owes its AllBlocksCleared batch: step once. (It
+      // also refreshes the gauges after a mailbox task such as a pinned-KV release.)
+      engine::StepResult r = engine_->Step(woke);
       if (!r.kv_events.empty() && options_.publish) {
         options_.publish(
             kv::KvEventBatch{.ts = WallClockSeconds(), .events = std::move(r.kv_events)});
@@ -158,6 +182,12 @@ void EngineLoop::Run() {
       // Work exists but nothing could be scheduled (e.g. KV memory full): do not spin.
       std::unique_lock lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(1), [this] { return stop_; });
+    }
+    // Before the tokens: a decode leg's release names the blocks it read, before its end
+    // (which releases with none read) can.
+    if (options_.on_pd_events &&
+        (!result.kv_transfers_done.empty() || !result.pins_expired.empty())) {
+      options_.on_pd_events(result);
     }
     Deliver(result, at);
     if (!result.kv_events.empty() && options_.publish) {
@@ -193,6 +223,12 @@ void EngineLoop::Run() {
     contents.stats = engine_->Stats();
     done(std::move(contents));
   }
+  std::vector<std::function<void(engine::Engine&, Nanos)>> tasks;
+  {
+    std::lock_guard lock(mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task(*engine_, at);
 }
 
 void EngineLoop::Deliver(const engine::StepResult& result, Nanos at) {
@@ -218,6 +254,8 @@ void EngineLoop::UpdateMetrics(const engine::StepResult& result) {
     std::lock_guard lock(mu_);
     stats_ = s;
   }
+  if (options_.pinned_blocks != nullptr) options_.pinned_blocks->Set(static_cast<double>(s.num_pinned_blocks));
+  if (options_.pinned_requests != nullptr) options_.pinned_requests->Set(s.num_pinned_requests);
   telemetry::VllmMetrics* m = options_.metrics;
   if (m == nullptr) return;
   m->num_requests_running.Set(s.num_running);

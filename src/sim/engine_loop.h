@@ -16,8 +16,11 @@
 //
 // Ownership: owns the engine and the thread. The clock and the metrics (optional) must
 // outlive the loop.
-// Thread safety: Submit, Abort, ResetPrefixCache, InspectCache, Now, Stats may be called from
-// any thread.
+// Thread safety: Submit, Abort, ResetPrefixCache, InspectCache, RunOnLoop, Now, Stats may be
+// called from any thread.
+//
+// Timed events (P/D): with nothing to step, the loop still wakes at the engine's
+// NextTimedEvent() — remote KV arriving, a pinned prefill expiring — and steps then.
 // Start/Stop from the owning thread.
 #pragma once
 
@@ -69,6 +72,12 @@ struct EngineLoopOptions {
   // counts its local prefix cache apart from an offloading connector.
   prometheus::Counter* external_queries = nullptr;
   prometheus::Counter* external_hits = nullptr;
+  // P/D: called on the loop thread after a step in which remote KV arrived or pins expired
+  // (StepResult::kv_transfers_done / pins_expired non-empty); must only hand data over.
+  std::function<void(const engine::StepResult&)> on_pd_events;
+  // P/D: the pinned-block gauges, updated after every step when set.
+  prometheus::Gauge* pinned_blocks = nullptr;
+  prometheus::Gauge* pinned_requests = nullptr;
 };
 
 class EngineLoop {
@@ -93,6 +102,10 @@ class EngineLoop {
   // contents match the KV event batches published so far); `done` runs there and must only
   // hand the value over (debug endpoint, tests).
   void InspectCache(std::function<void(CacheContents)> done);
+  // Runs `task` on the loop thread at its next turn, between two steps, with the engine and
+  // the simulated now (the P/D side channel reads and frees pinned KV this way). A task
+  // still queued when the loop stops runs then. It must not block.
+  void RunOnLoop(std::function<void(engine::Engine&, Nanos)> task);
 
   // Simulated now.
   Nanos Now() const { return clock_.Now(); }
@@ -128,6 +141,7 @@ class EngineLoop {
   std::vector<std::string> aborted_;
   std::vector<std::function<void(bool)>> resets_;
   std::vector<std::function<void(CacheContents)>> inspections_;
+  std::vector<std::function<void(engine::Engine&, Nanos)>> tasks_;
   bool stop_ = false;
   engine::EngineStats stats_;
 

@@ -15,6 +15,8 @@ engine::EngineConfig SimConfig::ToEngineConfig() const {
   c.num_cpu_blocks = num_cpu_blocks;
   c.max_model_len = max_model_len;
   c.seed = seed;
+  c.pinned_kv_timeout = FromSeconds(nixl_abort_request_timeout_s);
+  c.kv_link.name = kv_link;
   return c;
 }
 
@@ -41,6 +43,15 @@ std::expected<void, std::string> Validate(const SimConfig& c) {
   }
   if (c.kv_events && c.kv_events_endpoint.empty()) {
     return fail("--kv-events-endpoint must not be empty (use --no-kv-events)");
+  }
+  if (c.kv_side_channel_port < 0 || c.kv_side_channel_port > 65535) {
+    return fail("--kv-side-channel-port must be in 0..65535");
+  }
+  if (c.kv_transfer && c.kv_side_channel_host.empty()) {
+    return fail("--kv-side-channel-host must not be empty");
+  }
+  if (!(c.nixl_abort_request_timeout_s >= 0)) {
+    return fail("--nixl-abort-request-timeout must be >= 0");
   }
   if (c.kv_events_buffer_steps < 1) return fail("--kv-events-buffer-steps must be >= 1");
   if (c.kv_events_drop_every == 1) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "engine/profile.h"
+#include "sim/kv_transfer_config.h"
 
 namespace kvroute::sim {
 
@@ -64,6 +66,19 @@ struct SimConfig {
   std::string image_placeholder = "<image>";
   std::uint32_t image_tokens = 0;
   std::int64_t image_token_id = -1;
+
+  // P/D disaggregation (vLLM --kv-transfer-config with NixlConnector): unset = no KV
+  // connector, kv_transfer_params are ignored.
+  std::optional<KvTransferConfig> kv_transfer;
+  // The side channel decoders contact (vLLM's VLLM_NIXL_SIDE_CHANNEL_HOST/PORT): bound,
+  // and advertised as remote_host/remote_port in prefill answers. Port 0: the OS picks.
+  std::string kv_side_channel_host = "localhost";
+  int kv_side_channel_port = 5600;
+  // Pinned prefill KV is freed after this many simulated seconds if no decoder read it
+  // (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT).
+  double nixl_abort_request_timeout_s = 480;
+  // The profile link remote KV arrives over (profiles/*.yaml `links`); empty = the first.
+  std::string kv_link;
 
   std::string log_level = "info";
 

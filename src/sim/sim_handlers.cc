@@ -125,6 +125,59 @@ std::expected<Admitted, api::ApiError> Admit(const SimContext& ctx, api::Endpoin
   return out;
 }
 
+// Marks a request as a P/D leg (kv_transfer_params already validated).
+std::expected<void, api::ApiError> ApplyKvTransfer(const PdContext& pd, bool stream,
+                                                   const KvTransferRequest& kv,
+                                                   engine::RequestSpec* spec,
+                                                   SimRequestInfo* info) {
+  if (kv.prefill_leg) {
+    if (!pd.config.CanProduce()) {
+      return std::unexpected(api::ApiError::InvalidRequest(
+          "This engine's kv_role is kv_consumer: it cannot serve a prefill leg "
+          "(do_remote_decode).", "kv_transfer_params"));
+    }
+    if (stream) {
+      return std::unexpected(api::ApiError::InvalidRequest(
+          "A prefill leg (do_remote_decode) cannot be streamed: its kv_transfer_params come "
+          "in the final response.", "stream"));
+    }
+    spec->remote_decode = true;
+    info->prefill_identity = pd.identity;
+  }
+  if (kv.decode) {
+    if (!pd.config.CanConsume()) {
+      return std::unexpected(api::ApiError::InvalidRequest(
+          "This engine's kv_role is kv_producer: it cannot serve a decode leg "
+          "(do_remote_prefill).", "kv_transfer_params"));
+    }
+    spec->remote_prefill = engine::RequestSpec::RemotePrefill{.prefill_tp = kv.decode->tp_size};
+    info->puller = pd.puller;
+  }
+  return {};
+}
+
+// Submits a streamed request; the response carries its chunk queue.
+HandlerResult SubmitStreaming(const SimContext& ctx, engine::RequestSpec spec,
+                              SimRequestInfo info) {
+  EngineLoop* loop = ctx.loop;
+  auto queue = std::make_shared<net::ChunkQueue>([loop, id = spec.id] { loop->Abort(id); });
+  loop->Submit(std::move(spec), std::make_shared<SimRequest>(std::move(info), ctx.tokenizer,
+                                                             ctx.metrics, queue, nullptr));
+  net::HttpResponse response;
+  response.content_type = "text/event-stream; charset=utf-8";
+  response.headers.emplace_back("Cache-Control", "no-cache");
+  response.stream = std::move(queue);
+  return response;
+}
+
+// Submits a non-streamed request whose JSON answer goes into `slot`.
+void SubmitInto(const SimContext& ctx, engine::RequestSpec spec, SimRequestInfo info,
+                std::shared_ptr<net::DeferredSlot> slot) {
+  ctx.loop->Submit(std::move(spec), std::make_shared<SimRequest>(std::move(info), ctx.tokenizer,
+                                                                 ctx.metrics, nullptr,
+                                                                 std::move(slot)));
+}
+
 HandlerResult Generate(const SimContext& ctx, api::Endpoint endpoint, const HttpRequest& request) {
   auto admitted = Admit(ctx, endpoint, request);
   if (!admitted) return ErrorResponse(admitted.error());
@@ -163,22 +216,50 @@ HandlerResult Generate(const SimContext& ctx, api::Endpoint endpoint, const Http
       .cache_salt = params.cache_salt.value_or(""),
       .mm_items = std::move(admitted->images),
   };
+  std::optional<DecodeLegParams> decode_leg;
+  if (ctx.pd != nullptr) {
+    auto kv = ParseKvTransferParams(params.kv_transfer_params);
+    if (!kv) return ErrorResponse(kv.error());
+    if (auto ok = ApplyKvTransfer(*ctx.pd, params.stream, *kv, &spec, &info); !ok) {
+      return ErrorResponse(ok.error());
+    }
+    decode_leg = std::move(kv->decode);
+  }
   EngineLoop* loop = ctx.loop;
   auto abort = [loop, id] { loop->Abort(id); };
-  if (params.stream) {
-    auto queue = std::make_shared<net::ChunkQueue>(abort);
-    loop->Submit(std::move(spec), std::make_shared<SimRequest>(std::move(info), ctx.tokenizer,
-                                                               ctx.metrics, queue, nullptr));
-    net::HttpResponse response;
-    response.content_type = "text/event-stream; charset=utf-8";
-    response.headers.emplace_back("Cache-Control", "no-cache");
-    response.stream = std::move(queue);
-    return response;
+  if (!decode_leg) {
+    if (params.stream) return SubmitStreaming(ctx, std::move(spec), std::move(info));
+    auto slot = std::make_shared<net::DeferredSlot>(abort);
+    SubmitInto(ctx, std::move(spec), std::move(info), slot);
+    return std::shared_ptr<net::DeferredResponse>(std::move(slot));
   }
-  auto slot = std::make_shared<net::DeferredSlot>(abort);
-  loop->Submit(std::move(spec), std::make_shared<SimRequest>(std::move(info), ctx.tokenizer,
-                                                             ctx.metrics, nullptr, slot));
-  return std::shared_ptr<net::DeferredResponse>(std::move(slot));
+  // Decode leg: claim the prefill's blocks first; the answer (a stream, a JSON body or an
+  // error) is known once the claim returns.
+  auto outer = std::make_shared<net::DeferredSlot>(abort);
+  const std::uint32_t prompt_tokens = static_cast<std::uint32_t>(spec.prompt.size());
+  auto pending = std::make_shared<std::pair<engine::RequestSpec, SimRequestInfo>>(
+      std::move(spec), std::move(info));
+  const SimContext c = ctx;
+  ctx.pd->puller->Claim(id, std::move(*decode_leg), prompt_tokens,
+                        [c, outer, pending, id](std::expected<void, api::ApiError> claimed) {
+                          if (!claimed) {
+                            outer->Set(ErrorResponse(claimed.error()));
+                            return;
+                          }
+                          if (outer->cancelled()) {  // the client left while we claimed
+                            c.pd->puller->Release(id, 0);
+                            return;
+                          }
+                          if (pending->second.stream) {
+                            auto r = SubmitStreaming(c, std::move(pending->first),
+                                                     std::move(pending->second));
+                            outer->Set(std::move(std::get<net::HttpResponse>(r)));
+                          } else {
+                            SubmitInto(c, std::move(pending->first), std::move(pending->second),
+                                       outer);
+                          }
+                        });
+  return std::shared_ptr<net::DeferredResponse>(std::move(outer));
 }
 
 HandlerResult Tokenize(const SimContext& ctx, const HttpRequest& request) {

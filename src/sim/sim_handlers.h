@@ -11,6 +11,10 @@
 // counts them) and checked against max_model_len (400), and the request is submitted to the
 // EngineLoop; the connection gets a ChunkQueue (stream) or a DeferredSlot (JSON) that a SimRequest
 // fills. A client that disconnects cancels the queue/slot, which aborts the engine request.
+// P/D (sim/kv_transfer_params.h): a prefill leg (do_remote_decode, not streamed) runs pinned
+// and answers with kv_transfer_params; a decode leg (do_remote_prefill) first claims its
+// KV from the prefill sim (KvPuller, off the HTTP thread) and enters the engine only then,
+// so a bad claim or a dead prefill sim is an error response, never a hang.
 //
 // Ownership: SimContext members are borrowed; they must outlive the HttpServer.
 // Thread safety: handlers run concurrently on HTTP threads; everything they touch is
@@ -27,11 +31,23 @@
 #include "kv/zmq_publisher.h"
 #include "net/http_server.h"
 #include "sim/engine_loop.h"
+#include "sim/kv_puller.h"
+#include "sim/kv_transfer_config.h"
+#include "sim/kv_transfer_params.h"
 #include "telemetry/vllm_metrics.h"
 #include "tokenize/image_tokens.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::sim {
+
+// P/D (--kv-transfer-config): what a prefill leg names itself in its answer, and the puller
+// a decode leg claims its KV through. Absent: kv_transfer_params are ignored, as vLLM
+// ignores them without a KV connector.
+struct PdContext {
+  KvTransferConfig config;
+  PrefillIdentity identity;    // engine id, side channel host:port, TP
+  KvPuller* puller = nullptr;  // decode legs
+};
 
 struct SimContext {
   std::string served_model_name;
@@ -48,6 +64,7 @@ struct SimContext {
   telemetry::VllmMetrics* metrics = nullptr;
   const std::atomic<bool>* draining = nullptr;       // /health/ready answers 503 while set
   const kv::ZmqEventPublisher* publisher = nullptr;  // null when KV events are off
+  const PdContext* pd = nullptr;                     // null without --kv-transfer-config
 };
 
 void RegisterSimHandlers(const SimContext& context, net::HttpServer& server);

@@ -64,16 +64,28 @@ void SimRequest::OnToken(const engine::TokenEvent& event, Nanos at) {
     api::Usage usage{.prompt_tokens = info_.prompt_tokens,
                      .completion_tokens = completion_tokens_,
                      .cached_tokens = cached_tokens_};
+    // A prefill leg that pinned its blocks names them for the decoder (vLLM's
+    // request_finished); one that did not (nothing to hand over) answers without.
+    std::optional<boost::json::object> kv;
+    if (info_.prefill_identity && !event.pinned_block_ids.empty()) {
+      kv = PrefillResponseParams(*info_.prefill_identity, event.pinned_block_ids,
+                                 event.request_id);
+    }
+    const boost::json::object* kv_ptr = kv ? &*kv : nullptr;
     boost::json::object body =
         info_.endpoint == api::Endpoint::kChatCompletions
-            ? api::ChatCompletionResponseJson(info_.meta, text_, finish, usage, nullptr)
-            : api::CompletionResponseJson(info_.meta, text_, finish, usage, nullptr);
+            ? api::ChatCompletionResponseJson(info_.meta, text_, finish, usage, kv_ptr)
+            : api::CompletionResponseJson(info_.meta, text_, finish, usage, kv_ptr);
     slot_->Set(net::JsonResponse(200, boost::json::serialize(body)));
   }
+  if (info_.puller != nullptr) info_.puller->Release(event.request_id, 0);
   Finish(reason, at);
 }
 
 void SimRequest::OnEnded(const std::string& error, Nanos at) {
+  // A decode leg that ends before its KV arrived still frees the prefill's blocks (vLLM
+  // notifies the prefiller with an empty read for an aborted request).
+  if (info_.puller != nullptr) info_.puller->Release(info_.meta.id, 0);
   if (!error.empty()) {
     // The engine refused the request (the HTTP layer checks the context length first, so this
     // is rare): a 400, in-stream for a stream that already started, as vLLM does.

@@ -19,6 +19,8 @@
 #include "api/stream_chunks.h"
 #include "net/body_queue.h"
 #include "sim/engine_loop.h"
+#include "sim/kv_puller.h"
+#include "sim/kv_transfer_params.h"
 #include "telemetry/vllm_metrics.h"
 #include "tokenize/tokenizer.h"
 
@@ -32,6 +34,11 @@ struct SimRequestInfo {
   std::int64_t prompt_tokens = 0;
   std::int64_t max_tokens = 0;
   Nanos arrival{0};  // simulated time the request arrived
+  // P/D prefill leg: who to name in the answer's kv_transfer_params.
+  std::optional<PrefillIdentity> prefill_identity;
+  // P/D decode leg: the puller holding its claim, released when the request ends (a no-op
+  // if the arrived transfer already released it).
+  KvPuller* puller = nullptr;
 };
 
 class SimRequest final : public RequestObserver {

@@ -7,13 +7,17 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <random>
 
 #include "engine/engine.h"
 #include "engine/profile.h"
 #include "kv/zmq_publisher.h"
 #include "net/http_server.h"
 #include "sim/engine_loop.h"
+#include "sim/kv_puller.h"
 #include "sim/output_palette.h"
+#include "sim/pd_metrics.h"
+#include "sim/side_channel.h"
 #include "sim/sim_handlers.h"
 #include "telemetry/vllm_metrics.h"
 
@@ -29,6 +33,21 @@ tokenize::ImageTokenOptions ImageTokensOf(const SimConfig& config) {
   return o;
 }
 
+// vLLM names an engine with a uuid4 unless kv_transfer_config.engine_id says otherwise.
+std::string RandomEngineId() {
+  std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return std::string(buf, 8) + "-" + std::string(buf + 8, 4) + "-" + std::string(buf + 12, 4) +
+         "-" + std::string(buf + 16, 4) + "-" + std::string(buf + 20, 12);
+}
+
+// The side channel binds where it is advertised; "localhost" (vLLM's default) is loopback.
+std::string BindAddressOf(const std::string& host) {
+  return host == "localhost" ? std::string("127.0.0.1") : host;
+}
+
 }  // namespace
 
 // Members in construction order; destroyed in reverse (HTTP first, publisher last).
@@ -40,8 +59,14 @@ struct SimServer::State {
   prometheus::Registry registry;
   std::unique_ptr<telemetry::VllmMetrics> metrics;
   std::unique_ptr<kv::ZmqEventPublisher> publisher;
+  // P/D: metrics and the decode side's puller outlive the loop (its requests release
+  // through the puller); the prefill side's side channel stops before the loop.
+  std::unique_ptr<PdMetrics> pd_metrics;
+  std::unique_ptr<KvPuller> puller;
+  std::unique_ptr<PdContext> pd;
   std::unique_ptr<EngineLoop> loop;
   std::atomic<bool> draining{false};
+  std::unique_ptr<net::HttpServer> side_channel;
   std::unique_ptr<net::HttpServer> http;
   bool started = false;
   bool stopped = false;
@@ -124,6 +149,47 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
              .Register(s->registry)
              .Add(labels);
   }
+  if (config.kv_transfer) {
+    const KvTransferConfig& kt = *config.kv_transfer;
+    if (kt.CanConsume() && !(engine_config.kv_link.bandwidth_bytes_per_s > 0)) {
+      return std::unexpected("--kv-link: profile '" + profile->name + "' has no link" +
+                             (config.kv_link.empty() ? "" : " named '" + config.kv_link + "'") +
+                             " for decode legs to pull KV over");
+    }
+    s->pd_metrics = std::make_unique<PdMetrics>(
+        s->registry, telemetry::VllmMetricLabels{.model_name = s->served_model_name, .engine = "0"});
+    s->pd = std::make_unique<PdContext>();
+    s->pd->config = kt;
+    s->pd->identity = PrefillIdentity{
+        .engine_id = kt.engine_id.empty() ? RandomEngineId() : kt.engine_id,
+        .host = config.kv_side_channel_host,
+        .port = config.kv_side_channel_port,
+        .tp_size = profile->hardware.num_gpus,
+    };
+    if (kt.CanConsume()) {
+      s->puller = std::make_unique<KvPuller>(KvPullerOptions{
+          .block_size = engine_config.block_size, .metrics = s->pd_metrics.get()});
+      s->pd->puller = s->puller.get();
+    }
+    PdMetrics* m = s->pd_metrics.get();
+    KvPuller* puller = s->puller.get();
+    const double timeout_s = config.nixl_abort_request_timeout_s;
+    loop_options.on_pd_events = [m, puller, timeout_s](const engine::StepResult& r) {
+      for (const engine::KvTransferDone& t : r.kv_transfers_done) {
+        m->xfer_time.Observe(ToSeconds(t.finished - t.started));
+        m->bytes_transferred.Observe(t.bytes);
+        m->transferred_blocks.Increment(t.blocks);
+        if (puller != nullptr) puller->Release(t.request_id, t.blocks);
+      }
+      for (const std::string& id : r.pins_expired) {
+        m->expired_reqs.Increment();
+        spdlog::warn("P/D: the pinned KV of request {} expired unread after {} s; freed", id,
+                     timeout_s);
+      }
+    };
+    loop_options.pinned_blocks = &m->pinned_blocks;
+    loop_options.pinned_requests = &m->pinned_requests;
+  }
   if (s->publisher) {
     kv::ZmqEventPublisher* publisher = s->publisher.get();
     loop_options.publish = [publisher](kv::KvEventBatch batch) {
@@ -155,14 +221,35 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
       .metrics = s->metrics.get(),
       .draining = &s->draining,
       .publisher = s->publisher.get(),
+      .pd = s->pd.get(),
   };
   RegisterSimHandlers(ctx, *s->http);
+  if (s->pd && s->pd->config.CanProduce()) {
+    s->side_channel = std::make_unique<net::HttpServer>(net::ServerOptions{
+        .host = BindAddressOf(config.kv_side_channel_host),
+        .port = static_cast<std::uint16_t>(config.kv_side_channel_port),
+        .threads = 1,
+        .server_name = "kvroute-sim-side-channel",
+    });
+    RegisterSideChannelHandlers(
+        SideChannelContext{.loop = s->loop.get(),
+                           .engine_id = s->pd->identity.engine_id,
+                           .tp_size = s->pd->identity.tp_size,
+                           .block_size = engine_config.block_size,
+                           .metrics = s->pd_metrics.get()},
+        *s->side_channel);
+  }
   return std::unique_ptr<SimServer>(new SimServer(std::move(s)));
 }
 
 std::expected<void, std::string> SimServer::Start() {
   State& s = *state_;
   s.loop->Start();
+  if (s.side_channel) {
+    if (auto ok = s.side_channel->Start(); !ok) return std::unexpected("--kv-side-channel-port: " + ok.error());
+    // Port 0 resolved: prefill answers name the port actually bound (before any request).
+    s.pd->identity.port = s.side_channel->port();
+  }
   if (auto ok = s.http->Start(); !ok) return ok;
   s.started = true;
   return {};
@@ -174,6 +261,8 @@ std::size_t SimServer::Shutdown(std::chrono::milliseconds grace) {
   s.stopped = true;
   s.draining = true;
   std::size_t cut = s.http->Shutdown(grace);
+  // Decoders still reading are cut with it; their pins expire with the process.
+  if (s.side_channel) s.side_channel->Shutdown(std::chrono::milliseconds(0));
   s.loop->Stop();
   if (s.publisher) s.publisher->Shutdown();
   return cut;
@@ -183,6 +272,13 @@ std::uint16_t SimServer::port() const { return state_->http->port(); }
 const std::string& SimServer::served_model_name() const { return state_->served_model_name; }
 std::string SimServer::kv_events_endpoint() const {
   return state_->publisher ? state_->publisher->endpoint() : std::string();
+}
+std::string SimServer::kv_side_channel() const {
+  if (!state_->pd || !state_->side_channel) return {};
+  return state_->pd->identity.host + ":" + std::to_string(state_->pd->identity.port);
+}
+std::string SimServer::kv_engine_id() const {
+  return state_->pd ? state_->pd->identity.engine_id : std::string();
 }
 std::string SimServer::kv_events_replay_endpoint() const {
   return state_->publisher ? state_->publisher->replay_endpoint() : std::string();

@@ -42,6 +42,10 @@ class SimServer {
   // As bound (wildcard ports resolved); empty when KV events are off / no replay socket.
   std::string kv_events_endpoint() const;
   std::string kv_events_replay_endpoint() const;
+  // P/D: "host:port" of the side channel (empty without one) and the engine id prefill
+  // answers carry (empty without --kv-transfer-config).
+  std::string kv_side_channel() const;
+  std::string kv_engine_id() const;
 
  private:
   struct State;
