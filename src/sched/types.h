@@ -101,7 +101,7 @@ struct WorkerSnapshot {
   // Router-side calibration of the queue-dependent part of predicted TTFT (queue, decode
   // interference, KV wait), learned by the caller from measured against predicted TTFT and
   // raised at once while a request on this worker has waited longer than predicted
-  // (gateway::LoadTracker). 1: the model as written. Finite, > 0.
+  // (fleet::LoadTracker). 1: the model as written. Finite, > 0.
   double wait_correction = 1;
 
   bool Serves(const std::string& model) const;

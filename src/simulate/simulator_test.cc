@@ -6,9 +6,9 @@
 #include <unordered_set>
 
 #include "engine/step_time.h"
+#include "fleet/router_state.h"
 #include "kv/index.h"
 #include "simulate/sim_report.h"
-#include "simulate/router_load.h"
 #include "simulate/sim_test_util.h"
 
 namespace kvroute::simulate {
@@ -254,13 +254,13 @@ TEST(SimulatorTest, FastFailuresFeedNeitherTheLearnerNorTheLoad) {
   EXPECT_EQ(ok, 30);
   std::uint64_t prefill_samples = 0, calibrated = 0;
   for (WorkerId w = 0; w < 2; ++w) {
-    prefill_samples += sim.router_load().learner().Estimate(w)->prefill_samples;
-    calibrated += sim.router_load().tracker().Calibration(w).samples;
-    EXPECT_EQ(sim.router_load().tracker().Load(w), gateway::WorkerLoad{});
+    prefill_samples += sim.router_state().rates().Estimate(w)->prefill_samples;
+    calibrated += sim.router_state().load().Calibration(w).samples;
+    EXPECT_EQ(sim.router_state().load().Load(w), fleet::WorkerLoad{});
   }
   EXPECT_EQ(prefill_samples, 30u);  // one per served first token, none per failure
   EXPECT_EQ(calibrated, 30u);
-  EXPECT_EQ(sim.router_load().tracker().inflight(), 0u);
+  EXPECT_EQ(sim.router_state().load().inflight(), 0u);
 }
 
 }  // namespace

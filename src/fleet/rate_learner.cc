@@ -9,7 +9,7 @@
 // Anti-windup: with forgetting, P grows without bound along directions the data never
 // excites (e.g. batch always 1); its trace is capped at the prior's so a later sample in that
 // direction cannot swing the estimate arbitrarily.
-#include "gateway/rate_learner.h"
+#include "fleet/rate_learner.h"
 
 #include <algorithm>
 #include <array>
@@ -17,7 +17,7 @@
 
 #include "engine/step_time.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 namespace {
 
 constexpr double kTokenScale = 1024;
@@ -340,4 +340,4 @@ std::optional<RateEstimate> RateLearner::Estimate(WorkerId worker) const {
   return e;
 }
 
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

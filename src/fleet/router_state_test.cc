@@ -1,4 +1,6 @@
-#include "gateway/worker_registry.h"
+// RouterState: the worker table, the snapshot's sources of truth, booking, and the peer
+// prior. The incremental Refresh against Snapshot: snapshot_cache_test.cc.
+#include "fleet/router_state.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +9,7 @@
 #include "engine/engine.h"
 #include "engine/step_time.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 namespace {
 
 using std::chrono::seconds;
@@ -20,16 +22,14 @@ WorkerSpec Spec(std::string name, std::vector<std::string> models = {"m"}) {
   return s;
 }
 
-TEST(WorkerRegistryTest, AddAssignsDenseIdsAndValidates) {
-  WorkerRegistry r;
+TEST(RouterStateTest, AddAssignsDenseIdsAndValidates) {
+  RouterState r;
   EXPECT_EQ(r.Add(Spec("a"), seconds(0)), 0u);
   EXPECT_EQ(r.Add(Spec("b"), seconds(0)), 1u);
   EXPECT_FALSE(r.Add(Spec("a"), seconds(0)).has_value());  // duplicate name
   EXPECT_FALSE(r.Add(Spec(""), seconds(0)).has_value());
   EXPECT_FALSE(r.Add(Spec("c", {}), seconds(0)).has_value());
-  WorkerSpec bad_url = Spec("d");
-  bad_url.base_url = "ftp://x";
-  EXPECT_FALSE(r.Add(bad_url, seconds(0)).has_value());
+  // The base URL is the drivers' (validated with the config), not read here.
   WorkerSpec bad_profile = Spec("e");
   bad_profile.profile = "no-such-profile";
   EXPECT_FALSE(r.Add(bad_profile, seconds(0)).has_value());
@@ -38,8 +38,8 @@ TEST(WorkerRegistryTest, AddAssignsDenseIdsAndValidates) {
   EXPECT_FALSE(r.FindByName("zz").has_value());
 }
 
-TEST(WorkerRegistryTest, SnapshotFiltersByModel) {
-  WorkerRegistry r;
+TEST(RouterStateTest, SnapshotFiltersByModel) {
+  RouterState r;
   r.Add(Spec("a", {"m1"}), seconds(0));
   r.Add(Spec("b", {"m1", "m2"}), seconds(0));
   EXPECT_EQ(r.Snapshot(seconds(0), "m2").size(), 1u);
@@ -48,8 +48,8 @@ TEST(WorkerRegistryTest, SnapshotFiltersByModel) {
   EXPECT_TRUE(r.Snapshot(seconds(0), "other").empty());
 }
 
-TEST(WorkerRegistryTest, VisitSpecReadsTheStoredSpecOfAKnownWorkerOnly) {
-  WorkerRegistry r;
+TEST(RouterStateTest, VisitSpecReadsTheStoredSpecOfAKnownWorkerOnly) {
+  RouterState r;
   WorkerSpec spec = Spec("a");
   spec.base_url = "http://127.0.0.1:9123";
   WorkerId id = *r.Add(spec, seconds(0));
@@ -61,8 +61,8 @@ TEST(WorkerRegistryTest, VisitSpecReadsTheStoredSpecOfAKnownWorkerOnly) {
   EXPECT_EQ(calls, 0);
 }
 
-TEST(WorkerRegistryTest, AnySpecStopsAtTheFirstMatchAndIsFalseWhenNoneMatches) {
-  WorkerRegistry r;
+TEST(RouterStateTest, AnySpecStopsAtTheFirstMatchAndIsFalseWhenNoneMatches) {
+  RouterState r;
   r.Add(Spec("a", {"m1"}), seconds(0));
   r.Add(Spec("b", {"m2"}), seconds(0));
   r.Add(Spec("c", {"m2"}), seconds(0));
@@ -75,8 +75,8 @@ TEST(WorkerRegistryTest, AnySpecStopsAtTheFirstMatchAndIsFalseWhenNoneMatches) {
   EXPECT_FALSE(r.AnySpec([](const WorkerSpec& s) { return s.models.front() == "m3"; }));
 }
 
-TEST(WorkerRegistryTest, SnapshotCarriesSeededRatesAndProfileCapacity) {
-  WorkerRegistry r;
+TEST(RouterStateTest, SnapshotCarriesSeededRatesAndProfileCapacity) {
+  RouterState r;
   WorkerId id = *r.Add(Spec("a"), seconds(0));
   auto snaps = r.Snapshot(seconds(0), "m");
   ASSERT_EQ(snaps.size(), 1u);
@@ -97,11 +97,11 @@ TEST(WorkerRegistryTest, SnapshotCarriesSeededRatesAndProfileCapacity) {
   EXPECT_FALSE(s.scraped.has_value());
 }
 
-TEST(WorkerRegistryTest, SnapshotReflectsLoadHealthAndDrain) {
-  WorkerRegistry r({.health = {.failures_to_eject = 1}});
+TEST(RouterStateTest, SnapshotReflectsLoadHealthAndDrain) {
+  RouterState r({.health = {.failures_to_eject = 1}});
   WorkerId a = *r.Add(Spec("a"), seconds(0));
   WorkerId b = *r.Add(Spec("b"), seconds(0));
-  r.load().OnRouted(1, {.worker = a, .prompt_tokens = 100, .uncached_tokens = 60, .kv_blocks = 7},
+  r.Book(1, {.worker = a, .prompt_tokens = 100, .uncached_tokens = 60, .kv_blocks = 7},
                     seconds(0));
   r.health().OnFailure(b, seconds(0));
   auto snaps = r.Snapshot(seconds(0), "m");
@@ -114,8 +114,8 @@ TEST(WorkerRegistryTest, SnapshotReflectsLoadHealthAndDrain) {
   EXPECT_TRUE(r.Snapshot(seconds(0), "m")[0].draining);
 }
 
-TEST(WorkerRegistryTest, ScrapedMetricsCarryAgeAndExpire) {
-  WorkerRegistry r({.metrics_max_age = seconds(10)});
+TEST(RouterStateTest, ScrapedMetricsCarryAgeAndExpire) {
+  RouterState r({.metrics_max_age = seconds(10)});
   WorkerId a = *r.Add(Spec("a"), seconds(0));
   EngineMetrics m;
   m.scraped_at = seconds(100);
@@ -134,8 +134,8 @@ TEST(WorkerRegistryTest, ScrapedMetricsCarryAgeAndExpire) {
   EXPECT_EQ(s.kv_capacity_blocks, 1234u);  // configuration does not expire
 }
 
-TEST(WorkerRegistryTest, CapacityInAnotherBlockSizeIsNotUsed) {
-  WorkerRegistry r;
+TEST(RouterStateTest, CapacityInAnotherBlockSizeIsNotUsed) {
+  RouterState r;
   WorkerSpec spec = Spec("a");
   spec.kv_capacity_blocks = 500;
   WorkerId a = *r.Add(spec, seconds(0));
@@ -146,10 +146,10 @@ TEST(WorkerRegistryTest, CapacityInAnotherBlockSizeIsNotUsed) {
   EXPECT_EQ(r.Snapshot(seconds(0), "m")[0].kv_capacity_blocks, 500u);
 }
 
-TEST(WorkerRegistryTest, RemoveForgetsEverything) {
-  WorkerRegistry r;
+TEST(RouterStateTest, RemoveForgetsEverything) {
+  RouterState r;
   WorkerId a = *r.Add(Spec("a"), seconds(0));
-  r.load().OnRouted(1, {.worker = a, .prompt_tokens = 10, .uncached_tokens = 10, .kv_blocks = 1},
+  r.Book(1, {.worker = a, .prompt_tokens = 10, .uncached_tokens = 10, .kv_blocks = 1},
                     seconds(0));
   EXPECT_TRUE(r.Remove(a));
   EXPECT_FALSE(r.Remove(a));
@@ -160,13 +160,25 @@ TEST(WorkerRegistryTest, RemoveForgetsEverything) {
   EXPECT_FALSE(r.Find(a).has_value());
 }
 
-// PeerPrior: feeds `n` prefill samples at `rate` tokens/s and `n` decode samples of
-// `step_s` seconds to one worker.
-void Teach(WorkerRegistry* r, WorkerId id, int n, double rate, double step_s) {
+// PeerPrior: `n` requests on one worker, one after another, through the booking API: each
+// prefills `tokens` at `rate` tokens/s, then decodes 8 tokens of `step_s` seconds each (a
+// prefill sample at its first token, decode samples after; the pool moves at first token and
+// completion, as it does for the proxy's and the simulator's requests).
+void Teach(RouterState* r, WorkerId id, int n, double rate, double step_s) {
+  static RequestId next = 1000;
+  Nanos now = seconds(0);
   for (int i = 0; i < n; ++i) {
-    const double tokens = 2000.0 + 1000.0 * (i % 5);
-    r->rates().ObservePrefill(id, tokens, FromSeconds(tokens / rate));
-    r->rates().ObserveDecode(id, 1 + i % 4, 30000.0 + 5000.0 * (i % 3), FromSeconds(step_s));
+    const std::uint64_t tokens = 2000 + 1000 * (i % 5);
+    const RequestId req = next++;
+    r->Book(req, {.worker = id, .prompt_tokens = tokens, .uncached_tokens = tokens, .kv_blocks = 1},
+            now);
+    now += FromSeconds(static_cast<double>(tokens) / rate);
+    r->OnFirstToken(req, now);
+    for (int k = 0; k < 8; ++k) {
+      now += FromSeconds(step_s);
+      r->OnToken(req, now);
+    }
+    r->OnDone(req, now, true);
   }
 }
 
@@ -178,8 +190,8 @@ const sched::WorkerSnapshot& ById(const std::vector<sched::WorkerSnapshot>& v, W
   return v.front();
 }
 
-TEST(WorkerRegistryTest, UnusedWorkerBorrowsItsMeasuredPeersRates) {
-  WorkerRegistry r;
+TEST(RouterStateTest, UnusedWorkerBorrowsItsMeasuredPeersRates) {
+  RouterState r;
   const WorkerId used = *r.Add(Spec("used"), seconds(0));
   const WorkerId idle = *r.Add(Spec("idle"), seconds(0));
   const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), idle).prefill_tokens_per_s;
@@ -195,8 +207,8 @@ TEST(WorkerRegistryTest, UnusedWorkerBorrowsItsMeasuredPeersRates) {
   EXPECT_DOUBLE_EQ(i.decode_step->Seconds(4, 100000), u.decode_step->Seconds(4, 100000));
 }
 
-TEST(WorkerRegistryTest, WorkerWithEnoughSamplesKeepsItsOwnRates) {
-  WorkerRegistry r;
+TEST(RouterStateTest, WorkerWithEnoughSamplesKeepsItsOwnRates) {
+  RouterState r;
   const WorkerId fast = *r.Add(Spec("fast"), seconds(0));
   const WorkerId slow = *r.Add(Spec("slow"), seconds(0));
   const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), fast).prefill_tokens_per_s;
@@ -209,8 +221,8 @@ TEST(WorkerRegistryTest, WorkerWithEnoughSamplesKeepsItsOwnRates) {
             2 * ById(snaps, fast).decode_step->Seconds(1, 30000));
 }
 
-TEST(WorkerRegistryTest, ScatteredRatesOfIdenticalWorkersAreShrunkTowardTheirPeers) {
-  WorkerRegistry r;
+TEST(RouterStateTest, ScatteredRatesOfIdenticalWorkersAreShrunkTowardTheirPeers) {
+  RouterState r;
   const WorkerId a = *r.Add(Spec("a"), seconds(0));
   const WorkerId b = *r.Add(Spec("b"), seconds(0));
   const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), a).prefill_tokens_per_s;
@@ -227,10 +239,10 @@ TEST(WorkerRegistryTest, ScatteredRatesOfIdenticalWorkersAreShrunkTowardTheirPee
   EXPECT_NEAR(std::log(snap_a / snap_b), std::log(own_a / own_b) / 3, 0.01);
 }
 
-TEST(WorkerRegistryTest, PeerShrinkageCanBeTurnedOff) {
-  RegistryOptions options;
-  options.peer_prefill_prior_samples = 0;
-  WorkerRegistry r(options);
+TEST(RouterStateTest, PeerShrinkageCanBeTurnedOff) {
+  RouterStateOptions options;
+  options.peer_prior.prefill_prior_samples = 0;
+  RouterState r(options);
   const WorkerId a = *r.Add(Spec("a"), seconds(0));
   const WorkerId b = *r.Add(Spec("b"), seconds(0));
   const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), a).prefill_tokens_per_s;
@@ -240,8 +252,8 @@ TEST(WorkerRegistryTest, PeerShrinkageCanBeTurnedOff) {
                    r.rates().Estimate(a)->prefill_tokens_per_s);
 }
 
-TEST(WorkerRegistryTest, PeerPriorPoolsOnlyTheSameProfile) {
-  WorkerRegistry r;
+TEST(RouterStateTest, PeerPriorPoolsOnlyTheSameProfile) {
+  RouterState r;
   const WorkerId used = *r.Add(Spec("used"), seconds(0));
   WorkerSpec other = Spec("other");
   other.profile = "llama-3.1-8b-h100";
@@ -251,10 +263,10 @@ TEST(WorkerRegistryTest, PeerPriorPoolsOnlyTheSameProfile) {
   EXPECT_DOUBLE_EQ(*ById(r.Snapshot(seconds(0), "m"), idle_other).prefill_tokens_per_s, other_seed);
 }
 
-TEST(WorkerRegistryTest, PeerPriorCanBeTurnedOff) {
-  RegistryOptions options;
-  options.peer_prior = false;
-  WorkerRegistry r(options);
+TEST(RouterStateTest, PeerPriorCanBeTurnedOff) {
+  RouterStateOptions options;
+  options.peer_prior.enabled = false;
+  RouterState r(options);
   const WorkerId used = *r.Add(Spec("used"), seconds(0));
   const WorkerId idle = *r.Add(Spec("idle"), seconds(0));
   const double seed_rate = *ById(r.Snapshot(seconds(0), "m"), idle).prefill_tokens_per_s;
@@ -262,26 +274,26 @@ TEST(WorkerRegistryTest, PeerPriorCanBeTurnedOff) {
   EXPECT_DOUBLE_EQ(*ById(r.Snapshot(seconds(0), "m"), idle).prefill_tokens_per_s, seed_rate);
 }
 
-TEST(WorkerRegistryTest, CpuTierBandwidthDefaultsToTheEngineModels) {
-  WorkerRegistry r;
+TEST(RouterStateTest, CpuTierBandwidthDefaultsToTheEngineModels) {
+  RouterState r;
   const WorkerId plain = *r.Add(Spec("plain"), seconds(0));
   WorkerSpec configured = Spec("configured");
-  configured.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = 5e9;
+  configured.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = 5e9;
   const WorkerId set = *r.Add(configured, seconds(0));
   auto snaps = r.Snapshot(seconds(0), "m");
   const auto& cpu_of = [&](WorkerId id) {
-    return ById(snaps, id).tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)];
+    return ById(snaps, id).tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)];
   };
   ASSERT_TRUE(cpu_of(plain).has_value());
   EXPECT_DOUBLE_EQ(*cpu_of(plain), engine::EngineConfig{}.cpu_to_gpu_bandwidth_bytes_per_s);
   ASSERT_TRUE(cpu_of(set).has_value());
   EXPECT_DOUBLE_EQ(*cpu_of(set), 5e9);
   // Only the CPU tier gets a default: disk and shared tiers stay unloadable.
-  EXPECT_FALSE(ById(snaps, plain).tier_load_bytes_per_s[static_cast<int>(kv::Tier::kDisk)]);
+  EXPECT_FALSE(ById(snaps, plain).tier_load_bytes_per_s[static_cast<int>(Tier::kDisk)]);
 }
 
-TEST(WorkerRegistryTest, ProfileSpeedupScalesTheSeedToTheEnginesPace) {
-  WorkerRegistry r;
+TEST(RouterStateTest, ProfileSpeedupScalesTheSeedToTheEnginesPace) {
+  RouterState r;
   const WorkerId real = *r.Add(Spec("real"), seconds(0));
   WorkerSpec sped = Spec("sped");
   sped.profile_speedup = 10;
@@ -293,13 +305,13 @@ TEST(WorkerRegistryTest, ProfileSpeedupScalesTheSeedToTheEnginesPace) {
   EXPECT_NEAR(*b.prefill_tokens_per_s / *a.prefill_tokens_per_s, 10, 1e-6);
   ASSERT_TRUE(a.decode_step && b.decode_step);
   EXPECT_NEAR(a.decode_step->Seconds(8, 50000) / b.decode_step->Seconds(8, 50000), 10, 1e-9);
-  const int cpu = static_cast<int>(kv::Tier::kCpu);
+  const int cpu = static_cast<int>(Tier::kCpu);
   ASSERT_TRUE(a.tier_load_bytes_per_s[cpu] && b.tier_load_bytes_per_s[cpu]);
   EXPECT_DOUBLE_EQ(*b.tier_load_bytes_per_s[cpu], 10 * *a.tier_load_bytes_per_s[cpu]);
 }
 
-TEST(WorkerRegistryTest, NonPositiveProfileSpeedupIsRejected) {
-  WorkerRegistry r;
+TEST(RouterStateTest, NonPositiveProfileSpeedupIsRejected) {
+  RouterState r;
   WorkerSpec s = Spec("zero");
   s.profile_speedup = 0;
   auto added = r.Add(s, seconds(0));
@@ -308,4 +320,4 @@ TEST(WorkerRegistryTest, NonPositiveProfileSpeedupIsRejected) {
 }
 
 }  // namespace
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

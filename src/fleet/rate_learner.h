@@ -52,7 +52,7 @@
 #include "engine/profile.h"
 #include "sched/types.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 
 // The seed of one worker: the prefill line and the decode step model.
 struct RateSeed {
@@ -136,4 +136,4 @@ class RateLearner {
   std::unordered_map<WorkerId, std::unique_ptr<State>> workers_;  // guarded by mu_
 };
 
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

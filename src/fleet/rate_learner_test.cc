@@ -1,4 +1,4 @@
-#include "gateway/rate_learner.h"
+#include "fleet/rate_learner.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "engine/step_time.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 namespace {
 
 constexpr WorkerId kW = 3;
@@ -355,4 +355,4 @@ TEST(ShrinkTowardPeersTest, ReturnsTheOwnRateWithoutAPriorOrAValidPeer) {
 }
 
 }  // namespace
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

@@ -1,30 +1,29 @@
-// WorkerHealth: the health state machine of every worker, pure (time is an argument), plus
-// HealthChecker, the thin driver that probes GET /health on an interval.
+// WorkerHealth: the health state machine of every worker, pure (time is an argument). Its
+// drivers feed it: the gateway's proxy (request outcomes) and HealthChecker
+// (gateway/health_checker.h, GET /health on an interval); the simulator's fleet changes.
 //
 //   healthy ──N consecutive failures (requests or probes)──▶ ejected(until = now + backoff)
 //   ejected ──backoff elapsed──▶ probing (still not routable; the next probe decides)
 //   probing ──probe/request success──▶ healthy      probing ──failure──▶ ejected (backoff x2)
 // Backoff starts at base_backoff and doubles per ejection up to max_backoff; it resets once
 // the worker has stayed healthy for max_backoff. Draining (admin) is a flag on top: a
-// draining worker takes no new requests but its in-flight ones finish; Remove() is terminal.
+// draining worker takes no new requests but its in-flight ones finish. Down is another: the
+// driver knows the worker is gone (a simulated failure; later a lost registry lease), so it is
+// not routable and not probed until the driver says it is back. Remove() is terminal.
 //
-// Thread safety: WorkerHealth methods take one internal mutex. HealthChecker owns one thread
-// (its PeriodicPoller).
+// Thread safety: WorkerHealth methods take one internal mutex.
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <mutex>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "common/clock.h"
 #include "common/types.h"
-#include "gateway/periodic_poller.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 
 enum class HealthState : std::uint8_t { kHealthy, kEjected, kProbing, kRemoved };
 const char* HealthStateName(HealthState state);
@@ -38,13 +37,16 @@ struct HealthOptions {
 struct HealthStatus {
   HealthState state = HealthState::kHealthy;
   bool draining = false;
+  bool down = false;  // the driver said the worker is gone (SetDown)
   std::uint32_t consecutive_failures = 0;
   std::uint32_t ejections = 0;  // since the backoff last reset
   Nanos ejected_until{0};       // meaningful when ejected
   std::uint64_t total_ejections = 0;
 
-  // Takes new requests: healthy and not draining.
-  bool Routable() const { return state == HealthState::kHealthy && !draining; }
+  // Up: healthy and not known to be down (sched::WorkerSnapshot::healthy).
+  bool Up() const { return state == HealthState::kHealthy && !down; }
+  // Takes new requests: up and not draining.
+  bool Routable() const { return Up() && !draining; }
 };
 
 class WorkerHealth {
@@ -54,6 +56,8 @@ class WorkerHealth {
   void Add(WorkerId worker, Nanos now);  // starts healthy; re-adding a removed worker revives it
   void Remove(WorkerId worker);          // terminal until Add again
   void SetDraining(WorkerId worker, bool draining);
+  // The driver knows the worker is gone (down) or back. Failure counts and backoff are kept.
+  void SetDown(WorkerId worker, bool down);
 
   // Outcome of a proxied request or an active probe. Unknown workers are ignored.
   void OnSuccess(WorkerId worker, Nanos now);
@@ -66,6 +70,10 @@ class WorkerHealth {
   // Workers an active checker should probe now: every known, non-removed worker except those
   // still inside their ejection backoff.
   std::vector<WorkerId> ProbeTargets(Nanos now) const;
+  // Bumped by every call that may change a status (all but Status, ProbeTargets, version):
+  // a caller that kept statuses re-reads them only when it moved (time alone changes only
+  // ejected into probing).
+  std::uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
  private:
   struct Entry {
@@ -77,24 +85,7 @@ class WorkerHealth {
   const HealthOptions options_;
   mutable std::mutex mu_;
   std::unordered_map<WorkerId, Entry> workers_;  // guarded by mu_
+  std::atomic<std::uint64_t> version_{0};        // bumped under mu_
 };
 
-using ProbeTarget = PollTarget;
-
-struct HealthCheckerOptions {
-  std::chrono::milliseconds interval{5'000};
-  std::chrono::milliseconds timeout{2'000};  // per probe, whole exchange
-  std::string path = "/health";
-};
-
-// Every interval: asks `targets` whom to probe, GETs <base_url><path> of each in turn (one
-// round never overlaps the next), and reports 2xx as success, anything else as failure, to
-// `health` with the clock's time. The loop, Start/Stop/RunOnce/rounds, is the PeriodicPoller's;
-// this class adds only what a probe's outcome means. Stop returns within one probe timeout.
-class HealthChecker : public PeriodicPoller {
- public:
-  HealthChecker(HealthCheckerOptions options, TargetsFn targets, WorkerHealth* health,
-                const Clock* clock);
-};
-
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

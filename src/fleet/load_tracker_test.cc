@@ -1,12 +1,12 @@
-#include "gateway/load_tracker.h"
+#include "fleet/load_tracker.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "gateway/rate_learner.h"
+#include "fleet/rate_learner.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 namespace {
 
 constexpr WorkerId kA = 1;
@@ -316,4 +316,4 @@ TEST(LoadTrackerCalibrationTest, TheFactorStaysWithinItsBounds) {
 }
 
 }  // namespace
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

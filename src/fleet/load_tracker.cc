@@ -1,11 +1,11 @@
-#include "gateway/load_tracker.h"
+#include "fleet/load_tracker.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "gateway/rate_learner.h"
+#include "fleet/rate_learner.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 namespace {
 
 template <typename T>
@@ -34,7 +34,9 @@ LoadTracker::LoadTracker(RateLearner* learner) : learner_(learner) {}
 bool LoadTracker::OnRouted(RequestId id, const RoutedRequest& request, Nanos now) {
   std::lock_guard lock(mu_);
   if (requests_.contains(id)) return false;
-  WorkerLoad& w = workers_[request.worker];
+  Booked& booked = workers_[request.worker];
+  ++booked.version;
+  WorkerLoad& w = booked.load;
   Request r;
   r.routed = request;
   r.routed.uncached_tokens = std::min(request.uncached_tokens, request.prompt_tokens);
@@ -76,6 +78,16 @@ void LoadTracker::CalibrateLocked(const Request& r, Nanos now) {
 
 double LoadTracker::WaitCorrection(WorkerId worker, Nanos now) const {
   std::lock_guard lock(mu_);
+  return WaitCorrectionLocked(worker, now);
+}
+
+LoadTracker::View LoadTracker::ViewOf(WorkerId worker, Nanos now) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker);
+  return {it == workers_.end() ? 0 : it->second.version, WaitCorrectionLocked(worker, now)};
+}
+
+double LoadTracker::WaitCorrectionLocked(WorkerId worker, Nanos now) const {
   auto it = calibration_.find(worker);
   if (it == calibration_.end()) return 1;
   const Calibrated& c = it->second;
@@ -102,15 +114,17 @@ TtftCalibration LoadTracker::Calibration(WorkerId worker) const {
   return {std::exp(it->second.log_correction), std::exp(it->second.log_drift), it->second.samples};
 }
 
-void LoadTracker::OnFirstToken(RequestId id, Nanos now) {
+std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now) {
   std::lock_guard lock(mu_);
   auto it = requests_.find(id);
   if (it == requests_.end() || it->second.first_token_seen) {
     ++stale_calls_;
-    return;
+    return std::nullopt;
   }
   Request& r = it->second;
-  WorkerLoad& w = workers_[r.routed.worker];
+  Booked& booked = workers_[r.routed.worker];
+  ++booked.version;
+  WorkerLoad& w = booked.load;
   r.first_token_seen = true;
   r.last_token_at = now;
   r.generated = 1;
@@ -126,6 +140,7 @@ void LoadTracker::OnFirstToken(RequestId id, Nanos now) {
   if (learner_ != nullptr && now >= r.routed_at) {
     learner_->ObservePrefill(r.routed.worker, std::max(work, 1.0), now - r.routed_at);
   }
+  return r.routed.worker;
 }
 
 void LoadTracker::OnToken(RequestId id, Nanos now, std::uint32_t tokens) {
@@ -136,7 +151,9 @@ void LoadTracker::OnToken(RequestId id, Nanos now, std::uint32_t tokens) {
     return;
   }
   Request& r = it->second;
-  WorkerLoad& w = workers_[r.routed.worker];
+  Booked& booked = workers_[r.routed.worker];
+  ++booked.version;
+  WorkerLoad& w = booked.load;
   // The step(s) just observed ran with the batch as it is now, before this chunk's tokens.
   if (learner_ != nullptr && now > r.last_token_at && w.pending_prefill_tokens == 0) {
     Nanos per_token = (now - r.last_token_at) / tokens;
@@ -148,14 +165,16 @@ void LoadTracker::OnToken(RequestId id, Nanos now, std::uint32_t tokens) {
   w.active_kv_tokens += tokens;
 }
 
-void LoadTracker::OnDone(RequestId id, Nanos /*now*/, bool /*ok*/) {
+std::optional<WorkerId> LoadTracker::OnDone(RequestId id, Nanos /*now*/, bool /*ok*/) {
   std::lock_guard lock(mu_);
   auto it = requests_.find(id);
   if (it == requests_.end()) {
     ++stale_calls_;
-    return;
+    return std::nullopt;
   }
+  const WorkerId worker = it->second.routed.worker;
   DropLocked(it);
+  return worker;
 }
 
 void LoadTracker::DropLocked(std::unordered_map<RequestId, Request>::iterator it) {
@@ -163,7 +182,8 @@ void LoadTracker::DropLocked(std::unordered_map<RequestId, Request>::iterator it
   if (!r.first_token_seen) StopWaitingLocked(r, it->first);
   auto wit = workers_.find(r.routed.worker);
   if (wit != workers_.end()) {
-    WorkerLoad& w = wit->second;
+    ++wit->second.version;
+    WorkerLoad& w = wit->second.load;
     SubClamped(w.inflight_requests, 1u);
     SubClamped(w.active_kv_blocks, r.routed.kv_blocks);
     if (r.first_token_seen) {
@@ -172,7 +192,7 @@ void LoadTracker::DropLocked(std::unordered_map<RequestId, Request>::iterator it
     } else {
       SubClamped(w.pending_prefill_tokens, r.routed.uncached_tokens);
     }
-    if (w.inflight_requests == 0) workers_.erase(wit);  // exact zero, no drift kept
+    if (w.inflight_requests == 0) w = WorkerLoad{};  // exact zero, no drift kept
   }
   requests_.erase(it);
 }
@@ -180,13 +200,16 @@ void LoadTracker::DropLocked(std::unordered_map<RequestId, Request>::iterator it
 WorkerLoad LoadTracker::Load(WorkerId worker) const {
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker);
-  return it == workers_.end() ? WorkerLoad{} : it->second;
+  return it == workers_.end() ? WorkerLoad{} : it->second.load;
 }
 
 void LoadTracker::ForgetWorker(WorkerId worker) {
   std::lock_guard lock(mu_);
   std::erase_if(requests_, [&](const auto& kv) { return kv.second.routed.worker == worker; });
-  workers_.erase(worker);
+  if (auto it = workers_.find(worker); it != workers_.end()) {
+    it->second.load = WorkerLoad{};
+    ++it->second.version;
+  }
   // The learned correction stays (as the learner's rates do); the waiting list is gone.
   if (auto it = calibration_.find(worker); it != calibration_.end()) it->second.waiting.clear();
 }
@@ -201,4 +224,4 @@ std::uint64_t LoadTracker::stale_calls() const {
   return stale_calls_;
 }
 
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

@@ -1,9 +1,8 @@
-#include "gateway/worker_health.h"
+#include "fleet/worker_health.h"
 
 #include <algorithm>
-#include <utility>
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 
 const char* HealthStateName(HealthState state) {
   switch (state) {
@@ -30,6 +29,7 @@ void WorkerHealth::Advance(Entry& e, Nanos now) {
 
 void WorkerHealth::Add(WorkerId worker, Nanos now) {
   std::lock_guard lock(mu_);
+  version_.fetch_add(1, std::memory_order_acq_rel);
   Entry e;
   e.healthy_since = now;
   workers_[worker] = e;
@@ -37,18 +37,28 @@ void WorkerHealth::Add(WorkerId worker, Nanos now) {
 
 void WorkerHealth::Remove(WorkerId worker) {
   std::lock_guard lock(mu_);
+  version_.fetch_add(1, std::memory_order_acq_rel);
   auto it = workers_.find(worker);
   if (it != workers_.end()) it->second.status.state = HealthState::kRemoved;
 }
 
 void WorkerHealth::SetDraining(WorkerId worker, bool draining) {
   std::lock_guard lock(mu_);
+  version_.fetch_add(1, std::memory_order_acq_rel);
   auto it = workers_.find(worker);
   if (it != workers_.end()) it->second.status.draining = draining;
 }
 
+void WorkerHealth::SetDown(WorkerId worker, bool down) {
+  std::lock_guard lock(mu_);
+  version_.fetch_add(1, std::memory_order_acq_rel);
+  auto it = workers_.find(worker);
+  if (it != workers_.end()) it->second.status.down = down;
+}
+
 void WorkerHealth::OnSuccess(WorkerId worker, Nanos now) {
   std::lock_guard lock(mu_);
+  version_.fetch_add(1, std::memory_order_acq_rel);
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
   Entry& e = it->second;
@@ -69,6 +79,7 @@ void WorkerHealth::OnSuccess(WorkerId worker, Nanos now) {
 
 void WorkerHealth::OnFailure(WorkerId worker, Nanos now) {
   std::lock_guard lock(mu_);
+  version_.fetch_add(1, std::memory_order_acq_rel);
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
   Entry& e = it->second;
@@ -106,6 +117,7 @@ std::vector<WorkerId> WorkerHealth::ProbeTargets(Nanos now) const {
   for (const auto& [id, entry] : workers_) {
     Entry e = entry;
     Advance(e, now);
+    if (e.status.down) continue;
     if (e.status.state == HealthState::kHealthy || e.status.state == HealthState::kProbing) {
       out.push_back(id);
     }
@@ -114,17 +126,4 @@ std::vector<WorkerId> WorkerHealth::ProbeTargets(Nanos now) const {
   return out;
 }
 
-HealthChecker::HealthChecker(HealthCheckerOptions options, TargetsFn targets, WorkerHealth* health,
-                             const Clock* clock)
-    : PeriodicPoller(
-          {.interval = options.interval, .timeout = options.timeout, .path = options.path},
-          std::move(targets), [health, clock](WorkerId worker, PollOutcome outcome) {
-            // No answer, a bad URL and a non-2xx status all count against the worker.
-            if (outcome && outcome->status >= 200 && outcome->status < 300) {
-              health->OnSuccess(worker, clock->Now());
-            } else {
-              health->OnFailure(worker, clock->Now());
-            }
-          }) {}
-
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet

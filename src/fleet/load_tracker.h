@@ -35,7 +35,12 @@
 //            would bias the decode model upwards.
 //
 // Unknown ids and repeated completions are ignored (counted in stale_calls()). No clock is
-// read; callers pass `now` (monotonic). Shared by the live gateway and kvroute simulate.
+// read; callers pass `now` (monotonic). Owned by fleet::RouterState, which both kvroute serve
+// and kvroute simulate call; nothing else books load.
+//
+// Versions: every change to a worker's load or to what it taught the learner (every call
+// above that names one of its requests, ForgetWorker) bumps that worker's version, so a
+// caller that keeps snapshots (RouterState::Refresh) re-reads only workers that changed.
 //
 // Ownership: owns its per-request records; the RateLearner is borrowed and must outlive it.
 // Thread safety: every method takes one internal mutex (the learner has its own).
@@ -49,11 +54,9 @@
 
 #include "common/types.h"
 
-namespace kvroute::gateway {
+namespace kvroute::fleet {
 
 class RateLearner;
-
-using RequestId = std::uint64_t;
 
 struct RoutedRequest {
   WorkerId worker = 0;
@@ -91,14 +94,23 @@ class LoadTracker {
 
   // Returns false (and changes nothing) if `id` is already in flight.
   bool OnRouted(RequestId id, const RoutedRequest& request, Nanos now);
-  // First output token (or first byte of the response body for non-streaming).
-  void OnFirstToken(RequestId id, Nanos now);
+  // First output token (or first byte of the response body for non-streaming). Returns the
+  // request's worker; nullopt for a stale call (unknown id, first token seen already).
+  std::optional<WorkerId> OnFirstToken(RequestId id, Nanos now);
   // `tokens` more output tokens arrived (a stream chunk may carry several).
   void OnToken(RequestId id, Nanos now, std::uint32_t tokens = 1);
-  // Completion, success or failure; frees everything the request held.
-  void OnDone(RequestId id, Nanos now, bool ok);
+  // Completion, success or failure; frees everything the request held. Returns the
+  // request's worker; nullopt for an unknown id.
+  std::optional<WorkerId> OnDone(RequestId id, Nanos now, bool ok);
 
   WorkerLoad Load(WorkerId worker) const;  // zero for a worker with nothing in flight
+  // What a snapshot re-reads at every decision, under one lock: the worker's version (see
+  // the header) and WaitCorrection(worker, now).
+  struct View {
+    std::uint64_t version = 0;
+    double wait_correction = 1;
+  };
+  View ViewOf(WorkerId worker, Nanos now) const;
   // The factor for the queue-dependent part of predicted TTFT on `worker` at `now`: the
   // learned correction, raised to what the oldest request still waiting for its first token
   // there implies (see above). 1 for a worker never calibrated and nothing overdue.
@@ -126,14 +138,19 @@ class LoadTracker {
     // Requests with a prediction still waiting for their first token, oldest first.
     std::set<std::pair<Nanos, RequestId>> waiting;
   };
+  struct Booked {  // per worker; kept (zeroed) when nothing is in flight, for its version
+    WorkerLoad load;
+    std::uint64_t version = 0;
+  };
   void DropLocked(std::unordered_map<RequestId, Request>::iterator it);
   void StopWaitingLocked(const Request& r, RequestId id);
   void CalibrateLocked(const Request& r, Nanos now);
+  double WaitCorrectionLocked(WorkerId worker, Nanos now) const;
 
   RateLearner* const learner_;
   mutable std::mutex mu_;
   std::unordered_map<RequestId, Request> requests_;        // guarded by mu_
-  std::unordered_map<WorkerId, WorkerLoad> workers_;       // guarded by mu_
+  std::unordered_map<WorkerId, Booked> workers_;           // guarded by mu_
   std::unordered_map<WorkerId, Calibrated> calibration_;  // guarded by mu_
   std::uint64_t stale_calls_ = 0;                          // guarded by mu_
 };
@@ -153,6 +170,8 @@ inline constexpr double kMaxWaitCorrection = 1000;
 // learner gets ~1/N as many samples, each less noisy, so its forgetting memory (~200
 // samples) spans ~N times more tokens. The worker's active KV token count lags by at most
 // N-1 tokens per stream until the next report or the completion (which frees them anyway).
+// `Sink` is anything with OnToken(RequestId, Nanos, std::uint32_t): RouterState (the
+// proxy's), or a LoadTracker (its tests).
 // Ownership: plain value, one per stream. Thread safety: none (the stream's lane owns it).
 class TokenBatcher {
  public:
@@ -161,15 +180,17 @@ class TokenBatcher {
       : per_report_(tokens_per_report == 0 ? 1 : tokens_per_report) {}
 
   // `tokens` decode tokens (after the first token) arrived at `now`.
-  void Add(LoadTracker& tracker, RequestId id, Nanos now, std::uint32_t tokens) {
+  template <typename Sink>
+  void Add(Sink& sink, RequestId id, Nanos now, std::uint32_t tokens) {
     pending_ += tokens;
     last_arrival_ = now;
-    if (pending_ >= per_report_) Flush(tracker, id);
+    if (pending_ >= per_report_) Flush(sink, id);
   }
   // Reports what is pending, at the time the last of it arrived (the end of a stream).
-  void Flush(LoadTracker& tracker, RequestId id) {
+  template <typename Sink>
+  void Flush(Sink& sink, RequestId id) {
     if (pending_ == 0) return;
-    tracker.OnToken(id, last_arrival_, pending_);
+    sink.OnToken(id, last_arrival_, pending_);
     pending_ = 0;
   }
 
@@ -179,4 +200,4 @@ class TokenBatcher {
   Nanos last_arrival_{0};
 };
 
-}  // namespace kvroute::gateway
+}  // namespace kvroute::fleet
