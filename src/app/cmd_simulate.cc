@@ -8,7 +8,7 @@
 
 #include "app/commands.h"
 #include "bench/plot.h"
-#include "bench/report.h"
+#include "workload/report.h"
 #include "sched/registry.h"
 #include "simulate/fleet.h"
 #include "simulate/sim_report.h"
@@ -34,11 +34,11 @@ struct SimulateFlags {
   bool no_overlay = false;
   // Workload.
   std::string workload = "agentic";
-  bench::AgenticOptions agentic = simulate::DefaultAgenticShape();  // fits the default profile
+  workload::AgenticOptions agentic = simulate::DefaultAgenticShape();  // fits the default profile
   std::vector<int> concurrency = {8};
   std::string think_time = "0";
   std::string turn_jitter = "0";
-  bench::SharedPrefixOptions shared_prefix;
+  workload::SharedPrefixOptions shared_prefix;
   std::vector<double> rates = {1};
   int requests_per_rate = 0;
   std::string trace_path;
@@ -175,7 +175,7 @@ int RunSimulate(SimulateFlags f) {
     if (f.trace_speedup <= 0 || f.trace_replicas <= 0 || f.prefix_multiplier <= 0) {
       return fail("--trace-speedup, --trace-replicas and --prefix-multiplier must be positive");
     }
-    auto trace = bench::LoadTrace(f.trace_path);
+    auto trace = workload::LoadTrace(f.trace_path);
     if (!trace) return fail(f.trace_path + ": " + trace.error());
     double rate = 0;
     if (trace->requests.size() > 1 && trace->requests.back().arrival_s > 0) {
@@ -185,16 +185,16 @@ int RunSimulate(SimulateFlags f) {
     simulate::TraceSimOptions t{f.trace_speedup, f.prefix_multiplier, f.trace_replicas, f.seed};
     plans.push_back(
         {"trace", 0, rate,
-         simulate::NewTraceWorkload(std::make_shared<const bench::Trace>(std::move(*trace)), t)});
+         simulate::NewTraceWorkload(std::make_shared<const workload::Trace>(std::move(*trace)), t)});
   }
 
-  bench::RunReport report;
+  workload::RunReport report;
   report.label = f.label;
   report.target = "simulate";
   report.workload = f.workload;
   report.itl_targets_tps = f.itl_targets;
   if (f.ttft_slo > 0 && f.tpot_slo > 0) {
-    report.slo = bench::SloTargets{f.ttft_slo, f.tpot_slo, f.slo_attainment};
+    report.slo = workload::SloTargets{f.ttft_slo, f.tpot_slo, f.slo_attainment};
   }
   report.config = {
       {"policy", f.policy_file.empty() ? f.policy : f.policy_file},
@@ -257,15 +257,15 @@ int RunSimulate(SimulateFlags f) {
   if (auto rss = simulate::PeakRssBytes()) {
     std::cerr << "peak RSS " << (*rss >> 20) << " MiB\n";
   }
-  std::cout << bench::TerminalTable(report);
+  std::cout << workload::TerminalTable(report);
   // Said twice, so that neither a reader of the table nor one of the log misses it.
   if (auto note = simulate::FailureNote(report, extras)) {
     std::cout << *note << "\n";
     std::cerr << "kvroute simulate: " << *note << "\n";
   }
-  auto wrote = bench::WriteRunFiles(report, f.out_dir);
+  auto wrote = workload::WriteRunFiles(report, f.out_dir);
   if (!wrote) return fail(wrote.error());
-  const std::string stem = f.out_dir + "/" + bench::FileStem(report.label);
+  const std::string stem = f.out_dir + "/" + workload::FileStem(report.label);
   if (auto ok = simulate::WriteSimFiles(report, extras, stem); !ok) return fail(ok.error());
   std::cout << "wrote " << stem << ".json, " << stem << "_levels.csv, " << stem << "_requests.csv, "
             << stem << "_workers.csv, " << stem << "_decisions.csv\n";
@@ -370,7 +370,7 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "Agentic: new user tokens per turn")
       ->capture_default_str();
   cmd->add_option("--think-time", f.think_time,
-                  "Agentic: pause after each request (bench::AgenticTurnPause, as `kvroute bench "
+                  "Agentic: pause after each request (workload::AgenticTurnPause, as `kvroute bench "
                   "--think-time`)")
       ->capture_default_str();
   cmd->add_option("--turn-jitter", f.turn_jitter,

@@ -226,7 +226,7 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
     LiveRequest* found = live.Find(id);
     if (found == nullptr) continue;
     LiveRequest& lr = *found;
-    bench::RequestResult& rec = result.level.requests[id].result;
+    workload::RequestResult& rec = result.level.requests[id].result;
     if (t.is_first) {
       rec.ttft_s = ToSeconds(now - lr.arrival);
       rec.cached_tokens = t.cached_tokens;
@@ -273,7 +273,7 @@ void Simulator::Impl::Finish(std::uint64_t id, bool ok, const char* error_kind, 
   if (live.Find(id) == nullptr) return;
   LiveRequest lr = live.Take(id);
   router.OnDone(id, now, ok);
-  bench::RequestResult& rec = result.level.requests[id].result;
+  workload::RequestResult& rec = result.level.requests[id].result;
   rec.ok = ok;
   rec.error_kind = ok ? "" : error_kind;
   rec.e2e_s = ToSeconds(now - lr.arrival);
@@ -324,7 +324,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   const Nanos sent = routed ? a.at : now;
 
   const std::uint64_t id = result.level.requests.size();
-  bench::RequestRecord record;
+  workload::RequestRecord record;
   record.session = a.request.session;
   record.turn = a.request.turn;
   record.result.start_s = ToSeconds(sent);
@@ -376,7 +376,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   if (!decision->chosen) {
     // The gateway answers 503 when no worker can take the request.
     result.decisions.push_back(dr);
-    bench::RequestResult& rec = result.level.requests[id].result;
+    workload::RequestResult& rec = result.level.requests[id].result;
     rec.ok = false;
     rec.error_kind = "http_5xx";
     Schedule(workload->OnDone(a.request, {}, false, now), false);
@@ -549,7 +549,7 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
   result.virtual_s = ToSeconds(now);
   result.wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  bench::LevelResult& level = result.level;
+  workload::LevelResult& level = result.level;
   level.duration_s = first_arrival.count() < 0 ? 0 : ToSeconds(last_done - first_arrival);
   std::uint64_t queries = 0, hits = 0, cpu_hits = 0;
   bool any_cpu = false;

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
+#include "workload/report.h"
 #include "engine/engine.h"
 #include "sched/policy.h"
 #include "simulate/fleet.h"
@@ -101,7 +101,7 @@ struct WorkerReport {
 };
 
 struct SimResult {
-  bench::LevelResult level;               // requests in arrival order
+  workload::LevelResult level;               // requests in arrival order
   std::vector<DecisionRecord> decisions;  // same order as level.requests
   std::vector<WorkerReport> workers;
   double virtual_s = 0;  // virtual time of the last event

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
+#include "workload/report.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 // Multiplies the level's duration and every request's start, TTFT, E2E and ITL gaps by
 // `speedup`. REQUIRES: speedup > 0. speedup == 1 leaves the level unchanged.
@@ -36,4 +36,4 @@ std::vector<double> ToWallTime(std::vector<double> model_arrivals_s, double spee
 // or, for speedup 1, "times are wall clock (speedup 1)".
 std::string TimeBaseNote(double speedup);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -1,9 +1,9 @@
-#include "bench/trace_expand.h"
+#include "workload/trace_expand.h"
 
 #include <cassert>
 #include <cmath>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 // SplitMix64 finaliser: a cheap, well-mixed function of (id, position).
@@ -38,4 +38,4 @@ std::vector<TokenId> ExpandPrompt(const TraceRequest& request, std::uint32_t tra
   return tokens;
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

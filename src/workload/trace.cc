@@ -1,4 +1,4 @@
-#include "bench/trace.h"
+#include "workload/trace.h"
 
 #include <boost/json.hpp>
 
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <fstream>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 constexpr std::uint32_t kMooncakeBlockTokens = 512;
@@ -213,4 +213,4 @@ std::expected<Trace, std::string> LoadTrace(const std::string& path) {
   return result;
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

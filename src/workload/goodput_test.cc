@@ -1,8 +1,8 @@
-#include "bench/goodput.h"
+#include "workload/goodput.h"
 
 #include <gtest/gtest.h>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 TEST(GoodputTest, TpotExcludesTheFirstToken) {
@@ -68,4 +68,4 @@ TEST(GoodputTest, HitRateFromCounterDeltas) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

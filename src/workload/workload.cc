@@ -1,10 +1,10 @@
-#include "bench/workload.h"
+#include "workload/workload.h"
 
 #include <algorithm>
 #include <array>
 #include <random>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 // Pseudo-words from syllables: readable, varied, and cheap to tokenize.
@@ -121,4 +121,4 @@ Nanos AgenticTurnPause(const TurnPause& pause, std::uint64_t seed, int session, 
                                             static_cast<std::uint64_t>(pause.turn_jitter.count())));
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

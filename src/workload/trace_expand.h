@@ -13,10 +13,10 @@
 #include <span>
 #include <vector>
 
-#include "bench/trace.h"
+#include "workload/trace.h"
 #include "common/types.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 struct ExpandOptions {
   // Scales every hash block (and so the prompt): 2.0 turns 512-token blocks into 1,024.
@@ -29,4 +29,4 @@ struct ExpandOptions {
 std::vector<TokenId> ExpandPrompt(const TraceRequest& request, std::uint32_t trace_block_tokens,
                                   std::span<const TokenId> vocabulary, const ExpandOptions& options);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

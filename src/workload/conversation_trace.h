@@ -25,9 +25,9 @@
 #include <cstdint>
 #include <ostream>
 
-#include "bench/trace.h"
+#include "workload/trace.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 struct ConversationTraceOptions {
   int conversations = 2000;
@@ -62,4 +62,4 @@ std::expected<Trace, std::string> MakeConversationTrace(const ConversationTraceO
 // line, in arrival order (ParseMooncakeJsonl reads it back to the same trace, to the ms).
 void WriteMooncakeJsonl(const Trace& trace, std::ostream& out);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -1,11 +1,11 @@
-#include "bench/stats.h"
+#include "workload/stats.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <numeric>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 double SortedPercentile(const std::vector<double>& sorted, double q) {
@@ -40,4 +40,4 @@ Summary Summarize(std::span<const double> samples) {
   return s;
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

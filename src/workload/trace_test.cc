@@ -1,12 +1,12 @@
-#include "bench/trace.h"
+#include "workload/trace.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "bench/trace_expand.h"
+#include "workload/trace_expand.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 // The public traces the project ships in data/ (PROVENANCE.md there; never edited in place).
@@ -109,4 +109,4 @@ TEST(TraceExpandTest, MultiplierScalesBlocks) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -1,4 +1,4 @@
-#include "bench/conversation_trace.h"
+#include "workload/conversation_trace.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 ConversationTraceOptions Small() {
@@ -143,4 +143,4 @@ TEST(ConversationTraceTest, RejectsBadOptions) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

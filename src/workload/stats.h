@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 // nullopt for an empty sample. REQUIRES: 0 <= q <= 1.
 std::optional<double> Percentile(std::span<const double> samples, double q);
@@ -24,4 +24,4 @@ struct Summary {
 // All zeros with count 0 for an empty sample.
 Summary Summarize(std::span<const double> samples);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

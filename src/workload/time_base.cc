@@ -1,9 +1,9 @@
-#include "bench/time_base.h"
+#include "workload/time_base.h"
 
 #include <cassert>
 #include <cstdio>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 void ScaleToModelTime(LevelResult& level, double speedup) {
   assert(speedup > 0);
@@ -33,4 +33,4 @@ std::vector<double> ToWallTime(std::vector<double> model_arrivals_s, double spee
   return model_arrivals_s;
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -1,8 +1,8 @@
-#include "bench/stats.h"
+#include "workload/stats.h"
 
 #include <gtest/gtest.h>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 // Hand-computed with the linear rule: rank = q·(n−1).
@@ -33,4 +33,4 @@ TEST(StatsTest, SummaryOfASample) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

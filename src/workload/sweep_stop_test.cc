@@ -1,8 +1,8 @@
-#include "bench/sweep_stop.h"
+#include "workload/sweep_stop.h"
 
 #include <gtest/gtest.h>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 Summary MeanOf(double mean_s, std::size_t count = 100) {
@@ -46,4 +46,4 @@ TEST(SweepStopNote, NamesTheLevelTheMeanAndTheLevelsNotRun) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

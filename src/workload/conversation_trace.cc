@@ -1,10 +1,10 @@
-#include "bench/conversation_trace.h"
+#include "workload/conversation_trace.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 // One conversation's pending turn, for the merge into arrival order.
@@ -130,4 +130,4 @@ void WriteMooncakeJsonl(const Trace& trace, std::ostream& out) {
   }
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

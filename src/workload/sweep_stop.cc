@@ -1,8 +1,8 @@
-#include "bench/sweep_stop.h"
+#include "workload/sweep_stop.h"
 
 #include <cstdio>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 std::optional<SweepStop> SweepStopAfter(const std::string& level_name, const Summary& itl,
                                         double threshold_s) {
@@ -25,4 +25,4 @@ std::string SweepStopNote(const SweepStop& stop, double threshold_s) {
   return out;
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -29,11 +29,11 @@
 #include <variant>
 #include <vector>
 
-#include "bench/goodput.h"
-#include "bench/stats.h"
-#include "bench/sweep_stop.h"
+#include "workload/goodput.h"
+#include "workload/stats.h"
+#include "workload/sweep_stop.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 // One request with where it belongs in the workload (for the per-request CSV and checks such
 // as "cached tokens grow over the turns of a session").
@@ -99,4 +99,4 @@ std::string FileStem(const std::string& label);
 // Writes <dir>/<stem>.json, <stem>_levels.csv and <stem>_requests.csv (creating dir).
 std::expected<void, std::string> WriteRunFiles(const RunReport& run, const std::string& dir);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

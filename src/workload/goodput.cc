@@ -1,9 +1,9 @@
-#include "bench/goodput.h"
+#include "workload/goodput.h"
 
 #include <algorithm>
 #include <cassert>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 double Tpot(const RequestResult& r) {
   if (r.output_tokens <= 1) return 0;
@@ -70,4 +70,4 @@ std::optional<double> HitRate(double queries_before, double queries_after, doubl
   return hits / queries;
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

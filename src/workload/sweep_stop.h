@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/stats.h"
+#include "workload/stats.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 // Infera's threshold, seconds of mean ITL (model time).
 inline constexpr double kInferaStopMeanItlS = 0.040;
@@ -36,4 +36,4 @@ std::optional<SweepStop> SweepStopAfter(const std::string& level_name, const Sum
 // "sweep stopped after c=64: mean ITL 43.1 ms > 40 ms (Infera's rule); not run: c=128".
 std::string SweepStopNote(const SweepStop& stop, double threshold_s);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

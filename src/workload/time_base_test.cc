@@ -1,13 +1,13 @@
-#include "bench/time_base.h"
+#include "workload/time_base.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "bench/goodput.h"
-#include "bench/report.h"
+#include "workload/goodput.h"
+#include "workload/report.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 // A closed-loop level whose requests each stream `tokens` output tokens `gap_s` apart (wall).
@@ -97,4 +97,4 @@ TEST(TimeBaseTest, NoteNamesTheConvention) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -1,4 +1,4 @@
-#include "bench/report.h"
+#include "workload/report.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 namespace json = boost::json;
 
@@ -182,4 +182,4 @@ TEST(WriteRunFiles, WritesJsonAndBothCsvs) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -23,7 +23,7 @@
 #include "common/types.h"
 #include "tokenize/tokenizer.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 // Seeded text of about `tokens` tokens under `tokenizer` (within a few tokens, never fewer).
 std::string MakeText(const tokenize::Tokenizer& tokenizer, std::uint32_t tokens,
@@ -87,4 +87,4 @@ std::vector<SharedPrefixPrompt> MakeSharedPrefixPrompts(const tokenize::Tokenize
 // Seeded Poisson arrival times (seconds from 0) of `count` requests at `rate_per_s`.
 std::vector<double> PoissonArrivals(int count, double rate_per_s, std::uint64_t seed);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

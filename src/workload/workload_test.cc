@@ -1,4 +1,4 @@
-#include "bench/workload.h"
+#include "workload/workload.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "tokenize/simple_tokenizer.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace {
 
 TEST(WorkloadTest, MakeTextReachesTheTokenCountClosely) {
@@ -115,4 +115,4 @@ TEST(WorkloadTest, AgenticTurnPauseWithoutJitterIsTheThinkTime) {
 }
 
 }  // namespace
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

@@ -1,4 +1,4 @@
-#include "bench/report.h"
+#include "workload/report.h"
 
 #include <boost/json.hpp>
 #include <cstdio>
@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "common/format.h"
-#include "bench/time_base.h"
+#include "workload/time_base.h"
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 namespace json = boost::json;
 
 namespace {
@@ -328,4 +328,4 @@ std::expected<void, std::string> WriteRunFiles(const RunReport& run, const std::
   return {};
 }
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

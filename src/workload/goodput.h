@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 // What the streaming client measured for one request. Times in seconds.
 struct RequestResult {
@@ -93,4 +93,4 @@ DistServeGoodput ComputeDistServeGoodput(std::span<const RateLevel> levels, cons
 std::optional<double> HitRate(double queries_before, double queries_after, double hits_before,
                               double hits_after);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload

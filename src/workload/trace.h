@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace kvroute::bench {
+namespace kvroute::workload {
 
 struct TraceRequest {
   double arrival_s = 0;                // seconds since the first request of the trace
@@ -44,4 +44,4 @@ std::expected<Trace, std::string> LoadTrace(const std::string& path);
 // Parses "YYYY-MM-DD HH:MM:SS[.fraction]" into seconds since the Unix epoch (UTC).
 std::expected<double, std::string> ParseAzureTimestamp(std::string_view text);
 
-}  // namespace kvroute::bench
+}  // namespace kvroute::workload
