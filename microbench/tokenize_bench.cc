@@ -2,7 +2,7 @@
 //
 //   BM_EncodeCorpus/<model>    cold encode throughput (bytes/s) over a corpus of texts: the
 //                              oracle corpus when KVROUTE_TOKENIZE_CORPUS names a JSONL file of
-//                              strings (bench/tokenize_compare.mjs writes one), else a built-in
+//                              strings (microbench/tokenize_compare.mjs writes one), else a built-in
 //                              mixed-language corpus. Encode() never uses the segment cache.
 //   BM_ChatTurn30Cold/<model>  render + encode turn 30 of a ~75k-token conversation with no
 //                              cached segments.
@@ -142,7 +142,7 @@ void BM_EncodeCorpus(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["tokens_per_byte"] = static_cast<double>(tokens) / static_cast<double>(bytes);
 }
-// Wall time, like the JavaScript side of bench/tokenize_compare.mjs.
+// Wall time, like the JavaScript side of microbench/tokenize_compare.mjs.
 BENCHMARK(BM_EncodeCorpus)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A 30-turn conversation, ~2,500 tokens per message pair, ~75k tokens in all.

@@ -1,7 +1,7 @@
 // Cold encode throughput of kvroute's tokenizer against Hugging Face's JavaScript
 // implementation (@huggingface/tokenizers), same corpus, same machine, same run.
 //
-//   node bench/tokenize_compare.mjs <path to kvroute_tokenize_bench> [seed]
+//   node microbench/tokenize_compare.mjs <path to kvroute_tokenize_bench> [seed]
 //
 // "Cold" for the JS side is the first pass of a freshly constructed tokenizer (its BPE word
 // cache starts empty); kvroute's Encode() has no cache at all, so every pass is cold.
