@@ -218,7 +218,7 @@ std::unique_ptr<Scenario> Build(int workers, int shape_index) {
       return s;
     }
     s->ids.push_back(*id);
-    EngineMetrics m;
+    fleet::EngineMetrics m;
     m.scraped_at = kNow;
     m.num_waiting = static_cast<std::uint32_t>(i % 3);
     m.num_running = static_cast<std::uint32_t>(4 + i % 5);
