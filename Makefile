@@ -38,7 +38,7 @@ bench: build
 	$(BUILD_DIR)/kvroute bench --help
 
 format:
-	find src bench tests -name '*.cc' -o -name '*.h' | xargs clang-format -i
+	find src microbench tests -name '*.cc' -o -name '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf build

@@ -9,9 +9,9 @@
 #include "bench/compare_notes.h"
 #include "bench/compare_run.h"
 #include "bench/plot.h"
-#include "bench/report.h"
+#include "workload/report.h"
 #include "bench/runner.h"
-#include "bench/sweep_stop.h"
+#include "workload/sweep_stop.h"
 #include "common/duration.h"
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/simple_tokenizer.h"
@@ -37,7 +37,7 @@ struct BenchFlags {
 
 // Turns flags into runner options and the report template (tokenizer, config, goodput
 // targets). False (after a message) when the tokenizer cannot be loaded.
-bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
+bool PrepareRun(BenchFlags& f, workload::RunReport& report) {
   if (!f.tokenizer_dir.empty()) {
     auto tok = tokenize::LoadHfTokenizer(f.tokenizer_dir);
     if (!tok) {
@@ -65,7 +65,7 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
   }
   f.run.progress = !f.no_progress;
   if (f.stop_mean_itl_ms < 0) {
-    f.stop_mean_itl_ms = f.run.workload == "agentic" ? bench::kInferaStopMeanItlS * 1e3 : 0;
+    f.stop_mean_itl_ms = f.run.workload == "agentic" ? workload::kInferaStopMeanItlS * 1e3 : 0;
   }
   f.run.stop_mean_itl_s = f.stop_mean_itl_ms / 1e3;
 
@@ -75,7 +75,7 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
   report.gpus = std::max(1, f.gpus_per_worker) * workers;
   report.itl_targets_tps = f.itl_targets;
   if (f.ttft_slo > 0 && f.tpot_slo > 0) {
-    report.slo = bench::SloTargets{f.ttft_slo, f.tpot_slo, f.slo_attainment};
+    report.slo = workload::SloTargets{f.ttft_slo, f.tpot_slo, f.slo_attainment};
   }
   const auto& a = f.run.agentic;
   const auto& sp = f.run.shared_prefix;
@@ -117,20 +117,20 @@ bool PrepareRun(BenchFlags& f, bench::RunReport& report) {
 }
 
 int RunBench(BenchFlags f) {
-  bench::RunReport report;
+  workload::RunReport report;
   if (!PrepareRun(f, report)) return 2;
   auto ran = bench::RunBenchmark(f.run, report);
   if (!ran) {
     std::cerr << "kvroute bench: " << ran.error() << "\n";
     return 2;
   }
-  std::cout << bench::TerminalTable(report);
-  auto wrote = bench::WriteRunFiles(report, f.out_dir);
+  std::cout << workload::TerminalTable(report);
+  auto wrote = workload::WriteRunFiles(report, f.out_dir);
   if (!wrote) {
     std::cerr << "kvroute bench: " << wrote.error() << "\n";
     return 2;
   }
-  const std::string stem = f.out_dir + "/" + bench::FileStem(report.label);
+  const std::string stem = f.out_dir + "/" + workload::FileStem(report.label);
   std::cout << "wrote " << stem << ".json, " << stem << "_levels.csv, " << stem
             << "_requests.csv\n";
   if (!f.no_plots) {
@@ -160,7 +160,7 @@ struct CompareFlags {
 
 int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   f.workers = c.workers;
-  bench::RunReport report;
+  workload::RunReport report;
   if (!PrepareRun(f, report)) return 2;
   f.run.time_scale = c.speedup;  // the report is in model time (bench/time_base.h)
   report.config.push_back({"speedup", c.speedup});

@@ -6,7 +6,7 @@
 
 #include "bench/cluster_process.h"
 #include "bench/overhead_run.h"
-#include "bench/report.h"
+#include "workload/report.h"
 
 namespace kvroute::app {
 namespace {
@@ -29,7 +29,7 @@ int RunOverheadCommand(OverheadFlags f) {
     std::cerr << "kvroute bench overhead: " << wrote.error() << "\n";
     return 2;
   }
-  const std::string stem = f.run.out_dir + "/" + bench::FileStem(f.run.label);
+  const std::string stem = f.run.out_dir + "/" + workload::FileStem(f.run.label);
   std::cout << "wrote " << stem << ".json, " << stem << ".csv; logs in " << f.run.out_dir
             << "/cluster/\n";
   for (const auto& level : report->levels) {

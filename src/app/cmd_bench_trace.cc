@@ -1,4 +1,4 @@
-// kvroute bench conversation-trace: flag parsing around bench::MakeConversationTrace, writing
+// kvroute bench conversation-trace: flag parsing around workload::MakeConversationTrace, writing
 // a Mooncake JSONL that `kvroute simulate --workload trace` and `kvroute bench run --workload
 // trace` replay. No logic here beyond turning flags into options.
 #include <CLI/CLI.hpp>
@@ -6,18 +6,18 @@
 #include <iostream>
 #include <memory>
 
-#include "bench/conversation_trace.h"
+#include "workload/conversation_trace.h"
 
 namespace kvroute::app {
 namespace {
 
 struct TraceFlags {
-  bench::ConversationTraceOptions trace;
+  workload::ConversationTraceOptions trace;
   std::string out = "conversations.jsonl";
 };
 
 int RunConversationTrace(const TraceFlags& f) {
-  auto trace = bench::MakeConversationTrace(f.trace);
+  auto trace = workload::MakeConversationTrace(f.trace);
   if (!trace) {
     std::cerr << "kvroute bench conversation-trace: " << trace.error() << "\n";
     return 2;
@@ -27,7 +27,7 @@ int RunConversationTrace(const TraceFlags& f) {
     std::cerr << "kvroute bench conversation-trace: cannot write " << f.out << "\n";
     return 2;
   }
-  bench::WriteMooncakeJsonl(*trace, out);
+  workload::WriteMooncakeJsonl(*trace, out);
   out.close();
   if (!out) {
     std::cerr << "kvroute bench conversation-trace: write to " << f.out << " failed\n";

@@ -70,7 +70,7 @@ bench::RunnerOptions DemoWorkload(const DemoFlags& f) {
 int RunDemo(const DemoFlags& f) {
   bench::InstallChildCleanupHandlers();
   const bench::RunnerOptions run = DemoWorkload(f);
-  bench::RunReport report;
+  workload::RunReport report;
   report.gpus = f.workers * kGpusPerSim;
   report.time_scale = f.speedup;
   report.workload = run.workload;

@@ -13,7 +13,7 @@
 
 #include "bench/compare_notes.h"
 #include "bench/plot.h"
-#include "bench/time_base.h"
+#include "workload/time_base.h"
 
 // GCC 12 reports std::optional<double> values built from a ternary with std::nullopt as
 // maybe-uninitialized when inlined into Fixed() (a known false positive, GCC PR 105593 family).
@@ -39,7 +39,7 @@ std::optional<double> Ratio(std::optional<double> a, std::optional<double> b) {
   return a.value_or(0.0) / b.value_or(1.0);
 }
 
-boost::json::object SummaryJson(const Summary& s) {
+boost::json::object SummaryJson(const workload::Summary& s) {
   return {{"count", s.count}, {"p50", s.p50}, {"p99", s.p99}, {"mean", s.mean}};
 }
 
@@ -51,7 +51,7 @@ std::string ShellQuote(const std::string& s) {
 
 }  // namespace
 
-CompareRow CompareRowOf(const RunReport& run) {
+CompareRow CompareRowOf(const workload::RunReport& run) {
   CompareRow row;
   row.router = run.label;
   std::vector<double> ttft, itl;
@@ -82,8 +82,8 @@ CompareRow CompareRowOf(const RunReport& run) {
       ++ext_levels;
     }
   }
-  row.ttft = Summarize(ttft);
-  row.itl = Summarize(itl);
+  row.ttft = workload::Summarize(ttft);
+  row.itl = workload::Summarize(itl);
   if (prompt_tokens > 0) {
     row.cached_fraction = static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens);
   }
@@ -92,7 +92,7 @@ CompareRow CompareRowOf(const RunReport& run) {
   if (run.sweep_stop) row.stopped_after = run.sweep_stop->after_level;
   if (duration > 0) row.output_tokens_per_s = static_cast<double>(output_tokens) / duration;
   row.targets_tps = run.itl_targets_tps;
-  const auto infera = InferaGoodputs(run);
+  const auto infera = workload::InferaGoodputs(run);
   for (std::size_t i = 0; i < run.itl_targets_tps.size(); ++i) {
     row.goodput.push_back(i < infera.size() ? infera[i].tokens_per_s_per_gpu : std::nullopt);
     row.goodput_at.push_back(i < infera.size() ? infera[i].at_concurrency : std::nullopt);
@@ -250,7 +250,7 @@ std::string CompareTable(const std::vector<CompareRow>& rows, const CompareMeta&
   if (cached) legend += " cached: share of the prompt tokens served from a KV cache.";
   if (cpu) legend += " cpu: hit rate of the CPU KV tier.";
   if (stop) legend += " stop: the level after which the stop rule ended the sweep.";
-  std::string time_base = TimeBaseNote(meta.speedup);
+  std::string time_base = workload::TimeBaseNote(meta.speedup);
   const std::size_t clause = time_base.find(';');
   time_base = keep(time_base.substr(0, clause)) +
               (clause == std::string::npos ? "" : time_base.substr(clause));
@@ -276,7 +276,7 @@ std::string CompareJson(const std::vector<CompareRow>& rows, const CompareMeta& 
   doc["schema"] = "kvroute.bench.compare/1";
   doc["baseline"] = meta.baseline;
   doc["speedup"] = meta.speedup;
-  doc["time_base"] = TimeBaseNote(meta.speedup);
+  doc["time_base"] = workload::TimeBaseNote(meta.speedup);
   doc["workers"] = meta.workers;
   doc["workload"] = meta.workload;
   boost::json::array routers;

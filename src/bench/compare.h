@@ -1,5 +1,5 @@
 // The combined report of `kvroute bench compare`: one row per router (from that router's
-// RunReport), ratios against a baseline router (nginx round robin), and its outputs: a
+// workload::RunReport), ratios against a baseline router (nginx round robin), and its outputs: a
 // terminal table, compare.json, compare.csv and a gnuplot bar chart.
 //
 // A row pools the run's levels: latency percentiles over every ok request (ITL over every
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
+#include "workload/report.h"
 
 namespace kvroute::bench {
 
@@ -28,7 +28,7 @@ struct CompareRow {
   std::vector<std::optional<double>> goodput_ratio;  // vs the baseline, per target
   double output_tokens_per_s = 0;                    // summed over levels / summed durations
   std::optional<double> throughput_ratio;            // output tokens/s vs the baseline
-  Summary ttft, itl;
+  workload::Summary ttft, itl;
   std::optional<double> cached_fraction;       // prompt tokens served from cache (clients' usage)
   std::optional<double> hit_rate;              // engine prefix cache (vLLM: the GPU tier)
   std::optional<double> external_hit_rate;     // the lower (CPU) tier, when the engines export it
@@ -36,7 +36,7 @@ struct CompareRow {
   std::string stopped_after;  // the level that ended the sweep (stop rule); empty: all ran
 };
 
-CompareRow CompareRowOf(const RunReport& run);
+CompareRow CompareRowOf(const workload::RunReport& run);
 
 // Fills the ratios of every row against the row named `baseline` (if present).
 void FillRatios(std::vector<CompareRow>& rows, const std::string& baseline);

@@ -30,7 +30,7 @@ std::optional<std::size_t> UncappedLevelRequests(const RunnerOptions& run, int c
          static_cast<std::size_t>(std::max(run.agentic.turns, 0));
 }
 
-std::string CompareRunNotes(const std::vector<RunReport>& runs, const RunnerOptions& run) {
+std::string CompareRunNotes(const std::vector<workload::RunReport>& runs, const RunnerOptions& run) {
   std::string text;
   if (run.duration_s > 0) {
     text += "Each level had " + ShortNumber(run.duration_s) + " s of wall time";
@@ -40,8 +40,8 @@ std::string CompareRunNotes(const std::vector<RunReport>& runs, const RunnerOpti
     }
     text += ": at that cap it stops starting requests and lets those in flight finish.";
     std::size_t levels = 0, capped = 0;
-    for (const RunReport& r : runs) {
-      for (const LevelResult& level : r.levels) {
+    for (const workload::RunReport& r : runs) {
+      for (const workload::LevelResult& level : r.levels) {
         ++levels;
         const auto full = UncappedLevelRequests(run, level.concurrency);
         if (full && level.requests.size() < *full) ++capped;
@@ -61,9 +61,9 @@ std::string CompareRunNotes(const std::vector<RunReport>& runs, const RunnerOpti
     }
   }
   std::vector<std::pair<std::size_t, std::string>> sent;
-  for (const RunReport& r : runs) {
+  for (const workload::RunReport& r : runs) {
     std::size_t n = 0;
-    for (const LevelResult& level : r.levels) n += level.requests.size();
+    for (const workload::LevelResult& level : r.levels) n += level.requests.size();
     sent.emplace_back(n, r.label);
   }
   const bool differ = std::ranges::adjacent_find(sent, [](const auto& a, const auto& b) {

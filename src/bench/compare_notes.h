@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/report.h"
+#include "workload/report.h"
 #include "bench/runner.h"
 
 namespace kvroute::bench {
@@ -32,6 +32,6 @@ std::optional<std::size_t> UncappedLevelRequests(const RunnerOptions& run, int c
 //   a router that answers sooner serves more requests: kvroute:predicted_latency 318,
 //   nginx-rr 254.
 // Empty when there is nothing to explain (no cap, and every router sent the same count).
-std::string CompareRunNotes(const std::vector<RunReport>& runs, const RunnerOptions& run);
+std::string CompareRunNotes(const std::vector<workload::RunReport>& runs, const RunnerOptions& run);
 
 }  // namespace kvroute::bench

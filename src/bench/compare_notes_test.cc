@@ -6,11 +6,11 @@ namespace kvroute::bench {
 namespace {
 
 // A router's run of one agentic level at concurrency `c` with `n` requests.
-RunReport RouterRun(const std::string& label, int c, int n) {
-  RunReport run;
+workload::RunReport RouterRun(const std::string& label, int c, int n) {
+  workload::RunReport run;
   run.label = label;
   run.workload = "agentic";
-  LevelResult level;
+  workload::LevelResult level;
   level.name = "c=" + std::to_string(c);
   level.concurrency = c;
   level.requests.resize(static_cast<std::size_t>(n));

@@ -6,7 +6,7 @@
 
 namespace kvroute::bench {
 
-ClusterOptions ClusterOptionsFor(const CompareOptions& options, const RunReport& report,
+ClusterOptions ClusterOptionsFor(const CompareOptions& options, const workload::RunReport& report,
                                  const std::string& router) {
   ClusterOptions c = options.cluster;
   if (c.itl_slo_s <= 0 && !report.itl_targets_tps.empty()) {
@@ -23,7 +23,7 @@ ClusterOptions ClusterOptionsFor(const CompareOptions& options, const RunReport&
 
 std::expected<CompareResult, std::string> RunCompare(const CompareOptions& options,
                                                      const RunnerOptions& run,
-                                                     const RunReport& report) {
+                                                     const workload::RunReport& report) {
   for (const auto& router : options.routers) {
     if (!IsKnownRouterName(router)) return std::unexpected("unknown router " + router);
   }
@@ -45,11 +45,11 @@ std::expected<CompareResult, std::string> RunCompare(const CompareOptions& optio
     r.metrics_urls.clear();
     for (const auto& sim : cluster.sims()) r.metrics_urls.push_back(sim.url + "/metrics");
     if (r.model.empty() && !cluster.sims().empty()) r.model = cluster.sims().front().model;
-    RunReport one = report;
+    workload::RunReport one = report;
     one.label = router;
     if (auto ran = RunBenchmark(r, one); !ran) return std::unexpected(router + ": " + ran.error());
     cluster.Stop();
-    if (auto wrote = WriteRunFiles(one, options.out_dir); !wrote) {
+    if (auto wrote = workload::WriteRunFiles(one, options.out_dir); !wrote) {
       return std::unexpected(wrote.error());
     }
     if (options.plots) (void)WritePlots(one, options.out_dir);  // the compare chart reports

@@ -36,7 +36,7 @@ struct CompareOptions {
 };
 
 struct CompareResult {
-  std::vector<RunReport> runs;
+  std::vector<workload::RunReport> runs;
   std::vector<CompareRow> rows;  // ratios filled against nginx-rr when it ran
 };
 
@@ -44,13 +44,13 @@ struct CompareResult {
 // (<out_dir>/cluster/<router, ':' → '_'>) and, unless options.cluster sets one, `kvroute
 // serve`'s scheduler.itl_slo_s = the first of report.itl_targets_tps (Infera's headline
 // per-user target, model time) in wall time (WallItlSlo: / speedup).
-ClusterOptions ClusterOptionsFor(const CompareOptions& options, const RunReport& report,
+ClusterOptions ClusterOptionsFor(const CompareOptions& options, const workload::RunReport& report,
                                  const std::string& router);
 
 // `run` is the workload (target_url, metrics_urls and model are set per router); `report`
 // the template of every run's report (config, gpus, targets; the label becomes the router).
 std::expected<CompareResult, std::string> RunCompare(const CompareOptions& options,
                                                      const RunnerOptions& run,
-                                                     const RunReport& report);
+                                                     const workload::RunReport& report);
 
 }  // namespace kvroute::bench

@@ -15,19 +15,19 @@ namespace {
 
 // A closed-loop run of one level: `n` ok requests of 100 output tokens each over `duration`
 // seconds, every inter-token gap `itl` seconds.
-RunReport Fixture(const std::string& label, int n, double duration, double itl,
+workload::RunReport Fixture(const std::string& label, int n, double duration, double itl,
                   std::optional<double> hit = std::nullopt) {
-  RunReport run;
+  workload::RunReport run;
   run.label = label;
   run.workload = "agentic";
   run.itl_targets_tps = {30, 50};
-  LevelResult level;
+  workload::LevelResult level;
   level.name = "c=4";
   level.concurrency = 4;
   level.duration_s = duration;
   level.hit_rate = hit;
   for (int i = 0; i < n; ++i) {
-    RequestRecord rec;
+    workload::RequestRecord rec;
     rec.result.ok = true;
     rec.result.ttft_s = 0.1 * (i + 1);
     rec.result.prompt_tokens = 0;
@@ -53,8 +53,8 @@ TEST(CompareRowTest, PoolsRequestsAndComputesThroughput) {
 }
 
 TEST(CompareRowTest, CountsFailedRequestsOutsideTheLatencies) {
-  RunReport run = Fixture("a", 2, 1.0, 0.01);
-  RequestRecord bad;
+  workload::RunReport run = Fixture("a", 2, 1.0, 0.01);
+  workload::RequestRecord bad;
   bad.result.ok = false;
   bad.result.error_kind = "http_5xx";
   bad.result.ttft_s = 100;
@@ -74,14 +74,14 @@ TEST(CompareRowTest, GoodputIsAbsentWhenTheSpeedTargetIsMissed) {
 }
 
 TEST(CompareRowTest, KeepsWhereGoodputWasTakenTheCpuTierAndTheSweepStop) {
-  RunReport run = Fixture("kvroute:x", 4, 1.0, 0.01, 0.8);
+  workload::RunReport run = Fixture("kvroute:x", 4, 1.0, 0.01, 0.8);
   run.levels[0].external_hit_rate = 0.1;
-  LevelResult second = run.levels[0];
+  workload::LevelResult second = run.levels[0];
   second.name = "c=8";
   second.concurrency = 8;
   second.external_hit_rate = 0.3;
   run.levels.push_back(second);
-  run.sweep_stop = SweepStop{.after_level = "c=8", .mean_itl_s = 0.05, .skipped = {16}};
+  run.sweep_stop = workload::SweepStop{.after_level = "c=8", .mean_itl_s = 0.05, .skipped = {16}};
   CompareRow row = CompareRowOf(run);
   ASSERT_EQ(row.goodput_at.size(), 2u);
   EXPECT_EQ(row.goodput_at[0], 8);  // both levels meet 30 tok/s; the higher one counts
@@ -175,9 +175,9 @@ TEST(CompareTableTest, HeaderStatesTheModelTimeBase) {
 // The demo's shape: two routers, one concurrency level, the 30 tok/s target met (40 tok/s per
 // user), the 50 one not, no CPU tier, no stop rule.
 std::vector<CompareRow> DemoRows() {
-  RunReport rr = Fixture("nginx-rr", 254, 500.0, 0.025);
-  RunReport kv = Fixture("kvroute:predicted_latency", 318, 500.0, 0.025);
-  for (RunReport* run : {&rr, &kv}) {
+  workload::RunReport rr = Fixture("nginx-rr", 254, 500.0, 0.025);
+  workload::RunReport kv = Fixture("kvroute:predicted_latency", 318, 500.0, 0.025);
+  for (workload::RunReport* run : {&rr, &kv}) {
     for (auto& rec : run->levels[0].requests) {
       rec.result.prompt_tokens = 1000;
       rec.result.cached_tokens = run == &kv ? 950 : 640;
@@ -269,7 +269,7 @@ TEST(ClusterOptionsForTest, ServeGetsTheHeadlineTargetAsAWallTimeItlSlo) {
   CompareOptions o;
   o.cluster.speedup = 10;
   o.out_dir = "out";
-  RunReport report;
+  workload::RunReport report;
   report.itl_targets_tps = {30, 50};
   const ClusterOptions c = ClusterOptionsFor(o, report, "kvroute:predicted_latency");
   EXPECT_DOUBLE_EQ(c.itl_slo_s, 1.0 / 30 / 10);  // 33 ms per token in model time
@@ -280,7 +280,7 @@ TEST(ClusterOptionsForTest, AnExplicitSloOrNoTargetIsLeftAlone) {
   CompareOptions o;
   o.cluster.speedup = 10;
   o.cluster.itl_slo_s = 0.05;
-  RunReport report;
+  workload::RunReport report;
   report.itl_targets_tps = {30};
   EXPECT_DOUBLE_EQ(ClusterOptionsFor(o, report, "nginx-rr").itl_slo_s, 0.05);
   o.cluster.itl_slo_s = 0;

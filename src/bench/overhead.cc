@@ -49,7 +49,7 @@ std::string Ms(double s) { return Fixed(s * 1000.0, 2); }
 
 std::string CpuUs(double us) { return us < 0 ? std::string("-") : Fixed(us, 0); }
 
-json::object SummaryMs(const Summary& s) {
+json::object SummaryMs(const workload::Summary& s) {
   return {{"count", s.count},       {"mean_ms", s.mean * 1000}, {"p50_ms", s.p50 * 1000},
           {"p90_ms", s.p90 * 1000}, {"p99_ms", s.p99 * 1000},   {"min_ms", s.min * 1000},
           {"max_ms", s.max * 1000}};
@@ -105,8 +105,8 @@ OverheadLevel SummarizeOverheadLevel(std::string target, int concurrency,
     e2e.push_back(s.e2e_s);
   }
   level.elapsed_s = elapsed_s > 0 ? elapsed_s : (any ? last - first : 0);
-  level.latency = Summarize(latency);
-  level.e2e = Summarize(e2e);
+  level.latency = workload::Summarize(latency);
+  level.e2e = workload::Summarize(e2e);
   return level;
 }
 

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench/stats.h"
+#include "workload/stats.h"
 
 namespace kvroute::bench {
 
@@ -50,8 +50,8 @@ struct OverheadLevel {
   std::map<std::string, std::size_t> error_kinds;
   double elapsed_s = 0;      // first send to last completion of the recorded requests
   std::uint64_t chunks = 0;  // of ok requests
-  Summary latency;           // of ok requests, seconds
-  Summary e2e;               // of ok requests, seconds
+  workload::Summary latency;           // of ok requests, seconds
+  workload::Summary e2e;               // of ok requests, seconds
 
   // CPU seconds used while the level ran (warm-up included), read from /proc: the target's
   // proxy (0 for direct), the sims together, the load generator; -1 when unknown. On a

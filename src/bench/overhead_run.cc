@@ -13,8 +13,8 @@
 #include "bench/cluster.h"
 #include "bench/overhead_load.h"
 #include "bench/overhead_procs.h"
-#include "bench/report.h"
-#include "bench/workload.h"
+#include "workload/report.h"
+#include "workload/workload.h"
 #include "tokenize/simple_tokenizer.h"
 
 namespace kvroute::bench {
@@ -196,7 +196,7 @@ std::expected<OverheadReport, std::string> RunOverhead(const OverheadOptions& gi
   std::vector<std::string> bodies;
   for (int i = 0; i < std::max(1, o.prompt_pool); ++i) {
     const std::string prompt =
-        MakeText(tokenizer, o.prompt_tokens, o.seed * 1000003ull + static_cast<std::uint64_t>(i));
+        workload::MakeText(tokenizer, o.prompt_tokens, o.seed * 1000003ull + static_cast<std::uint64_t>(i));
     bodies.push_back(OverheadChatBody(model, prompt, o.output_tokens, o.stream));
   }
   std::vector<std::string> direct_urls;
@@ -256,7 +256,7 @@ std::expected<void, std::string> WriteOverheadFiles(const OverheadReport& report
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return std::unexpected("cannot create " + dir + ": " + ec.message());
-  const std::string stem = dir + "/" + FileStem(report.config.label);
+  const std::string stem = dir + "/" + workload::FileStem(report.config.label);
   for (const auto& [path, text] :
        {std::pair{stem + ".json", OverheadJson(report)}, {stem + ".csv", OverheadCsv(report)}}) {
     std::ofstream out(path);

@@ -48,19 +48,19 @@ std::string ShellQuote(std::string_view s) {
 
 }  // namespace
 
-std::vector<PlotFile> MakePlotFiles(const RunReport& run, std::string_view png_terminal,
+std::vector<PlotFile> MakePlotFiles(const workload::RunReport& run, std::string_view png_terminal,
                                     std::size_t max_cdf_points) {
-  const std::string stem = FileStem(run.label);
+  const std::string stem = workload::FileStem(run.label);
   std::vector<PlotFile> files;
   const bool closed = std::any_of(run.levels.begin(), run.levels.end(),
-                                  [](const LevelResult& l) { return l.concurrency > 0; });
-  const auto infera = InferaGoodputs(run);
+                                  [](const workload::LevelResult& l) { return l.concurrency > 0; });
+  const auto infera = workload::InferaGoodputs(run);
 
   // Throughput (and goodput) vs the level's x: concurrency or offered rate.
   std::ostringstream tput;
   tput << "# x input_tok_s output_tok_s total_tok_s_per_gpu hit_rate level\n";
-  for (const LevelResult& l : run.levels) {
-    LevelSummary s = SummarizeLevel(l, run.slo);
+  for (const workload::LevelResult& l : run.levels) {
+    workload::LevelSummary s = workload::SummarizeLevel(l, run.slo);
     const double x = l.concurrency > 0 ? l.concurrency : l.rate_per_s;
     tput << x << ' ' << s.input_tokens_per_s << ' ' << s.output_tokens_per_s << ' '
          << (s.input_tokens_per_s + s.output_tokens_per_s) / std::max(1, run.gpus) << ' '
@@ -70,9 +70,9 @@ std::vector<PlotFile> MakePlotFiles(const RunReport& run, std::string_view png_t
 
   // CDFs: one data block per level (separated by two blank lines → gnuplot "index").
   std::ostringstream ttft, itl;
-  for (const LevelResult& l : run.levels) {
+  for (const workload::LevelResult& l : run.levels) {
     std::vector<double> t, g;
-    for (const RequestRecord& r : l.requests) {
+    for (const workload::RequestRecord& r : l.requests) {
       if (!r.result.ok) continue;
       t.push_back(r.result.ttft_s);
       g.insert(g.end(), r.result.itl_s.begin(), r.result.itl_s.end());
@@ -153,7 +153,7 @@ std::string DetectPngTerminal() {
   return out.find("pngcairo") != std::string::npos ? "pngcairo" : "png";
 }
 
-std::expected<void, std::string> WritePlots(const RunReport& run, const std::string& dir) {
+std::expected<void, std::string> WritePlots(const workload::RunReport& run, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return std::unexpected("cannot create " + dir + ": " + ec.message());

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/report.h"
+#include "workload/report.h"
 
 namespace kvroute::bench {
 
@@ -26,7 +26,7 @@ struct PlotFile {
 
 // Data files and the script (last element, "<stem>_plots.gp"). `png_terminal` is
 // "pngcairo" when gnuplot has it, else "png". CDFs keep at most `max_cdf_points` per level.
-std::vector<PlotFile> MakePlotFiles(const RunReport& run, std::string_view png_terminal,
+std::vector<PlotFile> MakePlotFiles(const workload::RunReport& run, std::string_view png_terminal,
                                     std::size_t max_cdf_points = 2000);
 
 // "pngcairo" if the installed gnuplot offers it, "png" otherwise, empty without gnuplot.
@@ -34,6 +34,6 @@ std::string DetectPngTerminal();
 
 // Writes the files into `dir` and runs gnuplot there. Error text when gnuplot is missing or
 // fails (the data files and script are written regardless).
-std::expected<void, std::string> WritePlots(const RunReport& run, const std::string& dir);
+std::expected<void, std::string> WritePlots(const workload::RunReport& run, const std::string& dir);
 
 }  // namespace kvroute::bench

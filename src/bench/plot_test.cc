@@ -5,18 +5,18 @@
 namespace kvroute::bench {
 namespace {
 
-RunReport SampleRun() {
-  RunReport run;
+workload::RunReport SampleRun() {
+  workload::RunReport run;
   run.label = "kv";
   run.workload = "agentic";
   for (int c : {1, 4}) {
-    LevelResult l;
+    workload::LevelResult l;
     l.name = "c=" + std::to_string(c);
     l.concurrency = c;
     l.duration_s = 1;
     l.hit_rate = 0.25 * c;
     for (int i = 0; i < 10; ++i) {
-      RequestRecord r;
+      workload::RequestRecord r;
       r.result.ok = true;
       r.result.ttft_s = 0.1 * (i + 1);
       r.result.itl_s = {0.01, 0.02};

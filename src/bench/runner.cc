@@ -28,9 +28,9 @@
 #include "api/sse_parser.h"
 #include "bench/metrics_scrape.h"
 #include "bench/runner_request.h"
-#include "bench/time_base.h"
-#include "bench/trace.h"
-#include "bench/trace_expand.h"
+#include "workload/time_base.h"
+#include "workload/trace.h"
+#include "workload/trace_expand.h"
 #include "client/async_http_client.h"
 
 namespace kvroute::bench {
@@ -64,7 +64,7 @@ T RunSync(asio::io_context& ioc, asio::awaitable<T> aw) {
 
 // State of one level, touched only on the io_context thread.
 struct LevelState {
-  LevelResult result;
+  workload::LevelResult result;
   std::chrono::steady_clock::time_point started;
   double stop_after_s = kHardMaxLevelSeconds;
   int max_requests = kHardMaxRequests;
@@ -85,7 +85,7 @@ struct LevelState {
     ++in_flight;
     return true;
   }
-  void Record(RequestRecord rec) {
+  void Record(workload::RequestRecord rec) {
     --in_flight;
     ++done;
     if (!rec.result.ok) ++errors;
@@ -108,7 +108,7 @@ class Runner {
     while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
   }
 
-  std::expected<void, std::string> Run(RunReport& report);
+  std::expected<void, std::string> Run(workload::RunReport& report);
 
  private:
   static client::ClientOptions ClientOptionsFor(const RunnerOptions& o) {
@@ -135,21 +135,21 @@ class Runner {
   asio::awaitable<std::string> DiscoverModel();
   asio::awaitable<CacheCounters> ScrapeAll();
   // Sends one streamed request and accounts its SSE events. Returns the result and the reply.
-  asio::awaitable<std::pair<RequestResult, std::string>> SendStreamed(std::string path,
+  asio::awaitable<std::pair<workload::RequestResult, std::string>> SendStreamed(std::string path,
                                                                       std::string body);
   asio::awaitable<void> Progress(LevelState& level);
   asio::awaitable<void> WaitFinished(LevelState& level);
 
   asio::awaitable<void> AgenticLevel(LevelState& level, int concurrency, int level_index);
   asio::awaitable<void> AgenticWorker(LevelState& level,
-                                      const std::vector<AgenticSession>& sessions,
+                                      const std::vector<workload::AgenticSession>& sessions,
                                       std::uint64_t seed, int& next_session);
   // Open loop: job i is sent at arrivals[i] seconds after the level starts.
   asio::awaitable<void> OpenLoopLevel(LevelState& level, std::vector<double> arrivals,
                                       std::function<std::pair<std::string, std::string>(int)> job,
                                       std::function<int(int)> group_of);
   std::expected<void, std::string> RunLevel(
-      RunReport& report, LevelResult shape,
+      workload::RunReport& report, workload::LevelResult shape,
       const std::function<asio::awaitable<void>(LevelState&)>& body);
 
   const RunnerOptions& options_;
@@ -201,7 +201,7 @@ asio::awaitable<CacheCounters> Runner::ScrapeAll() {
   co_return sum;
 }
 
-asio::awaitable<std::pair<RequestResult, std::string>> Runner::SendStreamed(std::string path,
+asio::awaitable<std::pair<workload::RequestResult, std::string>> Runner::SendStreamed(std::string path,
                                                                             std::string body) {
   StreamAccounting acc(Now());
   auto stream = co_await http_.Stream(Post(std::move(path), std::move(body)));
@@ -242,7 +242,7 @@ asio::awaitable<std::pair<RequestResult, std::string>> Runner::SendStreamed(std:
       }
     }
   }
-  RequestResult result = acc.Finish(Now());
+  workload::RequestResult result = acc.Finish(Now());
   co_return std::pair(std::move(result), acc.reply());
 }
 
@@ -275,7 +275,7 @@ asio::awaitable<void> Runner::WaitFinished(LevelState& level) {
 }
 
 asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
-                                            const std::vector<AgenticSession>& sessions,
+                                            const std::vector<workload::AgenticSession>& sessions,
                                             std::uint64_t seed, int& next_session) {
   // The pause owed since this worker's previous request ended (keyed by that request's
   // session and turn, as the simulator keys it); the next session is taken at once, as the
@@ -284,7 +284,7 @@ asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
   asio::steady_timer timer(ioc_);
   while (next_session < static_cast<int>(sessions.size())) {
     const int si = next_session++;
-    const AgenticSession& session = sessions[si];
+    const workload::AgenticSession& session = sessions[si];
     std::vector<Message> messages{{"system", session.system_prompt}};
     for (std::size_t turn = 0; turn < session.user_turns.size(); ++turn) {
       if (pause && pause->count() > 0) {
@@ -298,7 +298,7 @@ asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
       auto [result, reply] = co_await SendStreamed(
           "/v1/chat/completions", ChatRequestBody(model_, messages, session.output_tokens));
       const bool ok = result.ok;
-      level.Record(RequestRecord{std::move(result), si, static_cast<int>(turn)});
+      level.Record(workload::RequestRecord{std::move(result), si, static_cast<int>(turn)});
       if (options_.turn_pause.enabled()) {
         pause = AgenticWallPause(options_, seed, si, static_cast<int>(turn));
       }
@@ -309,12 +309,12 @@ asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
 }
 
 asio::awaitable<void> Runner::AgenticLevel(LevelState& level, int concurrency, int level_index) {
-  AgenticOptions a = options_.agentic;
+  workload::AgenticOptions a = options_.agentic;
   a.sessions = std::max(a.sessions, concurrency);
   // Fresh session texts per level (the common prefix stays common within the level), so one
   // level's cache does not serve the next.
   a.seed = options_.seed + 1000003ull * static_cast<std::uint64_t>(level_index);
-  const std::vector<AgenticSession> sessions = MakeAgenticSessions(*options_.tokenizer, a);
+  const std::vector<workload::AgenticSession> sessions = workload::MakeAgenticSessions(*options_.tokenizer, a);
   int next_session = 0;
   int workers = concurrency;
   asio::steady_timer timer(ioc_);
@@ -354,7 +354,7 @@ asio::awaitable<void> Runner::OpenLoopLevel(
         [this, &level, i, group = group_of(i), path = std::move(path),
          body = std::move(body)]() mutable -> asio::awaitable<void> {
           auto [result, reply] = co_await SendStreamed(std::move(path), std::move(body));
-          level.Record(RequestRecord{std::move(result), group, i});
+          level.Record(workload::RequestRecord{std::move(result), group, i});
         },
         [](std::exception_ptr e) {
           if (e) std::rethrow_exception(e);
@@ -364,7 +364,7 @@ asio::awaitable<void> Runner::OpenLoopLevel(
 }
 
 std::expected<void, std::string> Runner::RunLevel(
-    RunReport& report, LevelResult shape,
+    workload::RunReport& report, workload::LevelResult shape,
     const std::function<asio::awaitable<void>(LevelState&)>& body) {
   CacheCounters before = RunSync(ioc_, ScrapeAll());
   LevelState level;
@@ -385,25 +385,25 @@ std::expected<void, std::string> Runner::RunLevel(
   if (level.first_send_s && level.last_end_s) {
     level.result.duration_s = *level.last_end_s - *level.first_send_s;
   }
-  ScaleToModelTime(level.result, options_.time_scale);
+  workload::ScaleToModelTime(level.result, options_.time_scale);
   if (before.queries && after.queries && before.hits && after.hits) {
-    level.result.hit_rate = HitRate(*before.queries, *after.queries, *before.hits, *after.hits);
+    level.result.hit_rate = workload::HitRate(*before.queries, *after.queries, *before.hits, *after.hits);
   }
   if (before.external_queries && after.external_queries && before.external_hits &&
       after.external_hits) {
-    level.result.external_hit_rate = HitRate(*before.external_queries, *after.external_queries,
+    level.result.external_hit_rate = workload::HitRate(*before.external_queries, *after.external_queries,
                                              *before.external_hits, *after.external_hits);
   }
   // Order requests by send time: completion order depends on the server.
   std::sort(level.result.requests.begin(), level.result.requests.end(),
-            [](const RequestRecord& a, const RequestRecord& b) {
+            [](const workload::RequestRecord& a, const workload::RequestRecord& b) {
               return a.result.start_s < b.result.start_s;
             });
   report.levels.push_back(std::move(level.result));
   return {};
 }
 
-std::expected<void, std::string> Runner::Run(RunReport& report) {
+std::expected<void, std::string> Runner::Run(workload::RunReport& report) {
   report.target = options_.target_url;
   report.workload = options_.workload;
   report.started_at = NowIso8601();
@@ -419,23 +419,23 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
     for (std::size_t li = 0; li < options_.concurrency.size(); ++li) {
       const int c = options_.concurrency[li];
       if (c <= 0) return std::unexpected("concurrency levels must be positive");
-      LevelResult shape;
+      workload::LevelResult shape;
       shape.name = "c=" + std::to_string(c);
       shape.concurrency = c;
       auto ok = RunLevel(report, std::move(shape), [&, c, li](LevelState& level) {
         return AgenticLevel(level, c, static_cast<int>(li));
       });
       if (!ok) return ok;
-      const LevelResult& ran = report.levels.back();
+      const workload::LevelResult& ran = report.levels.back();
       auto stop =
-          SweepStopAfter(ran.name, SummarizeLevel(ran, std::nullopt).itl, options_.stop_mean_itl_s);
+          workload::SweepStopAfter(ran.name, workload::SummarizeLevel(ran, std::nullopt).itl, options_.stop_mean_itl_s);
       if (stop && li + 1 < options_.concurrency.size()) {
         stop->skipped.assign(options_.concurrency.begin() + static_cast<std::ptrdiff_t>(li) + 1,
                              options_.concurrency.end());
         report.sweep_stop = std::move(stop);
         if (options_.progress) {
           std::fprintf(stderr, "[bench] %s\n",
-                       SweepStopNote(*report.sweep_stop, options_.stop_mean_itl_s).c_str());
+                       workload::SweepStopNote(*report.sweep_stop, options_.stop_mean_itl_s).c_str());
         }
         break;
       }
@@ -447,10 +447,10 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
     for (std::size_t li = 0; li < options_.rates.size(); ++li) {
       const double rate = options_.rates[li];
       if (rate <= 0) return std::unexpected("rates must be positive");
-      SharedPrefixOptions sp = options_.shared_prefix;
+      workload::SharedPrefixOptions sp = options_.shared_prefix;
       sp.seed = options_.seed + 1000003ull * li;
-      auto prompts = std::make_shared<std::vector<SharedPrefixPrompt>>(
-          MakeSharedPrefixPrompts(*options_.tokenizer, sp));
+      auto prompts = std::make_shared<std::vector<workload::SharedPrefixPrompt>>(
+          workload::MakeSharedPrefixPrompts(*options_.tokenizer, sp));
       if (prompts->empty()) return std::unexpected("the shared-prefix workload has no prompts");
       // `rate` is per model second (the report's time base); --duration is wall seconds, so a
       // duration-bounded level sends duration x time_scale x rate requests.
@@ -461,16 +461,16 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
                     : static_cast<int>(prompts->size());
       }
       count = std::min(count, kHardMaxRequests);
-      LevelResult shape;
+      workload::LevelResult shape;
       char rate_text[32];
       std::snprintf(rate_text, sizeof rate_text, "%g", rate);
       shape.name = std::string("rate=") + rate_text;
       shape.rate_per_s = rate;
       auto ok = RunLevel(report, std::move(shape), [&, prompts, rate, count](LevelState& level) {
         return OpenLoopLevel(
-            level, ToWallTime(PoissonArrivals(count, rate, sp.seed), time_scale),
+            level, workload::ToWallTime(workload::PoissonArrivals(count, rate, sp.seed), time_scale),
             [this, prompts](int i) {
-              const SharedPrefixPrompt& p = (*prompts)[i % prompts->size()];
+              const workload::SharedPrefixPrompt& p = (*prompts)[i % prompts->size()];
               std::vector<Message> msgs{{"system", p.system_prompt}, {"user", p.question}};
               return std::pair(std::string("/v1/chat/completions"),
                                ChatRequestBody(model_, msgs, p.output_tokens));
@@ -484,10 +484,10 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
 
   if (options_.workload == "trace") {
     if (options_.trace_path.empty()) return std::unexpected("--trace FILE is required");
-    auto trace = LoadTrace(options_.trace_path);
+    auto trace = workload::LoadTrace(options_.trace_path);
     if (!trace) return std::unexpected(options_.trace_path + ": " + trace.error());
     if (options_.trace_speedup <= 0) return std::unexpected("--trace-speedup must be positive");
-    auto shared = std::make_shared<Trace>(std::move(*trace));
+    auto shared = std::make_shared<workload::Trace>(std::move(*trace));
     auto palette = std::make_shared<std::vector<TokenId>>(
         VocabularyPalette(*options_.tokenizer, options_.seed));
     std::vector<double> arrivals;
@@ -498,20 +498,20 @@ std::expected<void, std::string> Runner::Run(RunReport& report) {
     }
     // arrivals are model seconds here; the rate is reported per model second, and the sends
     // are scheduled in wall seconds (sims at speedup S run S model seconds per wall second).
-    LevelResult shape;
+    workload::LevelResult shape;
     shape.name = "trace";
     if (n > 1 && arrivals.back() > 0) shape.rate_per_s = static_cast<double>(n) / arrivals.back();
-    arrivals = ToWallTime(std::move(arrivals), time_scale);
+    arrivals = workload::ToWallTime(std::move(arrivals), time_scale);
     const std::uint32_t block = shared->hash_block_tokens > 0 ? shared->hash_block_tokens : 512;
     return RunLevel(report, std::move(shape), [&, shared, palette, block](LevelState& level) {
       return OpenLoopLevel(
           level, arrivals,
           [this, shared, palette, block](int i) {
-            const TraceRequest& r = shared->requests[i];
-            ExpandOptions eo{
+            const workload::TraceRequest& r = shared->requests[i];
+            workload::ExpandOptions eo{
                 .prefix_multiplier = options_.prefix_multiplier,
                 .unique_salt = options_.seed * 1'000'003ull + static_cast<std::uint64_t>(i)};
-            std::vector<TokenId> prompt = ExpandPrompt(r, block, *palette, eo);
+            std::vector<TokenId> prompt = workload::ExpandPrompt(r, block, *palette, eo);
             return std::pair(
                 std::string("/v1/completions"),
                 CompletionRequestBody(model_, prompt, std::max<std::uint32_t>(1, r.output_tokens)));
@@ -529,18 +529,18 @@ std::chrono::duration<double> AgenticWallPause(const RunnerOptions& options, std
                                                int session, int turn) {
   const double scale = options.time_scale > 0 ? options.time_scale : 1.0;
   return std::chrono::duration<double>(
-      ToSeconds(AgenticTurnPause(options.turn_pause, seed, session, turn)) / scale);
+      ToSeconds(workload::AgenticTurnPause(options.turn_pause, seed, session, turn)) / scale);
 }
 
 std::vector<TokenId> VocabularyPalette(const tokenize::Tokenizer& tokenizer, std::uint64_t seed) {
-  const std::string text = MakeText(tokenizer, 4096, seed ^ 0x9e3779b97f4a7c15ull);
+  const std::string text = workload::MakeText(tokenizer, 4096, seed ^ 0x9e3779b97f4a7c15ull);
   std::vector<TokenId> ids = tokenizer.Encode(text, /*add_special_tokens=*/false);
   std::set<TokenId> distinct(ids.begin(), ids.end());
   distinct.erase(tokenizer.EosTokenId());
   return std::vector<TokenId>(distinct.begin(), distinct.end());
 }
 
-std::expected<void, std::string> RunBenchmark(const RunnerOptions& options, RunReport& report) {
+std::expected<void, std::string> RunBenchmark(const RunnerOptions& options, workload::RunReport& report) {
   if (!options.tokenizer) return std::unexpected("no tokenizer");
   auto url = client::ParseUrl(options.target_url);
   if (!url) return std::unexpected(url.error());

@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
-#include "bench/workload.h"
+#include "workload/report.h"
+#include "workload/workload.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::bench {
@@ -43,18 +43,18 @@ struct RunnerOptions {
   std::string workload = "agentic";       // agentic | shared-prefix | trace
 
   // sessions <= 0 (the default here): as many sessions as the level's concurrency.
-  AgenticOptions agentic = [] {
-    AgenticOptions a;
+  workload::AgenticOptions agentic = [] {
+    workload::AgenticOptions a;
     a.sessions = 0;
     return a;
   }();
   std::vector<int> concurrency = {1};
-  // Agentic: the client's pause after each request, in model time (bench::AgenticTurnPause,
+  // Agentic: the client's pause after each request, in model time (workload::AgenticTurnPause,
   // the same draws `kvroute simulate --think-time/--turn-jitter` makes); waited in wall time
   // divided by time_scale. Zero (the default): the next request goes out at once.
-  TurnPause turn_pause;
+  workload::TurnPause turn_pause;
 
-  SharedPrefixOptions shared_prefix;
+  workload::SharedPrefixOptions shared_prefix;
   std::vector<double> rates = {1};
   int requests_per_rate = 0;  // 0: duration_s × rate (or every prompt)
 
@@ -82,7 +82,7 @@ inline constexpr int kHardMaxRequests = 1'000'000;
 inline constexpr double kHardMaxLevelSeconds = 4 * 3600;
 
 // The wall-clock wait of the agentic client after turn `turn` of session `session` of a level
-// whose workload seed is `seed`: AgenticTurnPause in model time, divided by time_scale.
+// whose workload seed is `seed`: workload::AgenticTurnPause in model time, divided by time_scale.
 std::chrono::duration<double> AgenticWallPause(const RunnerOptions& options, std::uint64_t seed,
                                                int session, int turn);
 
@@ -91,7 +91,7 @@ std::chrono::duration<double> AgenticWallPause(const RunnerOptions& options, std
 // `stop_mean_itl_s`;
 // leaves the caller's label, gpus, targets and config as given. Errors are setup failures
 // (unreadable trace, bad URL); request failures are results.
-std::expected<void, std::string> RunBenchmark(const RunnerOptions& options, RunReport& report);
+std::expected<void, std::string> RunBenchmark(const RunnerOptions& options, workload::RunReport& report);
 
 // The vocabulary palette for token-id prompts: distinct ids of seeded text (never special
 // tokens), so every id is one the tokenizer — and so the engine — accepts.

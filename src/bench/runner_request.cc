@@ -102,7 +102,7 @@ bool StreamAccounting::OnEvent(std::string_view data, double now_s) {
 
 void StreamAccounting::OnDone(double /*now_s*/) { done_ = true; }
 
-RequestResult StreamAccounting::Finish(double end_s, std::string_view error_kind) {
+workload::RequestResult StreamAccounting::Finish(double end_s, std::string_view error_kind) {
   result_.e2e_s = end_s - result_.start_s;
   if (!usage_seen_) result_.output_tokens = chunks_;
   if (!error_kind.empty()) {

@@ -3,7 +3,7 @@
 //     always streamed with usage, ignore_eos and max_tokens, so every request produces
 //     exactly the output length the workload asks for;
 //   - StreamAccounting, which turns the SSE events of a streamed response, each stamped
-//     with its arrival time, into a bench::RequestResult (TTFT, every inter-token gap,
+//     with its arrival time, into a workload::RequestResult (TTFT, every inter-token gap,
 //     E2E, token counts from usage) and the assistant's reply text (the agentic workload
 //     appends it to the session's history).
 //
@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/goodput.h"
+#include "workload/goodput.h"
 #include "common/types.h"
 
 namespace kvroute::bench {
@@ -53,13 +53,13 @@ class StreamAccounting {
 
   // The finished result. `error_kind` empty means the transport ended cleanly; a stream
   // without [DONE] or without any content chunk is failed with kind "stream".
-  RequestResult Finish(double end_s, std::string_view error_kind = {});
+  workload::RequestResult Finish(double end_s, std::string_view error_kind = {});
 
   const std::string& reply() const { return reply_; }
   std::uint32_t content_chunks() const { return chunks_; }
 
  private:
-  RequestResult result_;
+  workload::RequestResult result_;
   std::string reply_;
   std::uint32_t chunks_ = 0;
   std::optional<double> last_chunk_s_;

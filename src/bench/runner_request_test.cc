@@ -43,7 +43,7 @@ TEST(StreamAccounting, TtftIsTheFirstContentChunkNotTheRoleChunk) {
   ASSERT_TRUE(acc.OnEvent(Content("b"), 10.7));
   ASSERT_TRUE(acc.OnEvent(Content("c"), 11.0));
   acc.OnDone(11.0);
-  RequestResult r = acc.Finish(11.2);
+  workload::RequestResult r = acc.Finish(11.2);
   EXPECT_TRUE(r.ok);
   EXPECT_DOUBLE_EQ(r.ttft_s, 0.5);
   ASSERT_EQ(r.itl_s.size(), 2u);
@@ -62,7 +62,7 @@ TEST(StreamAccounting, UsageChunkGivesTokenCountsAndCachedTokens) {
       R"("prompt_tokens_details":{"cached_tokens":64}}})",
       2));
   acc.OnDone(2);
-  RequestResult r = acc.Finish(2);
+  workload::RequestResult r = acc.Finish(2);
   EXPECT_TRUE(r.ok);
   EXPECT_EQ(r.prompt_tokens, 100u);
   EXPECT_EQ(r.output_tokens, 7u);
@@ -74,7 +74,7 @@ TEST(StreamAccounting, CompletionTextChunksCount) {
   ASSERT_TRUE(acc.OnEvent(R"({"choices":[{"index":0,"text":"tok"}]})", 1));
   ASSERT_TRUE(acc.OnEvent(R"({"choices":[{"index":0,"text":"en"}]})", 1.5));
   acc.OnDone(1.5);
-  RequestResult r = acc.Finish(1.5);
+  workload::RequestResult r = acc.Finish(1.5);
   EXPECT_TRUE(r.ok);
   EXPECT_EQ(acc.reply(), "token");
   EXPECT_EQ(acc.content_chunks(), 2u);
@@ -83,7 +83,7 @@ TEST(StreamAccounting, CompletionTextChunksCount) {
 TEST(StreamAccounting, StreamWithoutDoneIsAStreamError) {
   StreamAccounting acc(0);
   ASSERT_TRUE(acc.OnEvent(Content("x"), 1));
-  RequestResult r = acc.Finish(2);
+  workload::RequestResult r = acc.Finish(2);
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error_kind, "stream");
 }
@@ -103,7 +103,7 @@ TEST(StreamAccounting, BadJsonFailsTheRequest) {
 TEST(StreamAccounting, TransportErrorKindWins) {
   StreamAccounting acc(0);
   ASSERT_TRUE(acc.OnEvent(Content("x"), 1));
-  RequestResult r = acc.Finish(2, "idle_timeout");
+  workload::RequestResult r = acc.Finish(2, "idle_timeout");
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error_kind, "idle_timeout");
 }

@@ -148,7 +148,7 @@ RunnerOptions SmallAgentic(const FakeOpenAi& fake) {
 
 TEST(RunBenchmark, AgenticTurnsCarryTheWholeHistoryWithTheRealReply) {
   FakeOpenAi fake;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(SmallAgentic(fake), report).has_value());
   auto bodies = fake.bodies();
   ASSERT_EQ(bodies.size(), 3u);
@@ -162,7 +162,7 @@ TEST(RunBenchmark, AgenticTurnsCarryTheWholeHistoryWithTheRealReply) {
   EXPECT_TRUE(bodies[2].at("ignore_eos").as_bool());
 }
 
-// The client waits AgenticTurnPause (model time) after each request before its next one:
+// The client waits workload::AgenticTurnPause (model time) after each request before its next one:
 // every gap between a request's end and the same worker's next send is at least that pause
 // (a lower bound the timer guarantees; nothing here asserts how fast anything is).
 TEST(RunBenchmark, AgenticClientPausesTheSharedTurnPauseBetweenRequests) {
@@ -171,7 +171,7 @@ TEST(RunBenchmark, AgenticClientPausesTheSharedTurnPauseBetweenRequests) {
   o.agentic.sessions = 2;  // one worker runs two sessions: the pause also precedes session 1
   o.turn_pause = {std::chrono::milliseconds(20), std::chrono::milliseconds(40)};
   o.time_scale = 2;  // waited 1/2 in wall time; the report is in model time
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(o, report).has_value());
   ASSERT_EQ(report.levels.size(), 1u);
   const auto& reqs = report.levels[0].requests;
@@ -179,7 +179,7 @@ TEST(RunBenchmark, AgenticClientPausesTheSharedTurnPauseBetweenRequests) {
   for (std::size_t i = 1; i < reqs.size(); ++i) {
     const auto& prev = reqs[i - 1];
     const double end = prev.result.start_s + prev.result.e2e_s;
-    const double pause = ToSeconds(AgenticTurnPause(o.turn_pause, o.seed, prev.session, prev.turn));
+    const double pause = ToSeconds(workload::AgenticTurnPause(o.turn_pause, o.seed, prev.session, prev.turn));
     EXPECT_GE(reqs[i].result.start_s - end, pause - 1e-6) << "request " << i;
   }
 }
@@ -190,13 +190,13 @@ TEST(RunBenchmark, AgenticWallPauseIsTheModelPauseOverTheTimeScale) {
   o.time_scale = 4;
   for (int turn = 0; turn < 4; ++turn) {
     EXPECT_DOUBLE_EQ(AgenticWallPause(o, 5, 2, turn).count(),
-                     ToSeconds(AgenticTurnPause(o.turn_pause, 5, 2, turn)) / 4);
+                     ToSeconds(workload::AgenticTurnPause(o.turn_pause, 5, 2, turn)) / 4);
   }
 }
 
 TEST(RunBenchmark, AgenticResultsCountEveryTokenAndCachedTokensGrow) {
   FakeOpenAi fake;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(SmallAgentic(fake), report).has_value());
   ASSERT_EQ(report.levels.size(), 1u);
   const auto& reqs = report.levels[0].requests;
@@ -213,7 +213,7 @@ TEST(RunBenchmark, AgenticResultsCountEveryTokenAndCachedTokensGrow) {
 
 TEST(RunBenchmark, HitRateComesFromTheScrapedCounters) {
   FakeOpenAi fake;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(SmallAgentic(fake), report).has_value());
   double prompt = 0, cached = 0;
   for (const auto& r : report.levels[0].requests) {
@@ -228,7 +228,7 @@ TEST(RunBenchmark, ConcurrencySweepRunsOneLevelPerEntry) {
   FakeOpenAi fake;
   RunnerOptions o = SmallAgentic(fake);
   o.concurrency = {1, 2};
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(o, report).has_value());
   ASSERT_EQ(report.levels.size(), 2u);
   EXPECT_EQ(report.levels[0].name, "c=1");
@@ -245,7 +245,7 @@ TEST(RunBenchmark, StopRuleEndsTheSweepAfterTheLevelWhoseMeanItlCrossed) {
   o.concurrency = {1, 2, 4};
   o.time_scale = 1000;
   o.stop_mean_itl_s = 0.040;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(o, report).has_value());
   ASSERT_EQ(report.levels.size(), 1u);
   ASSERT_TRUE(report.sweep_stop.has_value());
@@ -262,7 +262,7 @@ TEST(RunBenchmark, StopRuleBelowItsThresholdRunsEveryLevel) {
   o.agentic.turns = 1;
   o.concurrency = {1, 2};
   o.stop_mean_itl_s = 3600;  // an hour per token: never crossed
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(o, report).has_value());
   EXPECT_EQ(report.levels.size(), 2u);
   EXPECT_FALSE(report.sweep_stop.has_value());
@@ -272,7 +272,7 @@ TEST(RunBenchmark, MaxRequestsBoundsALevel) {
   FakeOpenAi fake;
   RunnerOptions o = SmallAgentic(fake);
   o.max_requests = 2;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(o, report).has_value());
   EXPECT_EQ(report.levels[0].requests.size(), 2u);
 }
@@ -280,7 +280,7 @@ TEST(RunBenchmark, MaxRequestsBoundsALevel) {
 TEST(RunBenchmark, ServerErrorIsRecordedByKind) {
   FakeOpenAi fake;
   fake.fail_with_500 = true;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(SmallAgentic(fake), report).has_value());
   const auto& reqs = report.levels[0].requests;
   ASSERT_EQ(reqs.size(), 1u);  // a failed turn ends its session
@@ -295,7 +295,7 @@ TEST(RunBenchmark, UnreachableTargetIsAConnectError) {
     o = SmallAgentic(gone);
   }
   o.request_timeout_s = 5;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(o, report).has_value());
   ASSERT_EQ(report.levels[0].requests.size(), 1u);
   EXPECT_EQ(report.levels[0].requests[0].result.error_kind, "connect_refused");
@@ -317,7 +317,7 @@ TEST(RunBenchmark, TraceReplaySendsTokenIdPromptsOfTheTraceLengths) {
   o.workload = "trace";
   o.trace_path = path.string();
   o.prefix_multiplier = 0.25;
-  RunReport report;
+  workload::RunReport report;
   ASSERT_TRUE(RunBenchmark(o, report).has_value());
   std::filesystem::remove(path);
   auto bodies = fake.bodies();
@@ -338,7 +338,7 @@ TEST(RunBenchmark, UnknownWorkloadIsASetupError) {
   FakeOpenAi fake;
   RunnerOptions o = SmallAgentic(fake);
   o.workload = "nope";
-  RunReport report;
+  workload::RunReport report;
   EXPECT_FALSE(RunBenchmark(o, report).has_value());
 }
 

@@ -21,7 +21,11 @@ inline Nanos FromSeconds(double s) {
   return std::chrono::duration_cast<Nanos>(std::chrono::duration<double>(s));
 }
 
-// Identifies a worker (model server) inside kvroute. Dense, assigned by the registry.
+// Identifies a worker (model server) inside kvroute. Dense, assigned by fleet::RouterState.
 using WorkerId = std::uint32_t;
+
+// Identifies a routed request inside one router (its bookings, parity samples); not the
+// client's x-request-id.
+using RequestId = std::uint64_t;
 
 }  // namespace kvroute

@@ -12,7 +12,7 @@
 #include "gateway/proxy.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "sched/plugin.h"
 #include "telemetry/prometheus_text.h"
 
@@ -33,8 +33,8 @@ HttpResponse Json(int status, const boost::json::value& v) {
 std::set<WorkerId> RoutableWorkers(const EndpointContext& c) {
   std::set<WorkerId> out;
   const Nanos now = c.clock->Now();
-  for (const auto& w : c.registry->List()) {
-    if (c.registry->health().Routable(w.id, now)) out.insert(w.id);
+  for (const auto& w : c.router_state->List()) {
+    if (c.router_state->health().Routable(w.id, now)) out.insert(w.id);
   }
   return out;
 }
@@ -117,23 +117,23 @@ HandlerResult DebugRoute(const EndpointContext& c, const HttpRequest& r) {
 HandlerResult Workers(const EndpointContext& c) {
   const Nanos now = c.clock->Now();
   boost::json::array list;
-  for (const auto& w : c.registry->List()) {
+  for (const auto& w : c.router_state->List()) {
     boost::json::object o;
     o["name"] = w.spec.name;
     o["url"] = w.spec.base_url;
     boost::json::array models;
     for (const auto& m : w.spec.models) models.push_back(boost::json::string(m));
     o["models"] = std::move(models);
-    HealthStatus h = c.registry->health().Status(w.id, now);
-    o["health"] = HealthStateName(h.state);
+    fleet::HealthStatus h = c.router_state->health().Status(w.id, now);
+    o["health"] = fleet::HealthStateName(h.state);
     o["draining"] = h.draining;
     o["routable"] = h.Routable();
     o["consecutive_failures"] = h.consecutive_failures;
-    WorkerLoad load = c.registry->load().Load(w.id);
+    fleet::WorkerLoad load = c.router_state->load().Load(w.id);
     o["inflight_requests"] = load.inflight_requests;
     o["pending_prefill_tokens"] = load.pending_prefill_tokens;
     o["active_kv_blocks"] = load.active_kv_blocks;
-    if (auto m = c.registry->Metrics(w.id)) {
+    if (auto m = c.router_state->Metrics(w.id)) {
       boost::json::object s;
       s["age_s"] = m->AgeSeconds(now);
       if (m->num_waiting) s["num_waiting"] = *m->num_waiting;
@@ -143,7 +143,7 @@ HandlerResult Workers(const EndpointContext& c) {
       if (m->num_gpu_blocks) s["num_gpu_blocks"] = *m->num_gpu_blocks;
       o["scraped"] = std::move(s);
     }
-    if (auto e = c.registry->rates().Estimate(w.id)) {
+    if (auto e = c.router_state->rates().Estimate(w.id)) {
       boost::json::object rates;
       rates["prefill_tokens_per_s"] = e->prefill_tokens_per_s;
       rates["decode_base_s"] = e->decode.base_s;
@@ -166,13 +166,13 @@ HandlerResult SetDrain(const EndpointContext& c, const HttpRequest& r, bool drai
   if (name == nullptr || !name->is_string()) {
     return Error(api::ApiError::InvalidRequest("body must be {\"worker\": \"<name>\"}", "worker"));
   }
-  auto id = c.registry->FindByName(std::string_view(name->as_string()));
+  auto id = c.router_state->FindByName(std::string_view(name->as_string()));
   if (!id) {
     api::ApiError e = api::ApiError::InvalidRequest("unknown worker", "worker");
     e.status = 404;
     return Error(e);
   }
-  c.registry->health().SetDraining(*id, drain);
+  c.router_state->health().SetDraining(*id, drain);
   return Json(200, boost::json::object{{"worker", name->as_string()}, {"draining", drain}});
 }
 

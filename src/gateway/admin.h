@@ -32,11 +32,14 @@
 #include "net/http_server.h"
 #include "tokenize/tokenizer.h"
 
+namespace kvroute::fleet {
+class RouterState;
+}
+
 namespace kvroute::gateway {
 
 class Proxy;
 class RequestPipeline;
-class WorkerRegistry;
 class RouterMetrics;
 class ModelCatalog;
 
@@ -44,7 +47,7 @@ struct EndpointContext {
   const GatewayConfig* config = nullptr;
   Proxy* proxy = nullptr;
   const RequestPipeline* pipeline = nullptr;
-  WorkerRegistry* registry = nullptr;
+  fleet::RouterState* router_state = nullptr;
   RouterMetrics* metrics = nullptr;
   const ModelCatalog* catalog = nullptr;
   tokenize::TokenizerPtr tokenizer;  // may be null (approximate mode)

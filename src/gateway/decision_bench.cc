@@ -42,7 +42,7 @@
 
 #include "api/chat_request.h"
 #include "gateway/request_pipeline.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "kv/index_overlay.h"
 #include "sched/plugin.h"
 #include "sched/registry.h"
@@ -163,7 +163,7 @@ std::string Body(const boost::json::array& messages, int max_tokens) {
 struct Scenario {
   std::string error;  // non-empty: the scenario could not be built
   std::shared_ptr<const tokenize::Tokenizer> tok;
-  WorkerRegistry registry;
+  fleet::RouterState router_state;
   kv::KvIndex index{kv::BlockKeyer(kBlock)};
   kv::PredictedBlocks predicted{kv::PredictedOptions{.ttl = std::chrono::seconds(5)}};
   std::shared_ptr<const sched::Policy> policy;
@@ -207,26 +207,26 @@ std::unique_ptr<Scenario> Build(int workers, int shape_index) {
   const Conversation conv = MakeConversation(shape, bytes_per_token);
 
   for (int i = 0; i < workers; ++i) {
-    WorkerSpec spec;
+    fleet::WorkerSpec spec;
     spec.name = "w" + std::to_string(i);
     spec.base_url = "http://127.0.0.1:" + std::to_string(9000 + i);
     spec.models = {std::string(kModel)};
     spec.block_size = kBlock;
-    auto id = s->registry.Add(spec, kNow);
+    auto id = s->router_state.Add(spec, kNow);
     if (!id) {
       s->error = id.error();
       return s;
     }
     s->ids.push_back(*id);
-    EngineMetrics m;
+    fleet::EngineMetrics m;
     m.scraped_at = kNow;
     m.num_waiting = static_cast<std::uint32_t>(i % 3);
     m.num_running = static_cast<std::uint32_t>(4 + i % 5);
     m.kv_usage = 0.3 + 0.05 * (i % 7);
-    s->registry.SetMetrics(*id, m);
+    s->router_state.SetMetrics(*id, m);
     // Router-side load: a few requests in flight, some prefill pending.
     for (int r = 0; r < 1 + i % 4; ++r) {
-      s->registry.load().OnRouted(
+      s->router_state.Book(
           static_cast<RequestId>(1'000'000 + i * 16 + r),
           {.worker = *id, .prompt_tokens = 30'000, .uncached_tokens = 2'000, .kv_blocks = 2'000},
           kNow);
@@ -239,7 +239,7 @@ std::unique_ptr<Scenario> Build(int workers, int shape_index) {
   }
   s->policy = *policy;
   PipelineDeps deps;
-  deps.registry = &s->registry;
+  deps.router_state = &s->router_state;
   deps.index = &s->index;
   deps.predicted = &s->predicted;
   deps.tokenizer = s->tok;
@@ -405,7 +405,7 @@ void BM_DecisionStages(benchmark::State& state) {
     t[3] = ThreadCpuNanos();
     auto matches = kv::LookupWithPredictions(s.index, s.predicted, keys, kNow);
     t[4] = ThreadCpuNanos();
-    auto workers = s.registry.Snapshot(kNow, kModel);
+    auto workers = s.router_state.Snapshot(kNow, kModel);
     t[5] = ThreadCpuNanos();
     sched::RequestProfile profile;
     profile.model = std::string(kModel);

@@ -57,17 +57,6 @@ std::optional<double> FirstPresent(const telemetry::PromScrape& s,
 
 }  // namespace
 
-double EngineMetrics::AgeSeconds(Nanos now) const {
-  return now > scraped_at ? ToSeconds(now - scraped_at) : 0.0;
-}
-
-sched::ScrapedMetrics EngineMetrics::ToScraped(Nanos now) const {
-  return {.age_s = AgeSeconds(now),
-          .num_waiting = num_waiting,
-          .num_running = num_running,
-          .kv_usage = kv_usage};
-}
-
 EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& s, Nanos scraped_at) {
   EngineMetrics m;
   m.scraped_at = scraped_at;

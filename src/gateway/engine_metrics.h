@@ -26,31 +26,16 @@
 
 #include "common/clock.h"
 #include "common/types.h"
+#include "fleet/scraped_metrics.h"
 #include "gateway/periodic_poller.h"
-#include "sched/types.h"
 #include "telemetry/prom_text_parser.h"
 
 namespace kvroute::gateway {
 
-enum class EngineKind : std::uint8_t { kUnknown, kVllm, kSglang };
-
-struct EngineMetrics {
-  Nanos scraped_at{0};  // monotonic time the response arrived
-  EngineKind kind = EngineKind::kUnknown;
-  std::optional<std::uint32_t> num_waiting;
-  std::optional<std::uint32_t> num_running;
-  std::optional<double> kv_usage;              // fraction 0..1
-  std::optional<double> prefix_cache_queries;  // counter, tokens
-  std::optional<double> prefix_cache_hits;     // counter, tokens
-  std::optional<std::uint32_t> block_size;     // tokens per KV block (SGLang: page_size)
-  std::optional<std::uint64_t> num_gpu_blocks;
-  std::optional<std::uint64_t> num_cpu_blocks;
-  std::size_t parse_errors = 0;  // malformed lines in the scrape
-
-  double AgeSeconds(Nanos now) const;
-  // The scheduler's view (age filled in).
-  sched::ScrapedMetrics ToScraped(Nanos now) const;
-};
+// The parsed form (EngineMetrics, EngineKind) is fleet's: the router state keeps each
+// worker's last scrape with its time (fleet/scraped_metrics.h).
+using fleet::EngineKind;
+using fleet::EngineMetrics;
 
 EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& scrape, Nanos scraped_at);
 

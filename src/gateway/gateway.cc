@@ -20,8 +20,8 @@
 #include "gateway/proxy.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
-#include "gateway/worker_health.h"
-#include "gateway/worker_registry.h"
+#include "gateway/health_checker.h"
+#include "fleet/router_state.h"
 #include "kv/approx_predicted.h"
 #include "kv/index.h"
 #include "net/http_server.h"
@@ -55,7 +55,7 @@ struct Gateway::Parts {
   std::atomic<bool> draining{false};
   std::uint32_t block_size = kv::kDefaultBlockSize;
 
-  std::unique_ptr<WorkerRegistry> registry;
+  std::unique_ptr<fleet::RouterState> router_state;
   std::unique_ptr<kv::KvIndex> index;
   std::unique_ptr<kv::PredictedBlocks> predicted;
   std::unique_ptr<KvFeed> feed;
@@ -125,14 +125,14 @@ std::uint32_t Gateway::Parts::LearnBlockSize() {
 // Before the first request: every worker's block size, tokenizer, chat template and keys.
 void Gateway::Parts::RunParityProbe() {
   std::vector<ParityTarget> targets;
-  for (const auto& w : registry->List()) {
+  for (const auto& w : router_state->List()) {
     ParityTarget t{.id = w.id,
                    .name = w.spec.name,
                    .base_url = w.spec.base_url,
                    .model = w.spec.models.empty() ? "" : w.spec.models.front(),
                    .kv_events = feed && feed->Endpoint(w.id).has_value()};
     // The scraper's first round (before the probe) read each cache_config_info.
-    if (auto m = registry->Metrics(w.id); m && m->block_size && *m->block_size > 0) {
+    if (auto m = router_state->Metrics(w.id); m && m->block_size && *m->block_size > 0) {
       t.block_size = *m->block_size;
     }
     targets.push_back(std::move(t));
@@ -152,7 +152,7 @@ void Gateway::Parts::RunParityProbe() {
 }
 
 void Gateway::Parts::RefreshCatalog(client::BlockingHttpClient& http) {
-  for (const auto& w : registry->List()) {
+  for (const auto& w : router_state->List()) {
     auto req = client::MakeRequest("GET", w.spec.base_url + "/v1/models");
     if (!req) continue;
     req->timeouts = client::Timeouts{.connect = std::chrono::milliseconds(1'000),
@@ -193,8 +193,8 @@ void Gateway::Parts::Maintain() {
       last_catalog = std::chrono::steady_clock::now();
     }
     predicted->Expire(now);
-    for (const auto& w : registry->List()) {  // continuously: the scraped block size
-      if (auto m = registry->Metrics(w.id); m && m->block_size) {
+    for (const auto& w : router_state->List()) {  // continuously: the scraped block size
+      if (auto m = router_state->Metrics(w.id); m && m->block_size) {
         parity_watch.WatchBlockSize(w.id, w.spec.name, *m->block_size, block_size);
       }
     }
@@ -237,12 +237,12 @@ void Gateway::Parts::Maintain() {
 
 void Gateway::Parts::RefreshMetrics() {
   const Nanos now = clock.Now();
-  for (const auto& w : registry->List()) {
-    HealthStatus h = registry->health().Status(w.id, now);
+  for (const auto& w : router_state->List()) {
+    fleet::HealthStatus h = router_state->health().Status(w.id, now);
     metrics.SetWorkerState(w.spec.name, h.Routable(), h.draining,
-                           registry->load().Load(w.id).inflight_requests);
-    metrics.SetTtftCalibration(w.spec.name, registry->load().WaitCorrection(w.id, now),
-                               registry->load().Calibration(w.id).drift);
+                           router_state->load().Load(w.id).inflight_requests);
+    metrics.SetTtftCalibration(w.spec.name, router_state->load().WaitCorrection(w.id, now),
+                               router_state->load().Calibration(w.id).drift);
   }
   if (index) {
     kv::IndexStats s = index->stats();
@@ -296,8 +296,8 @@ std::expected<void, std::string> Gateway::Start() {
   spdlog::info("block size {} tokens; mode {}; policy {}; failure_mode {}", p.block_size,
                RoutingModeName(c.mode), p.policy->name(), FailureModeName(c.failure_mode));
 
-  RegistryOptions ropts;
-  p.registry = std::make_unique<WorkerRegistry>(ropts);
+  fleet::RouterStateOptions ropts;
+  p.router_state = std::make_unique<fleet::RouterState>(ropts);
   kv::PredictedOptions popts;
   popts.ttl = FromSeconds(c.mode == RoutingMode::kPrecise ? c.predicted_ttl_s : c.approx_ttl_s);
   p.predicted = std::make_unique<kv::PredictedBlocks>(popts);
@@ -310,7 +310,7 @@ std::expected<void, std::string> Gateway::Start() {
   const Nanos now = p.clock.Now();
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
     const WorkerConfig& w = c.workers[i];
-    WorkerSpec spec;
+    fleet::WorkerSpec spec;
     spec.name = w.name;
     spec.base_url = w.url;
     spec.models = w.models;
@@ -322,34 +322,34 @@ std::expected<void, std::string> Gateway::Start() {
     if (w.cpu_load_bytes_per_s > 0) {
       spec.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = w.cpu_load_bytes_per_s;
     }
+    std::optional<KvEventSpec> kv_events;  // the feed's, not the router state's
     if (!w.kv_events.endpoint.empty()) {
-      spec.kv_events =
-          KvEventSpec{w.kv_events.endpoint, w.kv_events.replay_endpoint, w.kv_events.topic};
+      kv_events = KvEventSpec{w.kv_events.endpoint, w.kv_events.replay_endpoint, w.kv_events.topic};
     }
-    auto id = p.registry->Add(spec, now);
+    auto id = p.router_state->Add(spec, now);
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
     p.names[*id] = w.name;
     p.catalog.SetConfigured(*id, w.models);
-    if (p.feed && spec.kv_events) {
+    if (p.feed && kv_events) {
       auto url = client::ParseUrl(w.url);
-      auto ok = p.feed->AddWorker(*id, *spec.kv_events, url ? url->host : "127.0.0.1");
+      auto ok = p.feed->AddWorker(*id, *kv_events, url ? url->host : "127.0.0.1");
       if (!ok)
         return std::unexpected("workers[" + std::to_string(i) + "].kv_events: " + ok.error());
     }
   }
 
-  WorkerRegistry* registry = p.registry.get();
+  fleet::RouterState* router_state = p.router_state.get();
   ScraperOptions sopts;
   sopts.interval = Ms(c.scrape_interval_s);
   p.scraper = std::make_unique<EngineMetricsScraper>(
       sopts,
-      [registry] {
+      [router_state] {
         std::vector<ScrapeTarget> t;
-        for (const auto& w : registry->List()) t.push_back({w.id, w.spec.base_url});
+        for (const auto& w : router_state->List()) t.push_back({w.id, w.spec.base_url});
         return t;
       },
-      [registry](WorkerId w, std::expected<EngineMetrics, std::string> m) {
-        if (m) registry->SetMetrics(w, std::move(*m));
+      [router_state](WorkerId w, std::expected<EngineMetrics, std::string> m) {
+        if (m) router_state->SetMetrics(w, std::move(*m));
       },
       &p.clock);
   HealthCheckerOptions hopts;
@@ -357,14 +357,14 @@ std::expected<void, std::string> Gateway::Start() {
   const Clock* clock = &p.clock;
   p.health = std::make_unique<HealthChecker>(
       hopts,
-      [registry, clock] {
+      [router_state, clock] {
         std::vector<ProbeTarget> t;
-        for (WorkerId id : registry->health().ProbeTargets(clock->Now())) {
-          if (auto info = registry->Find(id)) t.push_back({id, info->spec.base_url});
+        for (WorkerId id : router_state->health().ProbeTargets(clock->Now())) {
+          if (auto info = router_state->Find(id)) t.push_back({id, info->spec.base_url});
         }
         return t;
       },
-      &registry->health(), &p.clock);
+      &router_state->health(), &p.clock);
   p.scraper->RunOnce();
   {
     client::BlockingHttpClient http;
@@ -375,7 +375,7 @@ std::expected<void, std::string> Gateway::Start() {
   if (c.parity_probe) p.RunParityProbe();
 
   PipelineDeps deps;
-  deps.registry = registry;
+  deps.router_state = router_state;
   deps.index = p.index.get();
   deps.predicted = p.predicted.get();
   deps.tokenizer = p.tokenizer;
@@ -418,7 +418,7 @@ std::expected<void, std::string> Gateway::Start() {
   xopts.timeouts.connect = std::chrono::milliseconds(c.timeouts.connect_ms);
   xopts.timeouts.first_byte = std::chrono::milliseconds(c.timeouts.first_byte_ms);
   xopts.timeouts.idle = std::chrono::milliseconds(c.timeouts.idle_ms);
-  p.proxy = std::make_unique<Proxy>(xopts, p.pipeline.get(), registry, &p.metrics, p.parity.get(),
+  p.proxy = std::make_unique<Proxy>(xopts, p.pipeline.get(), router_state, &p.metrics, p.parity.get(),
                                     &p.clock);
 
   net::ServerOptions server_opts;
@@ -436,7 +436,7 @@ std::expected<void, std::string> Gateway::Start() {
   ctx->config = &p.config;
   ctx->proxy = p.proxy.get();
   ctx->pipeline = p.pipeline.get();
-  ctx->registry = registry;
+  ctx->router_state = router_state;
   ctx->metrics = &p.metrics;
   ctx->catalog = &p.catalog;
   ctx->tokenizer = p.tokenizer;

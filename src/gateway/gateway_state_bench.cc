@@ -1,14 +1,10 @@
-// CPU cost of the worker-state paths that run per request or per scrape: parsing a vLLM-sized
-// /metrics body, extracting engine metrics, one request's load bookkeeping (route, first
-// token, 32 tokens, done) with rate learning, and assembling a snapshot of N workers.
+// CPU cost of the gateway's per-scrape path: parsing a vLLM-sized /metrics body and extracting
+// engine metrics. The router state's per-request costs: fleet/router_state_bench.cc.
 #include <benchmark/benchmark.h>
 
 #include <string>
 
 #include "gateway/engine_metrics.h"
-#include "gateway/load_tracker.h"
-#include "gateway/rate_learner.h"
-#include "gateway/worker_registry.h"
 #include "telemetry/prom_text_parser.h"
 #include "telemetry/prometheus_text.h"
 #include "telemetry/vllm_metrics.h"
@@ -46,46 +42,6 @@ void BM_ExtractEngineMetrics(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(ExtractEngineMetrics(scrape, Nanos(0)));
 }
 BENCHMARK(BM_ExtractEngineMetrics);
-
-void BM_RequestLoadLifecycle(benchmark::State& state) {
-  RateLearner learner;
-  learner.Seed(0, {.prefill_overhead_s = 0.01,
-                   .prefill_s_per_token = 1e-4,
-                   .decode = {.base_s = 0.02, .per_sequence_s = 1e-4, .per_kv_token_s = 1e-8}});
-  LoadTracker tracker(&learner);
-  RequestId id = 0;
-  Nanos now{0};
-  for (auto _ : state) {
-    ++id;
-    tracker.OnRouted(
-        id, {.worker = 0, .prompt_tokens = 2000, .uncached_tokens = 500, .kv_blocks = 130}, now);
-    now += std::chrono::milliseconds(50);
-    tracker.OnFirstToken(id, now);
-    for (int t = 0; t < 32; ++t) {
-      now += std::chrono::milliseconds(20);
-      tracker.OnToken(id, now);
-    }
-    tracker.OnDone(id, now, true);
-  }
-}
-BENCHMARK(BM_RequestLoadLifecycle);
-
-void BM_RegistrySnapshot(benchmark::State& state) {
-  WorkerRegistry registry;
-  for (int i = 0; i < state.range(0); ++i) {
-    WorkerSpec spec;
-    spec.name = "w" + std::to_string(i);
-    spec.base_url = "http://127.0.0.1:" + std::to_string(9000 + i);
-    spec.models = {"m"};
-    auto id = registry.Add(spec, Nanos(0));
-    if (!id) state.SkipWithError(id.error().c_str());
-    EngineMetrics m;
-    m.num_waiting = 2;
-    registry.SetMetrics(*id, m);
-  }
-  for (auto _ : state) benchmark::DoNotOptimize(registry.Snapshot(Nanos(1), "m"));
-}
-BENCHMARK(BM_RegistrySnapshot)->Arg(8)->Arg(64)->Arg(512);
 
 }  // namespace
 }  // namespace kvroute::gateway

@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "common/types.h"
-#include "gateway/load_tracker.h"
 #include "kv/block_key.h"
 
 namespace kvroute::gateway {

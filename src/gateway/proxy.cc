@@ -29,7 +29,7 @@
 #include "gateway/proxy_sse_count.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "net/body_queue.h"
 #include "net/lane_pool.h"
 #include "sched/plugin.h"
@@ -105,9 +105,9 @@ std::optional<AttemptFailure> FailureOfStatus(int status) {
   return std::nullopt;
 }
 
-Proxy::Proxy(ProxyOptions options, const RequestPipeline* pipeline, WorkerRegistry* registry,
+Proxy::Proxy(ProxyOptions options, const RequestPipeline* pipeline, fleet::RouterState* router_state,
              RouterMetrics* metrics, ParityChecker* parity, const Clock* clock)
-    : impl_(std::make_shared<Impl>(options, pipeline, registry, metrics, parity, clock)) {}
+    : impl_(std::make_shared<Impl>(options, pipeline, router_state, metrics, parity, clock)) {}
 
 Proxy::~Proxy() { Stop(); }
 

@@ -28,7 +28,7 @@
 //
 // Ownership: owns its compute pool; owns its lanes only when it made them; shares
 // ProxyOptions::lanes_pool with its owner, who stops that pool after Stop() and destroys it after
-// the proxy. Borrows the pipeline, registry, metrics, parity checker and clock (all must outlive
+// the proxy. Borrows the pipeline, router_state, metrics, parity checker and clock (all must outlive
 // it). Thread safety: Handle() from any server thread; each request's state lives on its lane's
 // thread. Stop() from a non-lane thread, after the HTTP server has stopped: it waits
 // (bounded) for the cancelled exchanges to end, closes idle upstream connections on each lane
@@ -52,10 +52,13 @@ namespace kvroute::net {
 class LanePool;
 }
 
+namespace kvroute::fleet {
+class RouterState;
+}
+
 namespace kvroute::gateway {
 
 class RequestPipeline;
-class WorkerRegistry;
 class RouterMetrics;
 class ParityChecker;
 
@@ -116,7 +119,7 @@ struct ProxyOptions {
 
 class Proxy {
  public:
-  Proxy(ProxyOptions options, const RequestPipeline* pipeline, WorkerRegistry* registry,
+  Proxy(ProxyOptions options, const RequestPipeline* pipeline, fleet::RouterState* router_state,
         RouterMetrics* metrics, ParityChecker* parity, const Clock* clock);
   ~Proxy();  // Stop()
   Proxy(const Proxy&) = delete;

@@ -17,7 +17,7 @@
 #include "gateway/proxy_sse_count.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "net/body_queue.h"
 #include "net/lane_pool.h"
 #include "sched/plugin.h"
@@ -122,7 +122,7 @@ asio::awaitable<void> Exchange::Attempts() {
           if (body.empty() && status == 200) {
             Nanos t = proxy_->clock_->Now();
             first_token_at_ = t;
-            proxy_->registry_->load().OnFirstToken(id_, t);
+            proxy_->router_state_->OnFirstToken(id_, t);
             if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, t);
           }
           body += **piece;
@@ -131,7 +131,7 @@ asio::awaitable<void> Exchange::Attempts() {
           net::HttpResponse r = BufferedReply(
               status, std::string(upstream_->Header("content-type")), std::move(body));
           upstream_.reset();
-          proxy_->registry_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
+          proxy_->router_state_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
           Answer(std::move(r));
           Finish(status < 400, status);
           co_return;
@@ -209,7 +209,7 @@ void Exchange::OnPiece(client::ResponseStream::NextResult piece) {
     AttemptFailure f = FailureOf(piece.error().kind);
     spdlog::warn("request {}: worker {} failed mid-stream ({}: {})", request_id_,
                  route_.worker_name, AttemptFailureName(f), piece.error().text);
-    proxy_->registry_->health().OnFailure(route_.worker, proxy_->clock_->Now());
+    proxy_->router_state_->health().OnFailure(route_.worker, proxy_->clock_->Now());
     proxy_->metrics_->OnError("upstream_failed_mid_stream");
     api::ApiError err = api::ApiError::Internal("the model server failed mid-stream");
     err.status = 502;
@@ -220,8 +220,8 @@ void Exchange::OnPiece(client::ResponseStream::NextResult piece) {
   }
   if (!*piece) {
     upstream_.reset();
-    tokens_to_book_.Flush(proxy_->registry_->load(), id_);  // the last window's sample
-    proxy_->registry_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
+    tokens_to_book_.Flush(*proxy_->router_state_, id_);  // the last window's sample
+    proxy_->router_state_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
     Finish(!stream_error_, 200);
     // A translated stream may still owe its closing events; the next Pull ends the body.
     std::string tail;

@@ -14,7 +14,7 @@
 #include "gateway/proxy_sse_count.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "net/body_queue.h"
 #include "net/lane_pool.h"
 #include "sched/plugin.h"
@@ -108,23 +108,11 @@ net::HttpResponse Exchange::ErrorReply(const api::ApiError& error) const {
 
 void Exchange::BookRoute(const PreparedRequest& request, const RouteOutcome& route,
                          Nanos now) const {
-  RoutedRequest rr;
-  rr.worker = route.worker;
-  rr.prompt_tokens = static_cast<std::uint64_t>(std::max<std::int64_t>(request.prompt_tokens, 0));
-  rr.uncached_tokens = route.uncached_tokens;
-  rr.kv_blocks = route.kv_blocks;
-  if (const sched::CandidateTrace* c = route.decision.Find(route.worker)) {
-    rr.predicted_ttft_s = c->predicted_ttft_s;
-    rr.predicted_wait_s = c->predicted_wait_s;
-    rr.wait_correction = route.wait_correction;
-  }
-  proxy_->registry_->load().OnRouted(id_, rr, now);
+  proxy_->router_state_->Book(id_, route.booking, now);
   proxy_->pipeline_->OnRouted(request, route, now);
 }
 
-void Exchange::UnbookRoute() {
-  proxy_->registry_->load().OnDone(id_, proxy_->clock_->Now(), false);
-}
+void Exchange::UnbookRoute() { proxy_->router_state_->Cancel(id_, proxy_->clock_->Now()); }
 
 asio::awaitable<Exchange::Prepared> Exchange::PrepareAndRoute() {
   auto self = shared_from_this();
@@ -233,7 +221,7 @@ void Exchange::OnRouted() {
   first_token_at_.reset();
   last_token_at_.reset();
   tokens_ = 0;
-  tokens_to_book_ = TokenBatcher();
+  tokens_to_book_ = fleet::TokenBatcher();
   if (proxy_->parity_ != nullptr && !request_.keys.empty() &&
       proxy_->pipeline_->options().mode == RoutingMode::kPrecise) {
     proxy_->parity_->OnRouted(id_, route_.worker, request_.keys, now);
@@ -258,9 +246,9 @@ void Exchange::OnAttemptFailed(AttemptFailure failure, const std::string& detail
                AttemptFailureName(failure), detail);
   // 502/503/504 mean busy, draining or a gateway in between: not the worker's own fault.
   if (failure != AttemptFailure::kUnavailable) {
-    proxy_->registry_->health().OnFailure(route_.worker, now);
+    proxy_->router_state_->health().OnFailure(route_.worker, now);
   }
-  proxy_->registry_->load().OnDone(id_, now, false);
+  proxy_->router_state_->OnDone(id_, now, false);
   if (proxy_->parity_ != nullptr) proxy_->parity_->OnFailed(id_);
   routed_ = false;
   upstream_.reset();
@@ -271,7 +259,7 @@ void Exchange::Finish(bool ok, int status) {
   finished_ = true;
   Nanos now = proxy_->clock_->Now();
   if (routed_) {
-    proxy_->registry_->load().OnDone(id_, now, ok);
+    proxy_->router_state_->OnDone(id_, now, ok);
     if (!ok && proxy_->parity_ != nullptr) proxy_->parity_->OnFailed(id_);
   }
   proxy_->metrics_->OnRequestDone(request_.model, routed_ ? route_.worker_name : "", status);
@@ -292,15 +280,15 @@ void Exchange::Observe(std::string_view piece) {
   Nanos now = proxy_->clock_->Now();
   if (!first_token_at_) {
     first_token_at_ = now;
-    proxy_->registry_->load().OnFirstToken(id_, now);
+    proxy_->router_state_->OnFirstToken(id_, now);
     if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, now);
     histograms_ = &lane_->HistogramsFor(*proxy_->metrics_, request_.model);
     histograms_->ttft->Observe(ToSeconds(now - arrived_));
     // Tokens that came with the first one are KV, not an interval: booked at once.
-    if (n > 1) proxy_->registry_->load().OnToken(id_, now, n - 1);
+    if (n > 1) proxy_->router_state_->OnToken(id_, now, n - 1);
   } else {
-    // Reported in windows of a few tokens, not per piece (TokenBatcher says why).
-    tokens_to_book_.Add(proxy_->registry_->load(), id_, now, n);
+    // Reported in windows of a few tokens, not per piece (fleet::TokenBatcher says why).
+    tokens_to_book_.Add(*proxy_->router_state_, id_, now, n);
     histograms_->itl->Observe(ToSeconds(now - *last_token_at_) / n);
   }
   last_token_at_ = now;

@@ -39,7 +39,7 @@
 #include "gateway/proxy_sse_count.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "net/body_queue.h"
 #include "net/lane_pool.h"
 #include "sched/plugin.h"
@@ -86,11 +86,11 @@ struct Lane {
 
 class Proxy::Impl {
  public:
-  Impl(ProxyOptions options, const RequestPipeline* pipeline, WorkerRegistry* registry,
+  Impl(ProxyOptions options, const RequestPipeline* pipeline, fleet::RouterState* router_state,
        RouterMetrics* metrics, ParityChecker* parity, const Clock* clock)
       : options_(options),
         pipeline_(pipeline),
-        registry_(registry),
+        router_state_(router_state),
         metrics_(metrics),
         parity_(parity),
         clock_(clock),
@@ -152,7 +152,7 @@ class Proxy::Impl {
 
   const ProxyOptions options_;
   const RequestPipeline* const pipeline_;
-  WorkerRegistry* const registry_;
+  fleet::RouterState* const router_state_;
   RouterMetrics* const metrics_;
   ParityChecker* const parity_;
   const Clock* const clock_;
@@ -304,7 +304,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::optional<std::string> preloaded_;
   Deliver pending_deliver_;                 // the Pull an upstream read is answering
   SseTokenCounter token_counter_;           // counts the relayed tokens
-  TokenBatcher tokens_to_book_;             // decode tokens not yet reported to the tracker
+  fleet::TokenBatcher tokens_to_book_;             // decode tokens not yet reported to the tracker
   Lane::Histograms* histograms_ = nullptr;  // the model's, from the first token on
   // Messages API streams only: the events the translator turns into Anthropic's.
   api::SseParser sse_;

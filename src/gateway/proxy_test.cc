@@ -25,7 +25,7 @@
 
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "net/body_queue.h"
 #include "net/http_server.h"
 #include "net/lane_pool.h"
@@ -226,22 +226,22 @@ class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
   // request's end after its last byte went out, so a client can hold its answer a moment
   // before the count drops.
   auto InflightAfterItDrains() {
-    for (int i = 0; i < 200 && registry_.load().inflight() != 0; ++i) {
+    for (int i = 0; i < 200 && router_state_.load().inflight() != 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return registry_.load().inflight();
+    return router_state_.load().inflight();
   }
 
   void Start(std::vector<FakeWorker*> workers) {
     for (std::size_t i = 0; i < workers.size(); ++i) {
-      WorkerSpec spec;
+      fleet::WorkerSpec spec;
       spec.name = "w" + std::to_string(i);
       spec.base_url = workers[i]->url();
       spec.models = {"m"};
-      ASSERT_TRUE(registry_.Add(spec, clock_.Now()).has_value());
+      ASSERT_TRUE(router_state_.Add(spec, clock_.Now()).has_value());
     }
     PipelineDeps deps;
-    deps.registry = &registry_;
+    deps.router_state = &router_state_;
     deps.index = &index_;
     deps.predicted = &predicted_;
     deps.tokenizer = tokenizer_;
@@ -261,7 +261,7 @@ class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
     opts.timeouts.first_byte = seconds(5);
     opts.timeouts.idle = seconds(5);
     proxy_ =
-        std::make_unique<Proxy>(opts, pipeline_.get(), &registry_, &metrics_, nullptr, &clock_);
+        std::make_unique<Proxy>(opts, pipeline_.get(), &router_state_, &metrics_, nullptr, &clock_);
     front_ = std::make_unique<net::HttpServer>(front_opts);
     front_->Handle("POST", "/v1/completions", [this](net::HttpRequest&& r) {
       return proxy_->Handle(api::Endpoint::kCompletions, std::move(r));
@@ -287,7 +287,7 @@ class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
   }
 
   SteadyClock clock_;
-  WorkerRegistry registry_;
+  fleet::RouterState router_state_;
   kv::KvIndex index_{kv::BlockKeyer(16)};
   kv::PredictedBlocks predicted_;
   RouterMetrics metrics_;
@@ -563,10 +563,10 @@ TEST_P(ProxyTest, ARouteIsBookedBeforeTheLaneResumes) {
     ASSERT_TRUE(cv.wait_for(lock, seconds(5), [&] { return holding; }));
   }
   tokenizer_->Release();
-  for (int i = 0; i < 200 && registry_.load().inflight() == 0; ++i) {
+  for (int i = 0; i < 200 && router_state_.load().inflight() == 0; ++i) {
     std::this_thread::sleep_for(milliseconds(10));
   }
-  EXPECT_EQ(registry_.load().inflight(), 1u);  // the lane has not resumed the exchange yet
+  EXPECT_EQ(router_state_.load().inflight(), 1u);  // the lane has not resumed the exchange yet
   EXPECT_EQ(w.requests.load(), 0);
   {
     std::lock_guard lock(mu);

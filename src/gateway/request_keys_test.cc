@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "engine/profile.h"
 #include "gateway/request_pipeline.h"
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "kv/event_decode.h"
 #include "kv/event_encode.h"
 #include "sched/registry.h"
@@ -28,18 +28,18 @@ constexpr std::uint32_t kBlock = 16;
 class RequestKeysTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    WorkerSpec spec;
+    fleet::WorkerSpec spec;
     spec.name = "w0";
     spec.base_url = "http://127.0.0.1:1";
     spec.models = {"m", "sql-lora"};
     spec.block_size = kBlock;
-    auto id = registry_.Add(spec, now_);
+    auto id = router_state_.Add(spec, now_);
     ASSERT_TRUE(id.has_value()) << id.error();
     worker_ = *id;
     auto policy = sched::BuiltinPolicy("predicted_latency");
     ASSERT_TRUE(policy.has_value());
     PipelineDeps deps;
-    deps.registry = &registry_;
+    deps.router_state = &router_state_;
     deps.index = &index_;
     deps.predicted = &predicted_;
     deps.tokenizer = tokenizer_;
@@ -161,7 +161,7 @@ class RequestKeysTest : public ::testing::Test {
   }
 
   Nanos now_ = seconds(100);
-  WorkerRegistry registry_;
+  fleet::RouterState router_state_;
   kv::KvIndex index_{kv::BlockKeyer(kBlock)};
   kv::PredictedBlocks predicted_{kv::PredictedOptions{.ttl = seconds(5)}};
   tokenize::TokenizerPtr tokenizer_ = std::make_shared<tokenize::SimpleTokenizer>();

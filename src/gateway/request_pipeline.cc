@@ -8,7 +8,8 @@
 #include "api/chat_request.h"
 #include "api/completion_request.h"
 #include "api/context_length.h"
-#include "gateway/worker_registry.h"
+#include "fleet/booking.h"
+#include "fleet/router_state.h"
 #include "kv/index_overlay.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -30,17 +31,30 @@ std::string IdsAsBytes(const std::vector<TokenId>& ids) {
   return out;
 }
 
-bool ServesModel(const WorkerRegistry& registry, std::string_view model) {
-  return registry.AnySpec([model](const WorkerSpec& spec) {
+bool ServesModel(const fleet::RouterState& router_state, std::string_view model) {
+  return router_state.AnySpec([model](const fleet::WorkerSpec& spec) {
     return std::find(spec.models.begin(), spec.models.end(), model) != spec.models.end();
   });
 }
 
 // The worker's base URL, read in place (no copy of its whole spec per request).
-std::string BaseUrlOf(const WorkerRegistry& registry, WorkerId worker) {
+std::string BaseUrlOf(const fleet::RouterState& router_state, WorkerId worker) {
   std::string url;
-  registry.VisitSpec(worker, [&url](const WorkerSpec& spec) { url = spec.base_url; });
+  router_state.VisitSpec(worker, [&url](const fleet::WorkerSpec& spec) { url = spec.base_url; });
   return url;
+}
+
+// The request as the policy sees it (cache views added by Route when the policy reads them).
+sched::RequestProfile ProfileOf(const PreparedRequest& request) {
+  sched::RequestProfile profile;
+  profile.model = request.model;
+  profile.prompt_tokens =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(request.prompt_tokens, 0));
+  profile.block_size = request.block_size;
+  profile.num_full_blocks = static_cast<std::uint32_t>(request.keys.size());
+  profile.predicted_output_tokens =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(request.output_tokens, 0));
+  return profile;
 }
 
 }  // namespace
@@ -115,7 +129,7 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
   out.model = params.model;
   out.stream = params.stream;
   out.output_tokens = params.max_tokens.value_or(kAssumedOutputTokens);
-  if (!ServesModel(*deps_.registry, out.model)) {
+  if (!ServesModel(*deps_.router_state, out.model)) {
     return std::unexpected(api::ApiError::ModelNotFound(out.model));
   }
   // Extra keys (kv/extra_keys.h): the adapter, and the salt the engine will get — the
@@ -272,16 +286,13 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Fallback(
   RouteOutcome out;
   out.worker = best->id;
   out.worker_name = best->name;
-  out.base_url = BaseUrlOf(*deps_.registry, best->id);
+  out.base_url = BaseUrlOf(*deps_.router_state, best->id);
   out.fell_back = true;
   out.fallback_reason = std::move(reason);
   out.decision.policy = "fail_open";
   out.decision.chosen = best->id;
-  out.uncached_tokens =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(request.prompt_tokens, 0));
-  const std::uint64_t bs = std::max<std::uint32_t>(request.block_size, 1);
-  out.kv_blocks =
-      (static_cast<std::uint64_t>(request.prompt_tokens + request.output_tokens) + bs - 1) / bs;
+  // Nothing was looked up: the whole prompt is booked as uncached.
+  out.booking = fleet::BookingFor(ProfileOf(request), {}, best->id, nullptr, 1);
   return out;
 }
 
@@ -289,7 +300,7 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
                                                                   std::span<const WorkerId> exclude,
                                                                   Nanos now,
                                                                   sched::PolicyState& state) const {
-  std::vector<sched::WorkerSnapshot> workers = deps_.registry->Snapshot(now, request.model);
+  std::vector<sched::WorkerSnapshot> workers = deps_.router_state->Snapshot(now, request.model);
   std::erase_if(workers, [&](const sched::WorkerSnapshot& w) {
     return std::find(exclude.begin(), exclude.end(), w.id) != exclude.end();
   });
@@ -301,14 +312,7 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
     return Fallback(request, std::move(workers), "injected fault (debug.fault: schedule_error)");
   }
 
-  sched::RequestProfile profile;
-  profile.model = request.model;
-  profile.prompt_tokens =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(request.prompt_tokens, 0));
-  profile.block_size = request.block_size;
-  profile.num_full_blocks = static_cast<std::uint32_t>(request.keys.size());
-  profile.predicted_output_tokens =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(request.output_tokens, 0));
+  sched::RequestProfile profile = ProfileOf(request);
   if (options_.itl_slo_s > 0) profile.itl_slo_s = options_.itl_slo_s;
   if (deps_.policy->RequiredInputs() & sched::kCacheView) {
     profile.cache_views = CacheViews(request.keys, now);
@@ -322,25 +326,17 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
   }
   RouteOutcome out;
   out.worker = *decision->chosen;
+  double wait_correction = 1;
   for (const auto& w : workers) {
     if (w.id != out.worker) continue;
     out.worker_name = w.name;
-    out.wait_correction = w.wait_correction;
+    wait_correction = w.wait_correction;
   }
-  out.base_url = BaseUrlOf(*deps_.registry, out.worker);
-  for (const auto& v : profile.cache_views) {
-    if (v.worker != out.worker) continue;
-    out.cached_blocks = v.depth_blocks;
-    out.cached_any_blocks = std::min<std::uint32_t>(
-        std::max(v.any_depth_blocks,
-                 *std::max_element(v.depth_blocks.begin(), v.depth_blocks.end())),
-        profile.num_full_blocks);
-  }
-  const std::uint64_t cached_tokens = std::min<std::uint64_t>(
-      std::uint64_t{out.cached_any_blocks} * request.block_size, profile.prompt_tokens);
-  out.uncached_tokens = profile.prompt_tokens - cached_tokens;
-  const std::uint64_t bs = std::max<std::uint32_t>(request.block_size, 1);
-  out.kv_blocks = (profile.prompt_tokens + profile.predicted_output_tokens + bs - 1) / bs;
+  out.base_url = BaseUrlOf(*deps_.router_state, out.worker);
+  const fleet::CachedPrefix cached = fleet::CachedPrefixOn(profile, out.worker);
+  out.cached_blocks = cached.blocks;
+  out.cached_any_blocks = cached.any_blocks;
+  out.booking = fleet::BookingFor(profile, cached, out.worker, &*decision, wait_correction);
   out.decision = std::move(*decision);
   return out;
 }
@@ -384,7 +380,7 @@ std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* out
     for (auto d : outcome->cached_blocks) tiers.push_back(d);
     o["cached_blocks_by_tier"] = std::move(tiers);
     o["cached_any_blocks"] = outcome->cached_any_blocks;
-    o["uncached_tokens"] = outcome->uncached_tokens;
+    o["uncached_tokens"] = outcome->booking.uncached_tokens;
   } else {
     o["chosen"] = nullptr;
   }

@@ -3,7 +3,7 @@
 //   Prepare  body → parse + validate (api/) → model known? (404) → tokenize (precise) or
 //            render text (approximate) → context-length check (400) → block keys
 //   Route    index lookup + predict-on-route overlay → cache views → worker snapshots
-//            (WorkerRegistry) → sched::Policy::Decide → the chosen worker, or a
+//            (fleet::RouterState) → sched::Policy::Decide → the chosen worker, or a
 //            failure-mode fallback, or an error (503) — with the decision and its reasons
 //   OnRouted records the prefix as predicted on the chosen worker (kv::PredictedBlocks)
 //
@@ -48,6 +48,7 @@
 #include "api/api_error.h"
 #include "api/generation_params.h"
 #include "common/types.h"
+#include "fleet/load_tracker.h"
 #include "gateway/config.h"
 #include "gateway/tenancy.h"
 #include "kv/approx_predicted.h"
@@ -59,12 +60,15 @@
 #include "tokenize/image_tokens.h"
 #include "tokenize/tokenizer.h"
 
+namespace kvroute::fleet {
+class RouterState;
+}
+
 namespace kvroute::gateway {
 
-class WorkerRegistry;
 
 struct PipelineDeps {
-  WorkerRegistry* registry = nullptr;
+  fleet::RouterState* router_state = nullptr;
   const kv::KvIndex* index = nullptr;        // precise mode: the event index
   kv::PredictedBlocks* predicted = nullptr;  // own routing history (both modes)
   tokenize::TokenizerPtr tokenizer;          // precise mode: exact token ids
@@ -139,11 +143,11 @@ struct RouteOutcome {
   sched::Decision decision;  // the policy's (empty candidates when the fallback chose)
   bool fell_back = false;    // fail_open chose by load alone
   std::string fallback_reason;
-  std::array<std::uint32_t, kv::kNumTiers> cached_blocks{};  // chosen worker's depths per tier
+  std::array<std::uint32_t, kNumTiers> cached_blocks{};  // chosen worker's depths per tier
   std::uint32_t cached_any_blocks = 0;
-  std::uint64_t uncached_tokens = 0;  // prompt tokens the worker must prefill (predicted)
-  std::uint64_t kv_blocks = 0;        // blocks the request will hold (prompt + output)
-  double wait_correction = 1;         // the chosen worker's, as the decision saw it
+  // What the exchange books on the worker (fleet::BookingFor): uncached tokens, KV blocks,
+  // the prediction and the wait correction it was made with.
+  fleet::RoutedRequest booking;
 };
 
 class RequestPipeline {

@@ -1,4 +1,4 @@
-// RequestPipeline with real, in-memory collaborators (WorkerRegistry, KvIndex, PredictedBlocks
+// RequestPipeline with real, in-memory collaborators (fleet::RouterState, KvIndex, PredictedBlocks
 // are pure and take time as an argument) and injected time: no sockets.
 #include "gateway/request_pipeline.h"
 
@@ -6,7 +6,7 @@
 
 #include <boost/json.hpp>
 
-#include "gateway/worker_registry.h"
+#include "fleet/router_state.h"
 #include "sched/registry.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -22,19 +22,19 @@ class PipelineTest : public ::testing::Test {
   void SetUpPipeline(RoutingMode mode, FailureMode failure, std::string_view preset,
                      bool inject = false) {
     for (std::string name : {"w0", "w1", "w2"}) {
-      WorkerSpec spec;
+      fleet::WorkerSpec spec;
       spec.name = name;
       spec.base_url = "http://127.0.0.1:1";
       spec.models = {"m"};
       spec.block_size = kBlock;
-      auto id = registry_.Add(spec, now_);
+      auto id = router_state_.Add(spec, now_);
       ASSERT_TRUE(id.has_value()) << id.error();
       ids_.push_back(*id);
     }
     auto policy = sched::BuiltinPolicy(preset);
     ASSERT_TRUE(policy.has_value()) << policy.error().message;
     PipelineDeps deps;
-    deps.registry = &registry_;
+    deps.router_state = &router_state_;
     deps.index = &index_;
     deps.predicted = &predicted_;
     deps.tokenizer = tokenizer_;
@@ -76,7 +76,7 @@ class PipelineTest : public ::testing::Test {
 
   Nanos now_ = seconds(100);
   double itl_slo_s_ = 0;  // PipelineOptions::itl_slo_s of the next SetUpPipeline
-  WorkerRegistry registry_;
+  fleet::RouterState router_state_;
   kv::KvIndex index_{kv::BlockKeyer(kBlock)};
   kv::PredictedBlocks predicted_{kv::PredictedOptions{.ttl = seconds(5)}};
   tokenize::TokenizerPtr tokenizer_ = std::make_shared<tokenize::SimpleTokenizer>();
@@ -90,7 +90,7 @@ TEST_F(PipelineTest, MalformedJsonIsA400BeforeAnyRouting) {
   auto r = pipeline_->Prepare(api::Endpoint::kCompletions, "{not json", now_);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().status, 400);
-  EXPECT_EQ(registry_.load().inflight(), 0u);
+  EXPECT_EQ(router_state_.load().inflight(), 0u);
 }
 
 TEST_F(PipelineTest, UnknownModelIsA404) {
@@ -147,7 +147,7 @@ TEST_F(PipelineTest, RoutesToTheWorkerHoldingThePrefix) {
   EXPECT_EQ(out->worker, ids_[2]);
   EXPECT_FALSE(out->fell_back);
   EXPECT_EQ(out->cached_any_blocks, r->keys.size());
-  EXPECT_LT(out->uncached_tokens, static_cast<std::uint64_t>(r->prompt_tokens));
+  EXPECT_LT(out->booking.uncached_tokens, static_cast<std::uint64_t>(r->prompt_tokens));
 }
 
 // scheduler.itl_slo_s reaches the policy: the prefix holder decodes 320k KV tokens (predicted
@@ -161,8 +161,8 @@ TEST_P(PipelineSloTest, ConfiguredItlTargetMovesARequestOffAWorkerOverIt) {
   SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
   std::string prompt = LongPrompt("s");
   StoreOnWorker(ids_[0], prompt);
-  ASSERT_TRUE(registry_.load().OnRouted(
-      99, RoutedRequest{.worker = ids_[0], .prompt_tokens = 320000, .kv_blocks = 20000}, now_));
+  ASSERT_TRUE(router_state_.Book(
+      99, fleet::RoutedRequest{.worker = ids_[0], .prompt_tokens = 320000, .kv_blocks = 20000}, now_));
   auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
   ASSERT_TRUE(r.has_value());
   auto out = pipeline_->Route(*r, {}, now_, state_);
@@ -201,7 +201,7 @@ TEST_F(PipelineTest, DrainingWorkerGetsNoNewRequest) {
   SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
   std::string prompt = LongPrompt("d");
   StoreOnWorker(ids_[0], prompt);
-  registry_.health().SetDraining(ids_[0], true);
+  router_state_.health().SetDraining(ids_[0], true);
   auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody(prompt), now_);
   ASSERT_TRUE(r.has_value());
   auto out = pipeline_->Route(*r, {}, now_, state_);
@@ -213,8 +213,8 @@ TEST_F(PipelineTest, FailOpenRoutesByLoadAloneWhenSchedulingFails) {
   SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency",
                 /*inject=*/true);
   // w0 and w2 are busy; w1 is the least loaded.
-  registry_.load().OnRouted(1, RoutedRequest{.worker = ids_[0], .prompt_tokens = 10}, now_);
-  registry_.load().OnRouted(2, RoutedRequest{.worker = ids_[2], .prompt_tokens = 10}, now_);
+  router_state_.Book(1, fleet::RoutedRequest{.worker = ids_[0], .prompt_tokens = 10}, now_);
+  router_state_.Book(2, fleet::RoutedRequest{.worker = ids_[2], .prompt_tokens = 10}, now_);
   auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody("x"), now_);
   ASSERT_TRUE(r.has_value());
   auto out = pipeline_->Route(*r, {}, now_, state_);

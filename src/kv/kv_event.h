@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/tier.h"
 #include "common/types.h"
 #include "kv/extra_keys.h"
 
@@ -25,10 +26,11 @@ namespace kvroute::kv {
 // kvroute's BlockKey, only mapped onto one.
 using EngineHash = std::uint64_t;
 
-// Storage tier. vLLM sends `medium` as a string ("GPU" from the block pool, "CPU" etc. from
-// offload connectors); unknown strings map to kOther and keep their text in the event.
-enum class Tier : std::uint8_t { kGpu = 0, kCpu = 1, kDisk = 2, kShared = 3 };
-inline constexpr int kNumTiers = 4;
+// Storage tier (common/tier.h; named here too, the index's and the engine's vocabulary). vLLM
+// sends `medium` as a string ("GPU" from the block pool, "CPU" etc. from offload connectors);
+// unknown strings map to kOther and keep their text in the event.
+using ::kvroute::kNumTiers;
+using ::kvroute::Tier;
 
 // Parses vLLM medium strings case-insensitively: GPU; CPU, CPU_PINNED; DISK, NVME, SSD;
 // SHARED, REMOTE. nullopt for anything else. A missing medium means GPU.

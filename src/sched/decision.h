@@ -27,7 +27,7 @@ struct CandidateTrace {
   std::optional<double> predicted_ttft_s;  // when the policy reads rates and the worker has them
   // The queue-dependent part of predicted_ttft_s (queue, decode interference, KV wait, with the
   // worker's wait correction applied): what the caller's calibration compares with the
-  // measured wait (gateway::LoadTracker).
+  // measured wait (fleet::LoadTracker).
   std::optional<double> predicted_wait_s;
   std::optional<double> predicted_itl_s;
 };

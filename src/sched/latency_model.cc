@@ -6,7 +6,7 @@
 namespace kvroute::sched {
 namespace {
 
-constexpr int kGpu = static_cast<int>(kv::Tier::kGpu);
+constexpr int kGpu = static_cast<int>(Tier::kGpu);
 
 // Every time this file reports goes through Bound: finite, within [0, kMaxPredictedSeconds].
 // NaN (impossible once the inputs are checked) reads as hopeless, never as free.
@@ -86,7 +86,7 @@ std::uint32_t LayeredHits::total() const {
 LayeredHits LayerHits(const CacheView& view, std::uint32_t num_full_blocks) {
   LayeredHits hits;
   std::uint32_t covered = 0;
-  for (int t = 0; t < kv::kNumTiers; ++t) {
+  for (int t = 0; t < kNumTiers; ++t) {
     const std::uint32_t depth = std::min(view.depth_blocks[t], num_full_blocks);
     if (depth > covered) {
       hits.blocks[t] = depth - covered;
@@ -106,7 +106,7 @@ LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
   LoadPlan plan;
   plan.load_blocks[kGpu] = hits.blocks[kGpu];
   int slowest = -1;  // slowest loadable lower tier, for the mixed blocks
-  for (int t = kGpu + 1; t < kv::kNumTiers; ++t) {
+  for (int t = kGpu + 1; t < kNumTiers; ++t) {
     if (!Loadable(worker, t)) continue;
     plan.load_blocks[t] = hits.blocks[t];
     if (slowest < 0 || *worker.tier_load_bytes_per_s[t] < *worker.tier_load_bytes_per_s[slowest]) {
@@ -114,7 +114,7 @@ LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
     }
   }
   if (slowest >= 0) plan.load_blocks[slowest] += hits.mixed_blocks;
-  for (int t = 0; t < kv::kNumTiers; ++t) {
+  for (int t = 0; t < kNumTiers; ++t) {
     plan.hit_blocks += plan.load_blocks[t];
     if (t != kGpu && plan.load_blocks[t] > 0) {
       plan.load_s = Bound(plan.load_s + plan.load_blocks[t] * *worker.kv_bytes_per_block /
@@ -192,7 +192,7 @@ std::expected<double, std::string> PredictItl(const RequestProfile& request, con
   auto m = DecodeModel(worker);
   if (!m) return std::unexpected(m.error());
   const std::uint64_t gpu_tokens =
-      static_cast<std::uint64_t>(std::min(view.depth(kv::Tier::kGpu), request.num_full_blocks)) *
+      static_cast<std::uint64_t>(std::min(view.depth(Tier::kGpu), request.num_full_blocks)) *
       request.block_size;
   const std::uint64_t added =
       (request.prompt_tokens > gpu_tokens ? request.prompt_tokens - gpu_tokens : 0) +

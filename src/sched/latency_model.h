@@ -33,7 +33,7 @@ inline constexpr double kMaxPredictedSeconds = 1e6;
 // (the prefix alternates between tiers, so no single tier's consecutive depth reaches them)
 // are `mixed_blocks`: their tier is unknown.
 struct LayeredHits {
-  std::array<std::uint32_t, kv::kNumTiers> blocks{};  // per tier, disjoint
+  std::array<std::uint32_t, kNumTiers> blocks{};  // per tier, disjoint
   std::uint32_t mixed_blocks = 0;
   std::uint32_t total() const;  // sum of the above
 };
@@ -45,7 +45,7 @@ LayeredHits LayerHits(const CacheView& view, std::uint32_t num_full_blocks);
 // its blocks are recomputed; mixed blocks are charged at the slowest loadable lower tier
 // (an upper bound on their load time), or recomputed if none is loadable.
 struct LoadPlan {
-  std::array<std::uint32_t, kv::kNumTiers> load_blocks{};  // blocks read from each tier
+  std::array<std::uint32_t, kNumTiers> load_blocks{};  // blocks read from each tier
   std::uint32_t hit_blocks = 0;                            // sum of load_blocks
   std::uint64_t uncached_tokens = 0;                       // prompt tokens to prefill
   double load_s = 0;                                       // seconds moving lower-tier blocks

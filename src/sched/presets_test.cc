@@ -187,7 +187,7 @@ class PredictedLatencyTest : public ::testing::Test {
       w.decode_step =
           StepTimeModel{.base_s = 0.01, .per_sequence_s = 0.001, .per_kv_token_s = 1e-6};
       w.kv_bytes_per_block = 1e6;
-      w.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = 1e10;
+      w.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = 1e10;
       ws_.push_back(w);
     }
     policy_ = Preset("predicted_latency");

@@ -77,7 +77,7 @@ RandomCase MakeCase(std::mt19937_64& rng, bool sane) {
     w.prefill_attention_per_token = q;
     w.decode_step = StepTimeModel{base, per_seq, per_kv};
     w.kv_bytes_per_block = Extreme(rng, 1e6);
-    if (coin(rng)) w.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = Extreme(rng, 1e10);
+    if (coin(rng)) w.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = Extreme(rng, 1e10);
     if (coin(rng)) {
       ScrapedMetrics m;
       m.age_s = Extreme(rng, 5);  // stale scrapes too

@@ -35,7 +35,7 @@ Fixture MakeFixture(int n) {
     w.decode_step =
         StepTimeModel{.base_s = 0.008, .per_sequence_s = 0.0002, .per_kv_token_s = 2e-8};
     w.kv_bytes_per_block = 2.0 * 1024 * 1024;
-    w.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = 2e10;
+    w.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = 2e10;
     f.workers.push_back(w);
     if (i % 8 == 0) {
       CacheView v{.worker = w.id};

@@ -145,16 +145,16 @@ std::shared_ptr<const Scorer> NewDynamoCostScorer(const DynamoCostOptions& o) {
         const WorkerSnapshot& w = *c.worker;
         const double bs = r.block_size;
         const LayeredHits hits = LayerHits(c.cache, r.num_full_blocks);
-        const auto tier = [&](kv::Tier t) {
+        const auto tier = [&](Tier t) {
           return static_cast<double>(hits.blocks[static_cast<int>(t)]);
         };
         const double raw_prefill_blocks =
             static_cast<double>(w.pending_prefill_tokens + r.prompt_tokens) / bs;
-        const double credit = tier(kv::Tier::kGpu) * 1.0 + tier(kv::Tier::kCpu) * o.host_weight +
-                              tier(kv::Tier::kDisk) * o.disk_weight +
-                              tier(kv::Tier::kShared) * o.shared_weight;
+        const double credit = tier(Tier::kGpu) * 1.0 + tier(Tier::kCpu) * o.host_weight +
+                              tier(Tier::kDisk) * o.disk_weight +
+                              tier(Tier::kShared) * o.shared_weight;
         const std::uint64_t request_blocks = (r.prompt_tokens + r.block_size - 1) / r.block_size;
-        const std::uint64_t gpu_held = hits.blocks[static_cast<int>(kv::Tier::kGpu)];
+        const std::uint64_t gpu_held = hits.blocks[static_cast<int>(Tier::kGpu)];
         const double decode_blocks = static_cast<double>(
             w.active_kv_blocks + (request_blocks > gpu_held ? request_blocks - gpu_held : 0));
         return o.prefill_load_scale * std::max(0.0, raw_prefill_blocks - credit) + decode_blocks +

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/tier.h"
 #include "common/types.h"
-#include "kv/kv_event.h"
 
 namespace kvroute::sched {
 
@@ -25,8 +25,8 @@ namespace kvroute::sched {
 // block 0 (a hole ends the prefix, as in vLLM's prefix caching).
 struct CacheView {
   WorkerId worker = 0;
-  // Consecutive prefix depth in blocks held in each tier, indexed by kv::Tier.
-  std::array<std::uint32_t, kv::kNumTiers> depth_blocks{};
+  // Consecutive prefix depth in blocks held in each tier, indexed by Tier.
+  std::array<std::uint32_t, kNumTiers> depth_blocks{};
   // Consecutive prefix depth in blocks counting a block as present if ANY tier holds it.
   // >= every entry of depth_blocks (the host clamps it up if the caller's is smaller).
   std::uint32_t any_depth_blocks = 0;
@@ -34,7 +34,7 @@ struct CacheView {
   // recorded in the decision trace).
   bool stale = false;
 
-  std::uint32_t depth(kv::Tier t) const { return depth_blocks[static_cast<int>(t)]; }
+  std::uint32_t depth(Tier t) const { return depth_blocks[static_cast<int>(t)]; }
 };
 
 struct RequestProfile {
@@ -104,15 +104,15 @@ struct WorkerSnapshot {
   // shape is the model's (gateway::RateLearner keeps its seed's), the scale is learned.
   double prefill_attention_per_token = 0;
   std::optional<StepTimeModel> decode_step;    // decode step time model
-  // Bandwidth to bring a block from each tier into GPU memory, bytes/s, indexed by kv::Tier
+  // Bandwidth to bring a block from each tier into GPU memory, bytes/s, indexed by Tier
   // (the GPU entry is unused). Missing: the worker cannot load from that tier.
-  std::array<std::optional<double>, kv::kNumTiers> tier_load_bytes_per_s{};
+  std::array<std::optional<double>, kNumTiers> tier_load_bytes_per_s{};
   std::optional<double> kv_bytes_per_block;  // bytes of one KV block, all layers
 
   // Router-side calibration of the queue-dependent part of predicted TTFT (queue, decode
   // interference, KV wait), learned by the caller from measured against predicted TTFT and
   // raised at once while a request on this worker has waited longer than predicted
-  // (gateway::LoadTracker). 1: the model as written. Finite, > 0.
+  // (fleet::LoadTracker). 1: the model as written. Finite, > 0.
   double wait_correction = 1;
 
   bool Serves(const std::string& model) const;

@@ -25,7 +25,7 @@ std::expected<void, std::string> WriteFile(const std::string& path, const std::s
 
 }  // namespace
 
-SimLevelExtras AppendLevel(SimResult result, const std::string& name, bench::RunReport* report) {
+SimLevelExtras AppendLevel(SimResult result, const std::string& name, workload::RunReport* report) {
   SimLevelExtras x;
   x.level = name;
   x.decisions = std::move(result.decisions);
@@ -62,7 +62,7 @@ std::string WorkersCsv(const std::vector<SimLevelExtras>& levels) {
   return out.str();
 }
 
-std::string DecisionsCsv(const bench::RunReport& report,
+std::string DecisionsCsv(const workload::RunReport& report,
                          const std::vector<SimLevelExtras>& levels) {
   std::ostringstream out;
   out << "level,request,worker,at_s,prompt_tokens,predicted_cached_tokens,cached_tokens,"
@@ -71,7 +71,7 @@ std::string DecisionsCsv(const bench::RunReport& report,
     const auto& reqs = report.levels[li].requests;
     for (const DecisionRecord& d : levels[li].decisions) {
       if (d.request >= reqs.size()) continue;
-      const bench::RequestResult& r = reqs[d.request].result;
+      const workload::RequestResult& r = reqs[d.request].result;
       out << levels[li].level << ',' << d.request << ',' << d.worker << ',' << ShortNumber(d.at_s) << ','
           << d.prompt_tokens << ',' << d.predicted_cached_tokens << ',';
       if (r.ok) out << r.cached_tokens;
@@ -86,7 +86,7 @@ std::string DecisionsCsv(const bench::RunReport& report,
   return out.str();
 }
 
-std::expected<void, std::string> WriteSimFiles(const bench::RunReport& report,
+std::expected<void, std::string> WriteSimFiles(const workload::RunReport& report,
                                                const std::vector<SimLevelExtras>& levels,
                                                const std::string& stem) {
   if (auto ok = WriteFile(stem + "_workers.csv", WorkersCsv(levels)); !ok) return ok;
@@ -104,13 +104,13 @@ std::string RunLine(const SimLevelExtras& l, std::size_t requests) {
   return buf;
 }
 
-std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtras& extras) {
+std::string CalibrationLine(const workload::LevelResult& level, const SimLevelExtras& extras) {
   std::vector<double> ratios;
   for (const DecisionRecord& d : extras.decisions) {
     if (!d.predicted_ttft_s || *d.predicted_ttft_s <= 0 || d.request >= level.requests.size()) {
       continue;
     }
-    const bench::RequestResult& r = level.requests[d.request].result;
+    const workload::RequestResult& r = level.requests[d.request].result;
     if (r.ok && r.ttft_s > 0) ratios.push_back(r.ttft_s / *d.predicted_ttft_s);
   }
   if (ratios.empty()) return "";
@@ -126,7 +126,7 @@ std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtra
   return buf;
 }
 
-std::optional<std::string> FailureNote(const bench::RunReport& report,
+std::optional<std::string> FailureNote(const workload::RunReport& report,
                                        const std::vector<SimLevelExtras>& levels) {
   std::size_t sent = 0, failed = 0;
   std::map<std::string, std::size_t> kinds;

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
+#include "workload/report.h"
 #include "simulate/simulator.h"
 
 namespace kvroute::simulate {
 
-// What the simulator knows of a level beyond bench::LevelResult.
+// What the simulator knows of a level beyond workload::LevelResult.
 struct SimLevelExtras {
   std::string level;  // the level's name
   std::vector<DecisionRecord> decisions;
@@ -35,15 +35,15 @@ struct SimLevelExtras {
 };
 
 // Moves `result`'s level into `report` (named `name`) and returns the rest.
-SimLevelExtras AppendLevel(SimResult result, const std::string& name, bench::RunReport* report);
+SimLevelExtras AppendLevel(SimResult result, const std::string& name, workload::RunReport* report);
 
 std::string WorkersCsv(const std::vector<SimLevelExtras>& levels);
 // `report` supplies the actual outcome of each decision (same level order as `levels`).
-std::string DecisionsCsv(const bench::RunReport& report, const std::vector<SimLevelExtras>& levels);
+std::string DecisionsCsv(const workload::RunReport& report, const std::vector<SimLevelExtras>& levels);
 
 // Writes <stem>_workers.csv and <stem>_decisions.csv; `stem` is "<dir>/<file stem>" as
-// bench::WriteRunFiles names its files (the folder must exist).
-std::expected<void, std::string> WriteSimFiles(const bench::RunReport& report,
+// workload::WriteRunFiles names its files (the folder must exist).
+std::expected<void, std::string> WriteSimFiles(const workload::RunReport& report,
                                                const std::vector<SimLevelExtras>& levels,
                                                const std::string& stem);
 
@@ -53,7 +53,7 @@ std::string RunLine(const SimLevelExtras& level, std::size_t requests);
 // "TTFT measured / predicted on the chosen worker: p10 0.8, p50 1.0, p90 1.3 (4,812 requests)"
 // over the served requests of `level` (the report's level of the same name) that had a
 // prediction; empty when none had. The router's calibration at a glance (issue 15).
-std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtras& extras);
+std::string CalibrationLine(const workload::LevelResult& level, const SimLevelExtras& extras);
 
 // What `kvroute simulate` says about failed requests, on stderr and under its table; nullopt
 // when none failed. Most of the run failed: a WARNING line naming the error kinds, the
@@ -61,7 +61,7 @@ std::string CalibrationLine(const bench::LevelResult& level, const SimLevelExtra
 //   WARNING: 216 of 240 requests failed (http_4xx 216): the engines refused 216 requests
 //   longer than max_model_len 40960 (first: "prompt (30000 tokens) + ..."). Shorten ...
 // Some failed (a failure schedule, a few long trace requests): the same as a "note:" line.
-std::optional<std::string> FailureNote(const bench::RunReport& report,
+std::optional<std::string> FailureNote(const workload::RunReport& report,
                                        const std::vector<SimLevelExtras>& levels);
 
 // Peak resident set size of this process (VmHWM), bytes; nullopt where unavailable.

@@ -6,11 +6,11 @@ namespace kvroute::simulate {
 namespace {
 
 // A one-level report: `ok` requests that succeeded, then one failure per kind listed.
-bench::RunReport Report(int ok, const std::vector<std::string>& failures,
+workload::RunReport Report(int ok, const std::vector<std::string>& failures,
                         std::string workload = "agentic") {
-  bench::RunReport report;
+  workload::RunReport report;
   report.workload = std::move(workload);
-  bench::LevelResult level;
+  workload::LevelResult level;
   level.name = "c=8";
   for (int i = 0; i < ok; ++i) level.requests.push_back({.result = {.ok = true}});
   for (const auto& kind : failures) {

@@ -5,11 +5,12 @@
 #include <chrono>
 #include <cstdio>
 
+#include "fleet/booking.h"
+#include "fleet/router_state.h"
 #include "kv/approx_predicted.h"
 #include "kv/index.h"
 #include "kv/index_overlay.h"
 #include "simulate/event_queue.h"
-#include "simulate/router_load.h"
 
 namespace kvroute::simulate {
 namespace {
@@ -28,8 +29,15 @@ struct WorkerState {
   engine::EngineStats past;    // counters of earlier lives
   std::uint64_t routed = 0;
   std::uint32_t restarts = 0;
-  Nanos scraped_at{0};
 };
+
+// The router state as kvroute serve configures it, except that each worker's CPU-tier
+// bandwidth is its engine's own (none without a CPU tier), not the gateway's default.
+fleet::RouterStateOptions SimRouterOptions() {
+  fleet::RouterStateOptions o;
+  o.default_cpu_tier_bandwidth = false;
+  return o;
+}
 
 struct LiveRequest {
   bool active = false;
@@ -101,7 +109,8 @@ struct Simulator::Impl {
                                             : options.fleet.workers.front().config.block_size),
         index(keyer),
         predicted(kv::PredictedOptions{options.predicted_ttl, 1 << 16}),
-        policy_state(options.seed) {}
+        policy_state(options.seed),
+        router(SimRouterOptions()) {}
 
   std::expected<SimResult, std::string> Run();
   std::expected<void, std::string> AddWorker(const WorkerSpec& spec, Nanos now);
@@ -132,9 +141,11 @@ struct Simulator::Impl {
   sched::PolicyState policy_state;
   sched::Inputs inputs = sched::kNoInputs;
   EventQueue queue;
-  RouterLoad router;
+  // The router's knowledge of the workers (load, rates, health, scrapes): the same object
+  // kvroute serve keeps; `snapshots` is what each decision reads, refreshed in place.
+  fleet::RouterState router;
+  fleet::SnapshotCache snapshots;
   std::vector<WorkerState> workers;
-  std::vector<sched::WorkerSnapshot> snapshots;
   LiveTable live;
   std::vector<Arrival> arrival_slots;
   std::vector<std::uint32_t> free_arrival_slots;
@@ -157,33 +168,32 @@ std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& sp
   // The simulator keys blocks with kvroute's own BlockKey (no SHA-256 per block).
   workers.back().spec.config.event_hash = engine::EventHash::kBlockKey;
   workers.back().spec.config.seed = options.seed;
-  sched::WorkerSnapshot snap;
-  snap.id = w;
-  snap.name = "w" + std::to_string(w);
-  snap.models = {options.model};
-  snapshots.push_back(std::move(snap));
-  if (auto ok = router.AddWorker(w, spec.profile, keyer.block_size()); !ok) {
-    return std::unexpected("worker " + std::to_string(w) + ": " + ok.error());
-  }
   StartWorker(w);
-  workers[w].scraped_at = now;
+  // What the router is told about it: the engine's own capacity and CPU-tier bandwidth.
+  const engine::EngineConfig& c = workers[w].engine->config();
+  fleet::WorkerSpec fs;
+  fs.name = "w" + std::to_string(w);
+  fs.models = {options.model};
+  fs.profile = spec.profile.name;
+  fs.block_size = keyer.block_size();
+  fs.kv_capacity_blocks = static_cast<std::uint64_t>(c.num_gpu_blocks_override);
+  if (c.num_cpu_blocks > 0) {
+    fs.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = c.cpu_to_gpu_bandwidth_bytes_per_s;
+  }
+  auto id = router.Add(std::move(fs), spec.profile, now);
+  if (!id) return std::unexpected("worker " + std::to_string(w) + ": " + id.error());
+  if (*id != w) return std::unexpected("router state numbered worker " + std::to_string(w) +
+                                       " as " + std::to_string(*id));
   return {};
 }
 
 void Simulator::Impl::StartWorker(WorkerId w) {
   WorkerState& ws = workers[w];
   ws.engine = engine::NewEngine(ws.spec.profile, ws.spec.config);
-  const engine::EngineConfig& c = ws.engine->config();
   ws.alive = true;
   ws.stepping = false;
-  predicted.SetCapacity(w, static_cast<std::size_t>(c.num_gpu_blocks_override));
-  sched::WorkerSnapshot& s = snapshots[w];
-  s.healthy = true;
-  s.scraped.reset();
-  s.kv_capacity_blocks = static_cast<std::uint64_t>(c.num_gpu_blocks_override);
-  if (c.num_cpu_blocks > 0) {
-    s.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = c.cpu_to_gpu_bandwidth_bytes_per_s;
-  }
+  predicted.SetCapacity(w, static_cast<std::size_t>(ws.engine->config().num_gpu_blocks_override));
+  router.health().SetDown(w, false);  // a restart; a new worker is not in the table yet
 }
 
 void Simulator::Impl::StartStep(WorkerId w, Nanos now) {
@@ -216,15 +226,15 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
     LiveRequest* found = live.Find(id);
     if (found == nullptr) continue;
     LiveRequest& lr = *found;
-    bench::RequestResult& rec = result.level.requests[id].result;
+    workload::RequestResult& rec = result.level.requests[id].result;
     if (t.is_first) {
       rec.ttft_s = ToSeconds(now - lr.arrival);
       rec.cached_tokens = t.cached_tokens;
       lr.first_token_seen = true;
-      router.OnFirstToken(id, w, now);
+      router.OnFirstToken(id, now);
     } else {
       rec.itl_s.push_back(ToSeconds(now - lr.last_token));
-      router.OnToken(id, w, now);
+      router.OnToken(id, now);
     }
     lr.last_token = now;
     ++rec.output_tokens;
@@ -262,8 +272,8 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
 void Simulator::Impl::Finish(std::uint64_t id, bool ok, const char* error_kind, Nanos now) {
   if (live.Find(id) == nullptr) return;
   LiveRequest lr = live.Take(id);
-  router.OnDone(id, lr.worker, now, ok);
-  bench::RequestResult& rec = result.level.requests[id].result;
+  router.OnDone(id, now, ok);
+  workload::RequestResult& rec = result.level.requests[id].result;
   rec.ok = ok;
   rec.error_kind = ok ? "" : error_kind;
   rec.e2e_s = ToSeconds(now - lr.arrival);
@@ -314,7 +324,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   const Nanos sent = routed ? a.at : now;
 
   const std::uint64_t id = result.level.requests.size();
-  bench::RequestRecord record;
+  workload::RequestRecord record;
   record.session = a.request.session;
   record.turn = a.request.turn;
   record.result.start_s = ToSeconds(sent);
@@ -352,16 +362,10 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
       profile.cache_views.push_back(v);
     }
   }
-  const bool scrape = NeedsScrape();
-  for (std::size_t w = 0; w < workers.size(); ++w) {
-    if (!workers[w].alive) continue;
-    router.Fill(static_cast<WorkerId>(w), now, &snapshots[w]);  // only what changed
-    if (scrape && snapshots[w].scraped) {
-      snapshots[w].scraped->age_s = ToSeconds(now - workers[w].scraped_at);
-    }
-  }
+  router.Refresh(now, &snapshots);  // re-reads only the workers that changed
+  const std::vector<sched::WorkerSnapshot>& rows = snapshots.workers();
   auto decision = options.policy->Decide(
-      profile, snapshots, policy_state,
+      profile, rows, policy_state,
       options.full_trace ? sched::TraceDetail::kFull : sched::TraceDetail::kChosenOnly);
   if (!decision)
     return std::unexpected("policy " + options.policy->name() + ": " + decision.error().message);
@@ -372,7 +376,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   if (!decision->chosen) {
     // The gateway answers 503 when no worker can take the request.
     result.decisions.push_back(dr);
-    bench::RequestResult& rec = result.level.requests[id].result;
+    workload::RequestResult& rec = result.level.requests[id].result;
     rec.ok = false;
     rec.error_kind = "http_5xx";
     Schedule(workload->OnDone(a.request, {}, false, now), false);
@@ -382,26 +386,15 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   if (w >= workers.size() || !workers[w].alive) {
     return std::unexpected("policy " + options.policy->name() + " chose a dead worker");
   }
-  // The route's accounting, as the gateway's RequestPipeline computes it: uncached = prompt −
-  // the deepest prefix in any tier (clamped to the full blocks); the decision record keeps
+  // The route's booking, by the gateway's rule (fleet/booking.h); the decision record keeps
   // the GPU depth (what the engine's prefix hit will be).
-  std::uint32_t gpu_depth = 0, any_depth = 0;
-  for (const auto& v : profile.cache_views) {
-    if (v.worker != w) continue;
-    gpu_depth = v.depth(kv::Tier::kGpu);
-    any_depth = std::min(std::max(v.any_depth_blocks, *std::ranges::max_element(v.depth_blocks)),
-                         profile.num_full_blocks);
-  }
+  const fleet::CachedPrefix cached = fleet::CachedPrefixOn(profile, w);
   const auto prompt_tokens = static_cast<std::uint64_t>(profile.prompt_tokens);
-  const std::uint64_t cached =
-      std::min<std::uint64_t>(std::uint64_t{gpu_depth} * bs, prompt_tokens);
-  const std::uint64_t cached_any =
-      std::min<std::uint64_t>(std::uint64_t{any_depth} * bs, prompt_tokens);
-  const std::uint64_t kv_blocks = (prompt_tokens + a.request.max_tokens + bs - 1) / bs;
   dr.worker = w;
-  dr.predicted_cached_tokens = cached;
-  dr.inflight_at_route = snapshots[w].inflight_requests;
-  dr.pending_prefill_at_route = snapshots[w].pending_prefill_tokens;
+  dr.predicted_cached_tokens = std::min<std::uint64_t>(
+      std::uint64_t{cached.blocks[static_cast<int>(Tier::kGpu)]} * bs, prompt_tokens);
+  dr.inflight_at_route = rows[w].inflight_requests;
+  dr.pending_prefill_at_route = rows[w].pending_prefill_tokens;
   if (const sched::CandidateTrace* c = decision->Find(w)) dr.predicted_ttft_s = c->predicted_ttft_s;
   result.decisions.push_back(dr);
   if (use_cache && options.predicted_overlay) predicted.Record(w, keys, now);
@@ -410,13 +403,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   lr.worker = w;
   lr.arrival = sent;  // TTFT and E2E count from the client's send, router delay included
   lr.last_token = now;
-  gateway::RoutedRequest booking{w, prompt_tokens, prompt_tokens - cached_any, kv_blocks};
-  if (const sched::CandidateTrace* c = decision->Find(w)) {
-    booking.predicted_ttft_s = c->predicted_ttft_s;
-    booking.predicted_wait_s = c->predicted_wait_s;
-    booking.wait_correction = snapshots[w].wait_correction;
-  }
-  router.OnRouted(id, booking, now);
+  router.Book(id, fleet::BookingFor(profile, cached, w, &*decision, rows[w].wait_correction), now);
   ++workers[w].routed;
   engine::RequestSpec spec;
   spec.id = std::to_string(id);
@@ -456,30 +443,29 @@ void Simulator::Impl::FailWorker(WorkerId w, Nanos now) {
   ws.stepping = false;
   ws.pending = {};
   ++ws.epoch;
-  router.ForgetWorker(w);
+  router.ForgetBookings(w);
+  router.health().SetDown(w, true);  // the gateway's health checker would eject it
+  router.ClearMetrics(w);
   index.RemoveWorker(w);
   predicted.RemoveWorker(w);
-  snapshots[w].healthy = false;
-  snapshots[w].scraped.reset();
 }
 
 void Simulator::Impl::RestartWorker(WorkerId w, Nanos now) {
   FailWorker(w, now);  // a restart of a live worker loses its work and cache too
   ++workers[w].restarts;
   StartWorker(w);
-  workers[w].scraped_at = now;
 }
 
 void Simulator::Impl::Scrape(Nanos now) {
   for (std::size_t w = 0; w < workers.size(); ++w) {
     if (!workers[w].alive) continue;
     const engine::EngineStats s = workers[w].engine->Stats();
-    sched::ScrapedMetrics m;
+    fleet::EngineMetrics m;
+    m.scraped_at = now;
     m.num_waiting = s.num_waiting;
     m.num_running = s.num_running;
     m.kv_usage = s.kv_cache_usage;
-    snapshots[w].scraped = m;
-    workers[w].scraped_at = now;
+    router.SetMetrics(static_cast<WorkerId>(w), m);
   }
 }
 
@@ -563,7 +549,7 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
   result.virtual_s = ToSeconds(now);
   result.wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  bench::LevelResult& level = result.level;
+  workload::LevelResult& level = result.level;
   level.duration_s = first_arrival.count() < 0 ? 0 : ToSeconds(last_done - first_arrival);
   std::uint64_t queries = 0, hits = 0, cpu_hits = 0;
   bool any_cpu = false;
@@ -610,6 +596,6 @@ const engine::Engine* Simulator::engine(WorkerId worker) const {
 
 const kv::KvIndex& Simulator::index() const { return impl_->index; }
 
-const RouterLoad& Simulator::router_load() const { return impl_->router; }
+const fleet::RouterState& Simulator::router_state() const { return impl_->router; }
 
 }  // namespace kvroute::simulate

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/report.h"
+#include "workload/report.h"
 #include "engine/engine.h"
 #include "sched/policy.h"
 #include "simulate/fleet.h"
@@ -42,10 +42,11 @@
 namespace kvroute::kv {
 class KvIndex;
 }
+namespace kvroute::fleet {
+class RouterState;
+}
 
 namespace kvroute::simulate {
-
-class RouterLoad;
 
 struct SimOptions {
   Fleet fleet;
@@ -100,7 +101,7 @@ struct WorkerReport {
 };
 
 struct SimResult {
-  bench::LevelResult level;               // requests in arrival order
+  workload::LevelResult level;               // requests in arrival order
   std::vector<DecisionRecord> decisions;  // same order as level.requests
   std::vector<WorkerReport> workers;
   double virtual_s = 0;  // virtual time of the last event
@@ -128,8 +129,8 @@ class Simulator {
   // For tests (valid during on_step_end and after Run): the engine of a live worker, the index.
   const engine::Engine* engine(WorkerId worker) const;
   const kv::KvIndex& index() const;
-  // The router-side load and learned rates (the gateway's LoadTracker and RateLearner).
-  const RouterLoad& router_load() const;
+  // The router state (load, learned rates, health, scrapes): kvroute serve's own.
+  const fleet::RouterState& router_state() const;
 
  private:
   struct Impl;

@@ -23,8 +23,8 @@ engine::Profile DefaultProfile() {
 TEST(SimulateDefaultsTest, TheDefaultSessionsFitTheDefaultProfile) {
   EXPECT_LE(LongestAgenticRequestTokens(DefaultAgenticShape()), DefaultProfile().max_model_len);
   // Infera's shape (bench's defaults) does not: it needs max_model_len 131072.
-  EXPECT_GT(LongestAgenticRequestTokens(bench::AgenticOptions{}), DefaultProfile().max_model_len);
-  EXPECT_LE(LongestAgenticRequestTokens(bench::AgenticOptions{}), 131072u);
+  EXPECT_GT(LongestAgenticRequestTokens(workload::AgenticOptions{}), DefaultProfile().max_model_len);
+  EXPECT_LE(LongestAgenticRequestTokens(workload::AgenticOptions{}), 131072u);
 }
 
 SimOptions DefaultFleet(std::uint32_t max_model_len = 0) {

@@ -119,7 +119,7 @@ TEST(SimulatorFleetTest, HeterogeneousWorkersRunTheirOwnProfiles) {
   o.fleet.workers.push_back(testing::SmallWorker());
   o.fleet.workers[1].profile = *llama;
   const engine::Profile qwen = o.fleet.workers[0].profile;
-  auto trace = std::make_shared<bench::Trace>();
+  auto trace = std::make_shared<workload::Trace>();
   trace->hash_block_tokens = 512;
   // Two cold requests far apart: one per worker, each alone on its engine.
   trace->requests = {{0.0, 2048, 3, {1, 2, 3, 4}}, {30.0, 2048, 3, {5, 6, 7, 8}}};

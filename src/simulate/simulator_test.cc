@@ -6,9 +6,9 @@
 #include <unordered_set>
 
 #include "engine/step_time.h"
+#include "fleet/router_state.h"
 #include "kv/index.h"
 #include "simulate/sim_report.h"
-#include "simulate/router_load.h"
 #include "simulate/sim_test_util.h"
 
 namespace kvroute::simulate {
@@ -33,7 +33,7 @@ std::string Fingerprint(const SimResult& r) {
     }
     out += '\n';
   }
-  bench::RunReport report;
+  workload::RunReport report;
   std::vector<SimLevelExtras> levels = {{"x", r.decisions, r.workers, 0, 0, 0, 0, 0, ""}};
   report.levels.push_back(r.level);
   return out + DecisionsCsv(report, levels) + WorkersCsv(levels);
@@ -71,7 +71,7 @@ TEST(SimulatorTest, DifferentSeedsChangeSampledDecisions) {
 TEST(SimulatorTest, SingleWorkerTtftEqualsTheEnginePrefillPrediction) {
   SimOptions o = Options(1, "round_robin");
   const engine::Profile profile = o.fleet.workers[0].profile;
-  auto trace = std::make_shared<bench::Trace>();
+  auto trace = std::make_shared<workload::Trace>();
   trace->hash_block_tokens = 512;
   trace->requests = {{0.0, 3000, 5, {1, 2, 3, 4, 5}}};
   SimResult r = RunOrDie(std::move(o), NewTraceWorkload(trace, {}));
@@ -91,7 +91,7 @@ SimResult LoneRequestWithRouterDelay() {
   SimOptions o = Options(1, "round_robin");
   o.router_delay = std::chrono::milliseconds(2);
   o.router_delay_per_1k_tokens = std::chrono::milliseconds(1);
-  auto trace = std::make_shared<bench::Trace>();
+  auto trace = std::make_shared<workload::Trace>();
   trace->hash_block_tokens = 512;
   trace->requests = {{0.0, 3000, 5, {1, 2, 3, 4, 5}}};
   return RunOrDie(std::move(o), NewTraceWorkload(trace, {}));
@@ -226,11 +226,11 @@ TEST(SimulatorTest, LeanPathGivesTheSameResultsAsTheFullTracePath) {
 // Issue 15: requests longer than the context fail at once; they must not feed the rate
 // learner or the calibration as if served, and must leave no load behind.
 TEST(SimulatorTest, FastFailuresFeedNeitherTheLearnerNorTheLoad) {
-  auto trace = std::make_shared<bench::Trace>();
+  auto trace = std::make_shared<workload::Trace>();
   trace->hash_block_tokens = 512;
   std::uint64_t next_id = 0;
   for (int i = 0; i < 40; ++i) {
-    bench::TraceRequest r;
+    workload::TraceRequest r;
     r.arrival_s = 0.5 * i;
     r.input_tokens = i % 4 == 0 ? 50000 : 2048;  // 50,000 > the profile's 40,960
     r.output_tokens = 8;
@@ -254,13 +254,13 @@ TEST(SimulatorTest, FastFailuresFeedNeitherTheLearnerNorTheLoad) {
   EXPECT_EQ(ok, 30);
   std::uint64_t prefill_samples = 0, calibrated = 0;
   for (WorkerId w = 0; w < 2; ++w) {
-    prefill_samples += sim.router_load().learner().Estimate(w)->prefill_samples;
-    calibrated += sim.router_load().tracker().Calibration(w).samples;
-    EXPECT_EQ(sim.router_load().tracker().Load(w), gateway::WorkerLoad{});
+    prefill_samples += sim.router_state().rates().Estimate(w)->prefill_samples;
+    calibrated += sim.router_state().load().Calibration(w).samples;
+    EXPECT_EQ(sim.router_state().load().Load(w), fleet::WorkerLoad{});
   }
   EXPECT_EQ(prefill_samples, 30u);  // one per served first token, none per failure
   EXPECT_EQ(calibrated, 30u);
-  EXPECT_EQ(sim.router_load().tracker().inflight(), 0u);
+  EXPECT_EQ(sim.router_state().load().inflight(), 0u);
 }
 
 }  // namespace

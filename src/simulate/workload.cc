@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "bench/trace_expand.h"
+#include "workload/trace_expand.h"
 
 namespace kvroute::simulate {
 namespace {
@@ -40,7 +40,7 @@ class AgenticWorkload final : public Workload {
 
   std::optional<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output, bool ok,
                                 Nanos now) override {
-    const Nanos at = now + bench::AgenticTurnPause({o_.think_time, o_.turn_jitter}, o_.shape.seed,
+    const Nanos at = now + workload::AgenticTurnPause({o_.think_time, o_.turn_jitter}, o_.shape.seed,
                                                    done.session, done.turn);
     if (done.turn + 1 < o_.shape.turns) {
       Arrival next;
@@ -91,8 +91,8 @@ class AgenticWorkload final : public Workload {
 
 class SharedPrefixWorkload final : public Workload {
  public:
-  // Order and arrival times are kvroute bench's own (bench::MakeSharedPrefixPrompts shuffles
-  // with std::mt19937_64(seed); bench::PoissonArrivals draws the gaps), so a simulated level
+  // Order and arrival times are kvroute bench's own (workload::MakeSharedPrefixPrompts shuffles
+  // with std::mt19937_64(seed); workload::PoissonArrivals draws the gaps), so a simulated level
   // sends the same groups at the same model times as a live run with that seed: live and
   // simulated throughput then compare at the same offered load, not at two Poisson samples.
   explicit SharedPrefixWorkload(const SharedPrefixSimOptions& o)
@@ -110,7 +110,7 @@ class SharedPrefixWorkload final : public Workload {
 
   std::optional<Arrival> Next() override {
     if (sent_ >= total_ || order_.empty()) return std::nullopt;
-    // As bench::PoissonArrivals: the first request at 0, then exponential gaps.
+    // As workload::PoissonArrivals: the first request at 0, then exponential gaps.
     if (sent_ > 0) clock_s_ += gap_(arrival_rng_);
     const int prompt = order_[static_cast<std::size_t>(sent_) % order_.size()];
     const int group = prompt / o_.shape.prompts_per_group;
@@ -145,7 +145,7 @@ class SharedPrefixWorkload final : public Workload {
 
 class TraceWorkload final : public Workload {
  public:
-  TraceWorkload(std::shared_ptr<const bench::Trace> trace, const TraceSimOptions& o)
+  TraceWorkload(std::shared_ptr<const workload::Trace> trace, const TraceSimOptions& o)
       : trace_(std::move(trace)), o_(o) {
     for (const auto& r : trace_->requests) {
       for (std::uint64_t id : r.hash_ids) id_span_ = std::max(id_span_, id + 1);
@@ -159,13 +159,13 @@ class TraceWorkload final : public Workload {
 
   std::optional<Arrival> Next() override {
     if (index_ >= trace_->requests.size()) return std::nullopt;
-    const bench::TraceRequest& src = trace_->requests[index_];
-    bench::TraceRequest r = src;
+    const workload::TraceRequest& src = trace_->requests[index_];
+    workload::TraceRequest r = src;
     // Replica k of the trace: the same arrivals and shapes, its own prefixes.
     for (auto& id : r.hash_ids) id += id_span_ * static_cast<std::uint64_t>(replica_);
     const std::uint64_t serial =
         index_ * static_cast<std::uint64_t>(o_.replicas) + static_cast<std::uint64_t>(replica_);
-    bench::ExpandOptions eo;
+    workload::ExpandOptions eo;
     eo.prefix_multiplier = o_.prefix_multiplier;
     eo.unique_salt = Mix(o_.seed) ^ serial;
     Arrival a;
@@ -173,7 +173,7 @@ class TraceWorkload final : public Workload {
     a.request.turn = static_cast<int>(serial);
     a.request.max_tokens = std::max<std::uint32_t>(1, src.output_tokens);
     const std::uint32_t block = trace_->hash_block_tokens > 0 ? trace_->hash_block_tokens : 512;
-    a.request.prompt = bench::ExpandPrompt(r, block, palette_, eo);
+    a.request.prompt = workload::ExpandPrompt(r, block, palette_, eo);
     if (a.request.prompt.empty()) a.request.prompt.push_back(kFirstToken);
     if (++replica_ >= o_.replicas) {
       replica_ = 0;
@@ -187,7 +187,7 @@ class TraceWorkload final : public Workload {
   }
 
  private:
-  std::shared_ptr<const bench::Trace> trace_;
+  std::shared_ptr<const workload::Trace> trace_;
   TraceSimOptions o_;
   std::uint64_t id_span_ = 0;
   std::vector<TokenId> palette_;
@@ -206,8 +206,8 @@ std::vector<TokenId> SeededTokens(std::uint64_t seed, std::uint64_t stream, std:
   return out;
 }
 
-bench::AgenticOptions DefaultAgenticShape() {
-  bench::AgenticOptions shape;
+workload::AgenticOptions DefaultAgenticShape() {
+  workload::AgenticOptions shape;
   // Three sessions per slot at the default --concurrency 8, as the matrix runs them.
   shape.sessions = 24;
   shape.common_prefix_tokens = 4000;
@@ -218,7 +218,7 @@ bench::AgenticOptions DefaultAgenticShape() {
   return shape;
 }
 
-std::uint64_t LongestAgenticRequestTokens(const bench::AgenticOptions& shape) {
+std::uint64_t LongestAgenticRequestTokens(const workload::AgenticOptions& shape) {
   const std::uint64_t turns = static_cast<std::uint64_t>(std::max(shape.turns, 1));
   return std::uint64_t{shape.common_prefix_tokens} + shape.session_prefix_tokens +
          turns * (std::uint64_t{shape.turn_input_tokens} + shape.output_tokens);
@@ -232,7 +232,7 @@ std::unique_ptr<Workload> NewSharedPrefixWorkload(const SharedPrefixSimOptions& 
   return std::make_unique<SharedPrefixWorkload>(options);
 }
 
-std::unique_ptr<Workload> NewTraceWorkload(std::shared_ptr<const bench::Trace> trace,
+std::unique_ptr<Workload> NewTraceWorkload(std::shared_ptr<const workload::Trace> trace,
                                            const TraceSimOptions& options) {
   return std::make_unique<TraceWorkload>(std::move(trace), options);
 }

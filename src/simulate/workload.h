@@ -7,7 +7,7 @@
 //                  the next turn arrives when the previous one finishes (+ think time); a
 //                  finished session is replaced by a fresh one until `sessions` have run.
 //   shared-prefix  open loop: Poisson arrivals at `rate`; groups sharing a system prompt.
-//   trace          open loop: a Mooncake trace (hash ids expanded with bench::ExpandPrompt),
+//   trace          open loop: a Mooncake trace (hash ids expanded with workload::ExpandPrompt),
 //                  arrivals divided by `speedup`, optionally `replicas` copies side by side
 //                  with disjoint hash ids (a bigger cluster's worth of the same traffic).
 //
@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/trace.h"
-#include "bench/workload.h"
+#include "workload/trace.h"
+#include "workload/workload.h"
 #include "common/types.h"
 
 namespace kvroute::simulate {
@@ -63,11 +63,11 @@ class Workload {
 };
 
 struct AgenticSimOptions {
-  bench::AgenticOptions shape;  // sessions <= 0: as many as the concurrency
+  workload::AgenticOptions shape;  // sessions <= 0: as many as the concurrency
   int concurrency = 1;
   Nanos think_time{0};
   // Each follow-up request waits think_time + a seeded uniform draw in [0, turn_jitter)
-  // (bench::AgenticTurnPause, the function `kvroute bench` waits too): the client, network
+  // (workload::AgenticTurnPause, the function `kvroute bench` waits too): the client, network
   // and router delays that a live run has and a zero-latency model lacks. Without it,
   // sessions that start together stay in lockstep forever (every turn of every session ends
   // in the same engine step, so their prefills always batch together and never overlap
@@ -80,18 +80,18 @@ std::unique_ptr<Workload> NewAgenticWorkload(const AgenticSimOptions& options);
 // a 4,000-token prefix shared by every session, 2,000 more per session, 10 turns of 1,500 new
 // tokens in and 200 out), 24 of them (three per slot at the default concurrency of 8). Its longest
 // request, 23,000 tokens with its output, fits the default profile's max_model_len (Qwen3-32B,
-// 40,960), so `kvroute simulate` with no flags serves every request. bench::AgenticOptions' own
+// 40,960), so `kvroute simulate` with no flags serves every request. workload::AgenticOptions' own
 // defaults are Infera's shape (contexts up to ~118k tokens: `kvroute bench` and `kvroute demo` run
 // it with max_model_len 131072); pass its sizes as flags, with --max-model-len 131072, to simulate
 // that shape.
-bench::AgenticOptions DefaultAgenticShape();
+workload::AgenticOptions DefaultAgenticShape();
 
 // Tokens of the shape's longest request, prompt plus output: its last turn, when every
 // earlier turn returned its full output (ignore_eos, as both clients send).
-std::uint64_t LongestAgenticRequestTokens(const bench::AgenticOptions& shape);
+std::uint64_t LongestAgenticRequestTokens(const workload::AgenticOptions& shape);
 
 struct SharedPrefixSimOptions {
-  bench::SharedPrefixOptions shape;
+  workload::SharedPrefixOptions shape;
   double rate_per_s = 1;
   int requests = 0;  // 0: every prompt once
 };
@@ -104,7 +104,7 @@ struct TraceSimOptions {
   std::uint64_t seed = 1;
 };
 // REQUIRES: trace.hash_block_tokens > 0 or no request has hash ids (Azure: unique prompts).
-std::unique_ptr<Workload> NewTraceWorkload(std::shared_ptr<const bench::Trace> trace,
+std::unique_ptr<Workload> NewTraceWorkload(std::shared_ptr<const workload::Trace> trace,
                                            const TraceSimOptions& options);
 
 }  // namespace kvroute::simulate

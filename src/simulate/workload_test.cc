@@ -113,7 +113,7 @@ TEST(SimWorkloadTest, ZeroTurnJitterSendsAfterExactlyTheThinkTime) {
 }
 
 // Fidelity (docs/simulation.md): `kvroute bench` and `kvroute simulate` pause the same time
-// after the same (seed, session, turn): the simulator schedules exactly bench::AgenticTurnPause.
+// after the same (seed, session, turn): the simulator schedules exactly workload::AgenticTurnPause.
 TEST(SimWorkloadTest, FollowUpArrivesAfterTheBenchClientsOwnPause) {
   for (std::uint64_t seed : {1u, 2u, 99u}) {
     AgenticSimOptions o = SmallAgentic();
@@ -132,7 +132,7 @@ TEST(SimWorkloadTest, FollowUpArrivesAfterTheBenchClientsOwnPause) {
       pending.pop_back();
       auto next = w->OnDone(a.request, {}, true, now);
       if (next) {
-        EXPECT_EQ(next->at - now, bench::AgenticTurnPause({o.think_time, o.turn_jitter}, seed,
+        EXPECT_EQ(next->at - now, workload::AgenticTurnPause({o.think_time, o.turn_jitter}, seed,
                                                           a.request.session, a.request.turn))
             << "seed " << seed << " session " << a.request.session << " turn " << a.request.turn;
         pending.push_back(std::move(*next));
@@ -161,8 +161,8 @@ TEST(SimWorkloadTest, SharedPrefixSendsBenchOrderAtBenchArrivalTimes) {
   ASSERT_EQ(all.size(), 20u);
 
   tokenize::SimpleTokenizer tok;
-  const auto prompts = bench::MakeSharedPrefixPrompts(tok, o.shape);
-  const auto times = bench::PoissonArrivals(20, o.rate_per_s, o.shape.seed);
+  const auto prompts = workload::MakeSharedPrefixPrompts(tok, o.shape);
+  const auto times = workload::PoissonArrivals(20, o.rate_per_s, o.shape.seed);
   ASSERT_EQ(prompts.size(), 15u);
   for (std::size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(all[i].request.session, prompts[i % prompts.size()].group) << i;
@@ -171,7 +171,7 @@ TEST(SimWorkloadTest, SharedPrefixSendsBenchOrderAtBenchArrivalTimes) {
 }
 
 TEST(SimWorkloadTest, TraceReplicasKeepArrivalsAndGetDisjointPrefixes) {
-  auto trace = std::make_shared<bench::Trace>();
+  auto trace = std::make_shared<workload::Trace>();
   trace->hash_block_tokens = 512;
   trace->requests = {{0.0, 1024, 4, {0, 1}}, {2.0, 1024, 4, {0, 2}}};
   TraceSimOptions o;

@@ -1,0 +1,319 @@
+#include "fleet/load_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "fleet/rate_learner.h"
+
+namespace kvroute::fleet {
+namespace {
+
+constexpr WorkerId kA = 1;
+constexpr WorkerId kB = 2;
+
+Nanos Ms(double ms) { return FromSeconds(ms / 1000); }
+
+RoutedRequest Req(WorkerId w, std::uint64_t prompt, std::uint64_t uncached, std::uint64_t blocks) {
+  return {.worker = w, .prompt_tokens = prompt, .uncached_tokens = uncached, .kv_blocks = blocks};
+}
+
+TEST(LoadTrackerTest, RouteCountsInflightPendingPrefillAndBlocks) {
+  LoadTracker t;
+  ASSERT_TRUE(t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0)));
+  ASSERT_TRUE(t.OnRouted(11, Req(kA, 200, 200, 13), Ms(1)));
+  WorkerLoad l = t.Load(kA);
+  EXPECT_EQ(l.inflight_requests, 2u);
+  EXPECT_EQ(l.pending_prefill_tokens, 800u);
+  EXPECT_EQ(l.active_kv_blocks, 76u);
+  EXPECT_EQ(t.Load(kB), WorkerLoad{});
+}
+
+TEST(LoadTrackerTest, FirstTokenDropsPendingPrefillButKeepsBlocks) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0));
+  t.OnFirstToken(10, Ms(50));
+  WorkerLoad l = t.Load(kA);
+  EXPECT_EQ(l.inflight_requests, 1u);
+  EXPECT_EQ(l.pending_prefill_tokens, 0u);
+  EXPECT_EQ(l.active_kv_blocks, 63u);
+  EXPECT_EQ(l.decoding_requests, 1u);
+  EXPECT_EQ(l.active_kv_tokens, 1001u);
+}
+
+TEST(LoadTrackerTest, CompletionFreesEverything) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0));
+  t.OnFirstToken(10, Ms(50));
+  t.OnToken(10, Ms(70), 3);
+  t.OnDone(10, Ms(90), true);
+  EXPECT_EQ(t.Load(kA), WorkerLoad{});
+  EXPECT_EQ(t.inflight(), 0u);
+}
+
+TEST(LoadTrackerTest, FailureBeforeFirstTokenReleasesPendingPrefill) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 1000, 600, 63), Ms(0));
+  t.OnRouted(11, Req(kA, 100, 100, 7), Ms(0));
+  t.OnDone(10, Ms(5), false);
+  WorkerLoad l = t.Load(kA);
+  EXPECT_EQ(l.inflight_requests, 1u);
+  EXPECT_EQ(l.pending_prefill_tokens, 100u);
+  EXPECT_EQ(l.active_kv_blocks, 7u);
+}
+
+TEST(LoadTrackerTest, UnknownIdsAndDoubleCompletionAreIgnoredAndCounted) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 100, 100, 7), Ms(0));
+  t.OnFirstToken(99, Ms(1));
+  t.OnToken(99, Ms(2));
+  t.OnDone(99, Ms(3), true);
+  t.OnDone(10, Ms(4), true);
+  t.OnDone(10, Ms(5), true);
+  t.OnFirstToken(10, Ms(6));
+  EXPECT_EQ(t.stale_calls(), 5u);
+  EXPECT_EQ(t.Load(kA), WorkerLoad{});
+}
+
+TEST(LoadTrackerTest, RoutingAnIdTwiceIsRejected) {
+  LoadTracker t;
+  EXPECT_TRUE(t.OnRouted(10, Req(kA, 100, 100, 7), Ms(0)));
+  EXPECT_FALSE(t.OnRouted(10, Req(kB, 100, 100, 7), Ms(0)));
+  EXPECT_EQ(t.Load(kA).inflight_requests, 1u);
+  EXPECT_EQ(t.Load(kB).inflight_requests, 0u);
+}
+
+TEST(LoadTrackerTest, UncachedTokensAreClampedToThePrompt) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 100, 500, 7), Ms(0));
+  EXPECT_EQ(t.Load(kA).pending_prefill_tokens, 100u);
+}
+
+TEST(LoadTrackerTest, ForgetWorkerDropsItsRequests) {
+  LoadTracker t;
+  t.OnRouted(10, Req(kA, 100, 100, 7), Ms(0));
+  t.OnRouted(11, Req(kB, 100, 100, 7), Ms(0));
+  t.ForgetWorker(kA);
+  EXPECT_EQ(t.Load(kA), WorkerLoad{});
+  EXPECT_EQ(t.inflight(), 1u);
+  t.OnDone(10, Ms(1), true);  // ignored
+  EXPECT_EQ(t.stale_calls(), 1u);
+  EXPECT_EQ(t.Load(kB).inflight_requests, 1u);
+}
+
+class LoadTrackerLearningTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RateSeed seed;
+    seed.prefill_overhead_s = 0.001;
+    seed.prefill_s_per_token = 1.0 / 50000;
+    seed.decode = {.base_s = 0.01, .per_sequence_s = 1e-4, .per_kv_token_s = 1e-8};
+    learner_.Seed(kA, seed);
+  }
+  RateLearner learner_;
+  LoadTracker tracker_{&learner_};
+};
+
+TEST_F(LoadTrackerLearningTest, TtftIsFittedAgainstOwnPlusQueuedAheadTokens) {
+  // A worker that prefills 10k tokens/s, FIFO: request 2's TTFT includes request 1's work.
+  const double rate = 10000;
+  RequestId id = 0;
+  Nanos now{0};
+  for (int round = 0; round < 400; ++round) {
+    std::uint64_t a = 500 + (round * 37) % 3000, b = 300 + (round * 91) % 2000;
+    tracker_.OnRouted(++id, Req(kA, a, a, 1), now);
+    tracker_.OnRouted(++id, Req(kA, b, b, 1), now);
+    tracker_.OnFirstToken(id - 1, now + FromSeconds(a / rate));
+    tracker_.OnFirstToken(id, now + FromSeconds((a + b) / rate));
+    tracker_.OnDone(id - 1, now + FromSeconds(1), true);
+    tracker_.OnDone(id, now + FromSeconds(1), true);
+    now += FromSeconds(2);
+  }
+  auto e = learner_.Estimate(kA);
+  EXPECT_EQ(e->prefill_samples, 800u);
+  EXPECT_NEAR(e->prefill_tokens_per_s, rate, rate * 0.05);
+}
+
+TEST_F(LoadTrackerLearningTest, InterTokenGapsFitTheDecodeModelWithTheLiveBatch) {
+  const sched::StepTimeModel truth{.base_s = 0.02, .per_sequence_s = 5e-4, .per_kv_token_s = 0};
+  RequestId id = 0;
+  Nanos now{0};
+  for (int round = 0; round < 300; ++round) {
+    int batch = 1 + round % 16;
+    for (int i = 0; i < batch; ++i) tracker_.OnRouted(id + i + 1, Req(kA, 100, 100, 7), now);
+    for (int i = 0; i < batch; ++i) tracker_.OnFirstToken(id + i + 1, now);
+    double itl = truth.Seconds(batch, 0);
+    for (int step = 1; step <= 4; ++step) {
+      for (int i = 0; i < batch; ++i) tracker_.OnToken(id + i + 1, now + FromSeconds(itl * step));
+    }
+    for (int i = 0; i < batch; ++i) tracker_.OnDone(id + i + 1, now + FromSeconds(1), true);
+    id += batch;
+    now += FromSeconds(2);
+  }
+  auto e = learner_.Estimate(kA);
+  EXPECT_GT(e->decode_samples, 1000u);
+  EXPECT_NEAR(e->decode.Seconds(8, 8 * 110), truth.Seconds(8, 0), truth.Seconds(8, 0) * 0.05);
+  EXPECT_NEAR(e->decode.per_sequence_s, truth.per_sequence_s, truth.per_sequence_s * 0.15);
+}
+
+TEST_F(LoadTrackerLearningTest, NoDecodeSampleWhilePrefillIsPendingOnTheWorker) {
+  tracker_.OnRouted(1, Req(kA, 100, 100, 7), Ms(0));
+  tracker_.OnFirstToken(1, Ms(10));
+  tracker_.OnRouted(2, Req(kA, 5000, 5000, 300), Ms(11));  // its prefill mixes into steps
+  tracker_.OnToken(1, Ms(40));
+  EXPECT_EQ(learner_.Estimate(kA)->decode_samples, 0u);
+  tracker_.OnFirstToken(2, Ms(60));
+  tracker_.OnToken(1, Ms(80));
+  EXPECT_EQ(learner_.Estimate(kA)->decode_samples, 1u);
+}
+
+// The relay reports decode tokens in windows of four (TokenBatcher) instead of per piece.
+// On the same noise-free token sequence (batches 1..16, 16 tokens per request, one token per
+// piece), both fit the true step model; they differ only in how much data each sample
+// carries (1/4 as many samples, each a mean of four gaps).
+TEST(TokenBatcherTest, ReportingInWindowsOfFourLearnsTheSameDecodeModelAsPerPiece) {
+  const sched::StepTimeModel truth{.base_s = 0.02, .per_sequence_s = 5e-4, .per_kv_token_s = 0};
+  RateSeed seed;
+  seed.prefill_overhead_s = 0.001;
+  seed.prefill_s_per_token = 1.0 / 50000;
+  seed.decode = {.base_s = 0.01, .per_sequence_s = 1e-4, .per_kv_token_s = 1e-8};
+  auto learn = [&](std::uint32_t window) {
+    RateLearner learner;
+    learner.Seed(kA, seed);
+    LoadTracker tracker(&learner);
+    RequestId id = 0;
+    Nanos now{0};
+    for (int round = 0; round < 300; ++round) {
+      const int batch = 1 + round % 16;
+      std::vector<TokenBatcher> batchers(batch, TokenBatcher(window));
+      for (int i = 0; i < batch; ++i) tracker.OnRouted(id + i + 1, Req(kA, 100, 100, 7), now);
+      for (int i = 0; i < batch; ++i) tracker.OnFirstToken(id + i + 1, now);
+      const double itl = truth.Seconds(batch, 0);
+      for (int step = 1; step <= 16; ++step) {
+        for (int i = 0; i < batch; ++i) {
+          batchers[i].Add(tracker, id + i + 1, now + FromSeconds(itl * step), 1);
+        }
+      }
+      for (int i = 0; i < batch; ++i) batchers[i].Flush(tracker, id + i + 1);
+      for (int i = 0; i < batch; ++i) tracker.OnDone(id + i + 1, now + FromSeconds(1), true);
+      id += batch;
+      now += FromSeconds(2);
+    }
+    return *learner.Estimate(kA);
+  };
+  const RateEstimate per_piece = learn(1);
+  const RateEstimate windowed = learn(4);
+  EXPECT_EQ(windowed.decode_samples * 4, per_piece.decode_samples);
+  for (int batch : {1, 8, 16}) {
+    const double want = truth.Seconds(batch, 0);
+    const double a = per_piece.decode.Seconds(batch, batch * 110);
+    const double b = windowed.decode.Seconds(batch, batch * 110);
+    EXPECT_NEAR(a, want, want * 0.05) << "per piece, batch " << batch;
+    EXPECT_NEAR(b, want, want * 0.05) << "windows of four, batch " << batch;
+    // Measured: +0.25 % (batch 1), +0.05 % (8), -0.11 % (16) from the per-piece fit.
+    EXPECT_NEAR(b, a, a * 0.005) << "batch " << batch;
+  }
+}
+
+TEST(TokenBatcherTest, ReportsOncePerWindowAndTheRestAtFlush) {
+  LoadTracker tracker;
+  tracker.OnRouted(1, Req(kA, 100, 100, 7), Ms(0));
+  tracker.OnFirstToken(1, Ms(10));  // 101 KV tokens
+  TokenBatcher batcher(4);
+  batcher.Add(tracker, 1, Ms(20), 1);
+  batcher.Add(tracker, 1, Ms(30), 2);
+  EXPECT_EQ(tracker.Load(kA).active_kv_tokens, 101u);  // 3 pending, not reported
+  batcher.Add(tracker, 1, Ms(40), 1);
+  EXPECT_EQ(tracker.Load(kA).active_kv_tokens, 105u);  // window of 4 reported
+  batcher.Add(tracker, 1, Ms(50), 2);
+  batcher.Flush(tracker, 1);
+  EXPECT_EQ(tracker.Load(kA).active_kv_tokens, 107u);
+  batcher.Flush(tracker, 1);  // nothing pending: no call
+  EXPECT_EQ(tracker.stale_calls(), 0u);
+}
+
+// Calibration (issue 15): the queue-dependent part of predicted TTFT is corrected online.
+RoutedRequest Predicted(WorkerId w, double ttft_s, double wait_s, double correction = 1) {
+  RoutedRequest r = Req(w, 4000, 4000, 250);
+  r.predicted_ttft_s = ttft_s;
+  r.predicted_wait_s = wait_s;
+  r.wait_correction = correction;
+  return r;
+}
+
+// `n` requests on kA, one at a time, each predicted (with the correction the previous ones
+// taught, as the policy's predictions carry it) to take `own` s of its own work plus a wait of
+// `model_wait` s x the correction, and measured at `own` + `measured_wait` s.
+void CalibrateOnSteadyWaits(LoadTracker& t, int n, double own, double model_wait,
+                            double measured_wait) {
+  for (RequestId id = 1; id <= static_cast<RequestId>(n); ++id) {
+    const double c = t.WaitCorrection(kA, Ms(0));
+    const Nanos at = Ms(100000.0 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, own + model_wait * c, model_wait * c, c), at);
+    t.OnFirstToken(id, at + FromSeconds(own + measured_wait));
+    t.OnDone(id, at + FromSeconds(own + measured_wait + 0.5), true);
+  }
+}
+
+TEST(LoadTrackerCalibrationTest, LearnsTheFactorByWhichWaitsAreUnderPredicted) {
+  // Predicted: own 0.5 s + wait 2 s; measured: 0.5 s + 10 s (5x the wait).
+  LoadTracker t;
+  CalibrateOnSteadyWaits(t, 120, 0.5, 2, 10);
+  EXPECT_NEAR(t.WaitCorrection(kA, Ms(0)), 5.0, 0.05);
+  const TtftCalibration cal = t.Calibration(kA);
+  EXPECT_EQ(cal.samples, 120u);
+  EXPECT_NEAR(cal.drift, 1.0, 0.05);  // calibrated now: measured / predicted ~ 1
+  EXPECT_EQ(t.WaitCorrection(kB, Ms(0)), 1.0);  // another worker is untouched
+}
+
+TEST(LoadTrackerCalibrationTest, OverPredictedWaitsLowerTheFactor) {
+  LoadTracker t;
+  CalibrateOnSteadyWaits(t, 60, 0.5, 8, 2);  // waited 2 s of a predicted 8
+  EXPECT_NEAR(t.WaitCorrection(kA, Ms(0)), 0.25, 0.01);
+}
+
+TEST(LoadTrackerCalibrationTest, NoQueueEitherWayTeachesNothing) {
+  LoadTracker t;
+  for (RequestId id = 1; id <= 20; ++id) {
+    const Nanos at = Ms(1000.0 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, 0.4, 0.0), at);
+    t.OnFirstToken(id, at + Ms(410));
+    t.OnDone(id, at + Ms(500), true);
+  }
+  EXPECT_EQ(t.WaitCorrection(kA, Ms(0)), 1.0);
+  EXPECT_EQ(t.Calibration(kA).samples, 20u);
+}
+
+TEST(LoadTrackerCalibrationTest, AnOverdueRequestRaisesTheFactorBeforeItsFirstToken) {
+  // Predicted own 1 s + wait 4 s; 45 s later it still waits: >= (44 + 0.1) / (4 + 0.1) ~ 10.8x.
+  LoadTracker t;
+  t.OnRouted(1, Predicted(kA, 5, 4), Ms(0));
+  t.OnRouted(2, Predicted(kA, 9, 8), Ms(1000));
+  EXPECT_EQ(t.WaitCorrection(kA, FromSeconds(3)), 1.0);  // not overdue yet
+  EXPECT_NEAR(t.WaitCorrection(kA, FromSeconds(45)), (44 + 0.1) / (4 + 0.1), 1e-9);
+  // Its first token ends the bound; the learned factor takes over.
+  t.OnFirstToken(1, FromSeconds(46));
+  const double learned = t.Calibration(kA).wait_correction;
+  EXPECT_GT(learned, 1.5);
+  EXPECT_LT(t.WaitCorrection(kA, FromSeconds(46)), 10.8);
+  // A request that failed before its first token is forgotten, not learned from.
+  t.OnDone(2, FromSeconds(47), false);
+  EXPECT_EQ(t.Calibration(kA).samples, 1u);
+  EXPECT_NEAR(t.WaitCorrection(kA, FromSeconds(500)), learned, 1e-12);
+}
+
+TEST(LoadTrackerCalibrationTest, TheFactorStaysWithinItsBounds) {
+  LoadTracker t;
+  for (RequestId id = 1; id <= 200; ++id) {
+    const Nanos at = Ms(1e6 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, 0.01, 0.001), at);
+    t.OnFirstToken(id, at + FromSeconds(3000));
+    t.OnDone(id, at + FromSeconds(3001), true);
+  }
+  EXPECT_DOUBLE_EQ(t.WaitCorrection(kA, Ms(0)), kMaxWaitCorrection);
+  t.OnRouted(1000, Predicted(kA, 0.01, 0.001, kMaxWaitCorrection), Ms(0));
+  EXPECT_DOUBLE_EQ(t.WaitCorrection(kA, FromSeconds(1e6)), kMaxWaitCorrection);
+}
+
+}  // namespace
+}  // namespace kvroute::fleet

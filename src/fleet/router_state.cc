@@ -1,0 +1,243 @@
+#include "fleet/router_state.h"
+
+#include <algorithm>
+#include <mutex>
+#include <utility>
+
+#include "engine/engine.h"
+#include "engine/step_time.h"
+
+namespace kvroute::fleet {
+
+RouterState::RouterState(RouterStateOptions options)
+    : options_(options),
+      health_(options.health),
+      rates_(options.rates),
+      load_(&rates_),
+      pools_(options.peer_prior) {}
+
+std::expected<WorkerId, std::string> RouterState::Add(WorkerSpec spec, Nanos now) {
+  if (spec.profile.empty()) spec.profile = std::string(engine::kDefaultProfileName);
+  auto profile = engine::LoadProfile(spec.profile);
+  if (!profile) return std::unexpected("worker " + spec.name + ": " + profile.error());
+  return Add(std::move(spec), *profile, now);
+}
+
+std::expected<WorkerId, std::string> RouterState::Add(WorkerSpec spec,
+                                                      const engine::Profile& profile, Nanos now) {
+  if (spec.name.empty()) return std::unexpected("worker name is empty");
+  if (spec.models.empty()) return std::unexpected("worker " + spec.name + ": no models");
+  if (spec.block_size == 0) return std::unexpected("worker " + spec.name + ": block_size is 0");
+  if (!(spec.profile_speedup > 0)) {
+    return std::unexpected("worker " + spec.name + ": profile_speedup must be > 0");
+  }
+  if (spec.profile.empty()) spec.profile = profile.name;  // the peer pool's key
+  auto seed = SeedFromProfile(profile);
+  if (!seed) return std::unexpected("worker " + spec.name + ": " + seed.error());
+  ScaleSeedTime(*seed, 1.0 / spec.profile_speedup);
+
+  Entry entry;
+  engine::StepTimeModel model(profile);
+  const std::int64_t blocks = model.NumGpuBlocks(spec.block_size);
+  if (blocks > 0) entry.profile_capacity_blocks = static_cast<std::uint64_t>(blocks);
+  entry.kv_bytes_per_block = model.KvBytesPerTokenTransfer() * spec.block_size;
+  constexpr int kCpu = static_cast<int>(Tier::kCpu);
+  if (options_.default_cpu_tier_bandwidth && !spec.tier_load_bytes_per_s[kCpu]) {
+    spec.tier_load_bytes_per_s[kCpu] =
+        engine::EngineConfig{}.cpu_to_gpu_bandwidth_bytes_per_s * spec.profile_speedup;
+  }
+  entry.spec = std::move(spec);
+
+  std::unique_lock lock(mu_);
+  for (const auto& [other_id, other] : workers_) {
+    if (other.spec.name == entry.spec.name) {
+      return std::unexpected("worker name " + entry.spec.name + " is not unique");
+    }
+  }
+  const WorkerId id = next_id_++;
+  rates_.Seed(id, *seed);
+  health_.Add(id, now);
+  pools_.Join(id, entry.spec.profile);
+  if (auto estimate = rates_.Estimate(id)) pools_.Update(id, *estimate);
+  workers_.emplace(id, std::move(entry));
+  ++table_version_;
+  return id;
+}
+
+bool RouterState::Remove(WorkerId worker) {
+  std::unique_lock lock(mu_);
+  if (workers_.erase(worker) == 0) return false;
+  pools_.Leave(worker);
+  health_.Remove(worker);
+  load_.ForgetWorker(worker);
+  rates_.Remove(worker);
+  ++table_version_;
+  return true;
+}
+
+std::vector<WorkerInfo> RouterState::List() const {
+  std::shared_lock lock(mu_);
+  std::vector<WorkerInfo> out;
+  out.reserve(workers_.size());
+  for (const auto& [id, e] : workers_) out.push_back({id, e.spec});
+  return out;
+}
+
+std::optional<WorkerInfo> RouterState::Find(WorkerId worker) const {
+  std::shared_lock lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return std::nullopt;
+  return WorkerInfo{worker, it->second.spec};
+}
+
+std::optional<WorkerId> RouterState::FindByName(std::string_view name) const {
+  std::shared_lock lock(mu_);
+  for (const auto& [id, e] : workers_) {
+    if (e.spec.name == name) return id;
+  }
+  return std::nullopt;
+}
+
+void RouterState::SetMetrics(WorkerId worker, EngineMetrics metrics) {
+  std::unique_lock lock(mu_);
+  auto it = workers_.find(worker);
+  if (it != workers_.end()) it->second.metrics = std::move(metrics);
+}
+
+void RouterState::ClearMetrics(WorkerId worker) {
+  std::unique_lock lock(mu_);
+  auto it = workers_.find(worker);
+  if (it != workers_.end()) it->second.metrics.reset();
+}
+
+std::optional<EngineMetrics> RouterState::Metrics(WorkerId worker) const {
+  std::shared_lock lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return std::nullopt;
+  return it->second.metrics;
+}
+
+bool RouterState::Book(RequestId id, const RoutedRequest& booking, Nanos now) {
+  return load_.OnRouted(id, booking, now);
+}
+
+void RouterState::OnFirstToken(RequestId id, Nanos now) {
+  // The one call that adds a prefill sample: the worker's share of its pool moves.
+  if (auto worker = load_.OnFirstToken(id, now)) UpdatePool(*worker);
+}
+
+void RouterState::OnToken(RequestId id, Nanos now, std::uint32_t tokens) {
+  load_.OnToken(id, now, tokens);  // decode samples reach the pool at OnDone
+}
+
+void RouterState::OnDone(RequestId id, Nanos now, bool ok) {
+  if (auto worker = load_.OnDone(id, now, ok)) UpdatePool(*worker);
+}
+
+void RouterState::Cancel(RequestId id, Nanos now) {
+  load_.OnDone(id, now, false);  // nothing was observed: the pool has nothing to learn
+}
+
+void RouterState::ForgetBookings(WorkerId worker) { load_.ForgetWorker(worker); }
+
+void RouterState::UpdatePool(WorkerId worker) {
+  // Read and applied under the exclusive lock, so two updates of one worker land in order.
+  std::unique_lock lock(mu_);
+  if (auto estimate = rates_.Estimate(worker)) pools_.Update(worker, *estimate);
+}
+
+void RouterState::FillSpec(WorkerId id, const Entry& e, sched::WorkerSnapshot* s) {
+  s->id = id;
+  s->name = e.spec.name;
+  s->models = e.spec.models;
+  s->role = e.spec.role;
+  s->tier_load_bytes_per_s = e.spec.tier_load_bytes_per_s;
+  s->kv_bytes_per_block = e.kv_bytes_per_block;
+}
+
+std::pair<std::uint64_t, bool> RouterState::FillState(WorkerId id, const Entry& e, Nanos now,
+                                                      std::optional<std::uint64_t> known_version,
+                                                      bool was_lent, bool read_health,
+                                                      sched::WorkerSnapshot* s) const {
+  if (read_health) {
+    const HealthStatus h = health_.Status(id, now);
+    s->healthy = h.Up();
+    s->draining = h.draining;
+  }
+  const LoadTracker::View view = load_.ViewOf(id, now);
+  s->wait_correction = view.wait_correction;
+  // Capacity: what the engine says (cache_config_info), else the spec, else the profile. A
+  // capacity reported in another block size than ours is not comparable: skipped.
+  const WorkerSpec& spec = e.spec;
+  if (e.metrics && e.metrics->num_gpu_blocks && *e.metrics->num_gpu_blocks > 0 &&
+      e.metrics->block_size.value_or(spec.block_size) == spec.block_size) {
+    s->kv_capacity_blocks = *e.metrics->num_gpu_blocks;
+  } else if (spec.kv_capacity_blocks) {
+    s->kv_capacity_blocks = *spec.kv_capacity_blocks;
+  } else {
+    s->kv_capacity_blocks = e.profile_capacity_blocks.value_or(0);
+  }
+  if (e.metrics && now - e.metrics->scraped_at <= options_.metrics_max_age) {
+    s->scraped = e.metrics->ToScraped(now);
+  } else {
+    s->scraped.reset();
+  }
+  // Pooled rates move with every peer's sample: rewritten at every call.
+  const bool lent = pools_.Apply(id, s);
+  const bool reread = !known_version || *known_version != view.version || (was_lent && !lent);
+  if (reread) {
+    const WorkerLoad l = load_.Load(id);
+    s->inflight_requests = l.inflight_requests;
+    s->pending_prefill_tokens = l.pending_prefill_tokens;
+    s->active_kv_blocks = l.active_kv_blocks;
+    if (!lent) {
+      if (auto r = rates_.Estimate(id)) s->decode_step = r->decode;
+    }
+  }
+  return {view.version, lent};
+}
+
+std::vector<sched::WorkerSnapshot> RouterState::Snapshot(Nanos now,
+                                                         std::string_view model) const {
+  std::vector<sched::WorkerSnapshot> out;
+  std::shared_lock lock(mu_);
+  out.reserve(workers_.size());
+  for (const auto& [id, e] : workers_) {
+    if (!model.empty() &&
+        std::find(e.spec.models.begin(), e.spec.models.end(), model) == e.spec.models.end()) {
+      continue;
+    }
+    sched::WorkerSnapshot& s = out.emplace_back();
+    FillSpec(id, e, &s);
+    FillState(id, e, now, std::nullopt, false, true, &s);
+  }
+  return out;
+}
+
+void RouterState::Refresh(Nanos now, SnapshotCache* cache) const {
+  std::shared_lock lock(mu_);
+  if (cache->table_version_ != table_version_) {  // a worker came or went: rows anew
+    cache->rows_.assign(workers_.size(), sched::WorkerSnapshot{});
+    cache->versions_.assign(workers_.size(), std::nullopt);
+    cache->lent_.assign(workers_.size(), 0);
+    std::size_t i = 0;
+    for (const auto& [id, e] : workers_) FillSpec(id, e, &cache->rows_[i++]);
+    cache->table_version_ = table_version_;
+  }
+  // Statuses are re-read only when WorkerHealth's version moved: time alone changes only an
+  // ejection into probing, which the snapshot does not show (neither is healthy). The version
+  // is read first, so a change while the statuses are read makes the next Refresh read again.
+  const std::uint64_t health_version = health_.version();
+  const bool read_health = cache->health_version_ != health_version;
+  cache->health_version_ = health_version;
+  std::size_t i = 0;
+  for (const auto& [id, e] : workers_) {
+    auto [version, lent] = FillState(id, e, now, cache->versions_[i], cache->lent_[i] != 0,
+                                     read_health, &cache->rows_[i]);
+    cache->versions_[i] = version;
+    cache->lent_[i] = lent ? 1 : 0;
+    ++i;
+  }
+}
+
+}  // namespace kvroute::fleet

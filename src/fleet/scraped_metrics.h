@@ -1,0 +1,38 @@
+// EngineMetrics: what kvroute last read from a worker's /metrics, with the time of the scrape,
+// so every consumer knows the age of each value. Parsing (vLLM and SGLang names) and the
+// scraper that fetches it are the gateway's (gateway/engine_metrics.h); kvroute simulate
+// fills it from its engines' counters. fleet::RouterState keeps one per worker and puts it
+// in the snapshot only while it is younger than RouterStateOptions::metrics_max_age.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "common/types.h"
+#include "sched/types.h"
+
+namespace kvroute::fleet {
+
+enum class EngineKind : std::uint8_t { kUnknown, kVllm, kSglang };
+
+struct EngineMetrics {
+  Nanos scraped_at{0};  // monotonic time the response arrived
+  EngineKind kind = EngineKind::kUnknown;
+  std::optional<std::uint32_t> num_waiting;
+  std::optional<std::uint32_t> num_running;
+  std::optional<double> kv_usage;              // fraction 0..1
+  std::optional<double> prefix_cache_queries;  // counter, tokens
+  std::optional<double> prefix_cache_hits;     // counter, tokens
+  std::optional<std::uint32_t> block_size;     // tokens per KV block (SGLang: page_size)
+  std::optional<std::uint64_t> num_gpu_blocks;
+  std::optional<std::uint64_t> num_cpu_blocks;
+  std::size_t parse_errors = 0;  // malformed lines in the scrape
+
+  double AgeSeconds(Nanos now) const;
+  // The scheduler's view (age filled in).
+  sched::ScrapedMetrics ToScraped(Nanos now) const;
+};
+
+}  // namespace kvroute::fleet

@@ -1,0 +1,49 @@
+// WorkerSpec: what kvroute is told about a worker before it routes there — identity, models,
+// role, labels, the engine profile its rates are seeded from, its KV block size and
+// capacity, and the bandwidth of each tier it loads cached blocks from. `kvroute serve` builds
+// it from the config file (gateway/config.h); `kvroute simulate` from its fleet (one per
+// simulated engine). fleet::RouterState validates it in Add.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/tier.h"
+#include "common/types.h"
+#include "sched/types.h"
+
+namespace kvroute::fleet {
+
+struct WorkerSpec {
+  std::string name;  // unique, non-empty
+  // Where the drivers reach the worker (serve: http://host:port, validated by the config).
+  // Not read by the router state.
+  std::string base_url;
+  std::vector<std::string> models;  // at least one
+  sched::Role role = sched::Role::kMixed;
+  std::map<std::string, std::string> labels;
+  std::string profile;  // engine profile name or path; empty: engine::kDefaultProfileName
+  // The engine runs this many times faster than `profile` (a `kvroute sim --speedup` fleet):
+  // Add() divides the profile's seed times by it and multiplies the default CPU tier
+  // bandwidth by it, so a sped-up fleet is not seeded 10x slow until samples arrive. > 0.
+  double profile_speedup = 1;
+  std::uint32_t block_size = 16;                    // engine KV block size, tokens; > 0
+  std::optional<std::uint64_t> kv_capacity_blocks;  // override of the profile's
+  // Bandwidth to load a block into GPU memory from each tier, bytes/s (Tier order).
+  // Add() fills a missing CPU entry with the engine model's host-to-GPU bandwidth unless
+  // RouterStateOptions::default_cpu_tier_bandwidth is off.
+  std::array<std::optional<double>, kNumTiers> tier_load_bytes_per_s{};
+};
+
+struct WorkerInfo {
+  WorkerId id = 0;
+  WorkerSpec spec;
+};
+
+}  // namespace kvroute::fleet

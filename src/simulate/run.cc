@@ -1,0 +1,218 @@
+#include "simulate/run.h"
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <tuple>
+
+#include "common/duration.h"
+#include "sched/registry.h"
+#include "simulate/fleet.h"
+#include "simulate/simulator.h"
+#include "workload/trace.h"
+
+namespace kvroute::simulate {
+namespace {
+
+std::expected<Fleet, std::string> BuildFleet(const RunOptions& f) {
+  auto profile = engine::LoadProfile(f.profile);
+  if (!profile) return std::unexpected("--profile: " + profile.error());
+  WorkerSpec base;
+  base.profile = std::move(*profile);
+  base.config.block_size = f.block_size;
+  base.config.max_num_seqs = f.max_num_seqs;
+  base.config.max_num_batched_tokens = f.max_num_batched_tokens;
+  base.config.num_gpu_blocks_override = f.num_gpu_blocks;
+  base.config.num_cpu_blocks = f.num_cpu_blocks;
+  base.config.max_model_len = f.max_model_len;
+  Fleet fleet;
+  if (!f.fleet_file.empty()) {
+    std::ifstream in(f.fleet_file);
+    if (!in) return std::unexpected("--fleet: cannot read " + f.fleet_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = ParseFleetYaml(text.str(), base);
+    if (!parsed) return std::unexpected("--fleet " + f.fleet_file + ": " + parsed.error());
+    fleet = std::move(*parsed);
+  } else {
+    if (f.workers <= 0) return std::unexpected("--workers must be positive");
+    fleet.workers.assign(static_cast<std::size_t>(f.workers), base);
+  }
+  using Kind = FleetChange::Kind;
+  for (const auto& [kind, values] :
+       {std::pair{Kind::kFail, &f.fail}, {Kind::kRestart, &f.restart}, {Kind::kAdd, &f.add}}) {
+    for (const std::string& v : *values) {
+      auto c = ParseChangeFlag(kind, v, base);
+      if (!c) return std::unexpected(c.error());
+      fleet.changes.push_back(std::move(*c));
+    }
+  }
+  SortChanges(&fleet);
+  if (auto ok = ValidateFleet(fleet); !ok) return std::unexpected(ok.error());
+  return fleet;
+}
+
+std::expected<std::shared_ptr<const sched::Policy>, std::string> BuildPolicy(
+    const RunOptions& f) {
+  if (!f.policy_file.empty()) {
+    std::ifstream in(f.policy_file);
+    if (!in) return std::unexpected("--policy-file: cannot read " + f.policy_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto p = sched::Registry::Builtin().ParsePolicy(text.str());
+    if (!p) return std::unexpected("--policy-file: " + p.error().message);
+    return *p;
+  }
+  auto p = sched::BuiltinPolicy(f.policy);
+  if (!p) return std::unexpected("--policy: " + p.error().message);
+  return *p;
+}
+
+}  // namespace
+
+std::expected<RunOutput, std::string> RunSimulation(
+    RunOptions f, const std::function<void(const std::string&)>& log) {
+  auto fail = [](std::string msg) { return std::unexpected(std::move(msg)); };
+  auto fleet = BuildFleet(f);
+  if (!fleet) return fail(fleet.error());
+  auto policy = BuildPolicy(f);
+  if (!policy) return fail(policy.error());
+  SimOptions base;
+  base.fleet = std::move(*fleet);
+  base.policy = *policy;
+  base.seed = f.seed;
+  base.max_requests = f.max_requests;
+  base.predicted_overlay = !f.no_overlay;
+  base.progress = f.progress;
+  for (auto [text, out, name] : {std::tuple{&f.event_delay, &base.event_delay, "--event-delay"},
+                                 {&f.scrape_interval, &base.scrape_interval, "--scrape-interval"},
+                                 {&f.predicted_ttl, &base.predicted_ttl, "--predicted-ttl"},
+                                 {&f.duration, &base.duration, "--duration"},
+                                 {&f.router_delay, &base.router_delay, "--router-delay"},
+                                 {&f.router_delay_per_1k, &base.router_delay_per_1k_tokens,
+                                  "--router-delay-per-1k-tokens"}}) {
+    auto d = ParseDuration(*text);
+    if (!d) return fail(std::string(name) + ": " + d.error());
+    *out = *d;
+  }
+  if (base.scrape_interval.count() <= 0) return fail("--scrape-interval must be positive");
+  auto think = ParseDuration(f.think_time);
+  if (!think) return fail("--think-time: " + think.error());
+  auto jitter = ParseDuration(f.turn_jitter);
+  if (!jitter) return fail("--turn-jitter: " + jitter.error());
+  if (f.output_tokens > 0) {
+    f.agentic.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
+    f.shared_prefix.output_tokens = static_cast<std::uint32_t>(f.output_tokens);
+  }
+  f.agentic.seed = f.shared_prefix.seed = f.seed;
+
+  // One level per concurrency / rate / the trace, each on a fresh cluster.
+  struct LevelPlan {
+    std::string name;
+    int concurrency = 0;
+    double rate = 0;
+    std::unique_ptr<Workload> workload;
+  };
+  std::vector<LevelPlan> plans;
+  if (f.workload == "agentic") {
+    for (int c : f.concurrency) {
+      if (c <= 0) return fail("--concurrency values must be positive");
+      AgenticSimOptions a{f.agentic, c, *think, *jitter};
+      plans.push_back({"c=" + std::to_string(c), c, 0, NewAgenticWorkload(a)});
+    }
+  } else if (f.workload == "shared-prefix") {
+    for (double r : f.rates) {
+      if (r <= 0) return fail("--rates values must be positive");
+      SharedPrefixSimOptions s{f.shared_prefix, r, f.requests_per_rate};
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", r);
+      plans.push_back({std::string("rate=") + text, 0, r, NewSharedPrefixWorkload(s)});
+    }
+  } else {
+    if (f.trace_path.empty()) return fail("--trace FILE is required");
+    if (f.trace_speedup <= 0 || f.trace_replicas <= 0 || f.prefix_multiplier <= 0) {
+      return fail("--trace-speedup, --trace-replicas and --prefix-multiplier must be positive");
+    }
+    auto trace = workload::LoadTrace(f.trace_path);
+    if (!trace) return fail(f.trace_path + ": " + trace.error());
+    double rate = 0;
+    if (trace->requests.size() > 1 && trace->requests.back().arrival_s > 0) {
+      rate = static_cast<double>(trace->requests.size()) * f.trace_replicas * f.trace_speedup /
+             trace->requests.back().arrival_s;
+    }
+    TraceSimOptions t{f.trace_speedup, f.prefix_multiplier, f.trace_replicas, f.seed};
+    plans.push_back(
+        {"trace", 0, rate,
+         NewTraceWorkload(std::make_shared<const workload::Trace>(std::move(*trace)), t)});
+  }
+
+  workload::RunReport report;
+  report.label = f.label;
+  report.target = "simulate";
+  report.workload = f.workload;
+  report.itl_targets_tps = f.itl_targets;
+  if (f.ttft_slo > 0 && f.tpot_slo > 0) {
+    report.slo = workload::SloTargets{f.ttft_slo, f.tpot_slo, f.slo_attainment};
+  }
+  report.config = {
+      {"policy", f.policy_file.empty() ? f.policy : f.policy_file},
+      {"profile", f.fleet_file.empty() ? f.profile : f.fleet_file},
+      {"workers", static_cast<double>(base.fleet.workers.size())},
+      {"event_delay_s", ToSeconds(base.event_delay)},
+      {"router_delay_s", ToSeconds(base.router_delay)},
+      {"router_delay_per_1k_tokens_s", ToSeconds(base.router_delay_per_1k_tokens)},
+      {"scrape_interval_s", ToSeconds(base.scrape_interval)},
+      {"predicted_overlay", f.no_overlay ? std::string("off") : std::string("on")},
+      {"seed", static_cast<double>(f.seed)},
+      {"max_requests", static_cast<double>(f.max_requests)},
+  };
+  if (f.max_model_len > 0) {
+    report.config.push_back({"max_model_len", static_cast<double>(f.max_model_len)});
+  }
+  const auto& a = f.agentic;
+  if (f.workload == "agentic") {
+    report.config.insert(report.config.end(),
+                         {{"sessions", static_cast<double>(a.sessions)},
+                          {"common_prefix_tokens", static_cast<double>(a.common_prefix_tokens)},
+                          {"session_prefix_tokens", static_cast<double>(a.session_prefix_tokens)},
+                          {"turns", static_cast<double>(a.turns)},
+                          {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
+                          {"output_tokens", static_cast<double>(a.output_tokens)},
+                          {"think_time_s", ToSeconds(*think)},
+                          {"turn_jitter_s", ToSeconds(*jitter)}});
+  } else if (f.workload == "shared-prefix") {
+    const auto& sp = f.shared_prefix;
+    report.config.insert(report.config.end(),
+                         {{"groups", static_cast<double>(sp.groups)},
+                          {"prompts_per_group", static_cast<double>(sp.prompts_per_group)},
+                          {"system_prompt_tokens", static_cast<double>(sp.system_prompt_tokens)},
+                          {"question_tokens", static_cast<double>(sp.question_tokens)},
+                          {"output_tokens", static_cast<double>(sp.output_tokens)},
+                          {"requests_per_rate", static_cast<double>(f.requests_per_rate)}});
+  } else {
+    report.config.insert(report.config.end(),
+                         {{"trace", f.trace_path},
+                          {"trace_speedup", f.trace_speedup},
+                          {"trace_replicas", static_cast<double>(f.trace_replicas)},
+                          {"prefix_multiplier", f.prefix_multiplier}});
+  }
+
+  std::vector<SimLevelExtras> extras;
+  for (LevelPlan& plan : plans) {
+    Simulator sim(base, std::move(plan.workload));
+    auto result = sim.Run();
+    if (!result) return fail(plan.name + ": " + result.error());
+    report.gpus = result->gpus;
+    const std::size_t n = result->level.requests.size();
+    result->level.concurrency = plan.concurrency;
+    result->level.rate_per_s = plan.rate;
+    extras.push_back(AppendLevel(std::move(*result), plan.name, &report));
+    log(RunLine(extras.back(), n));
+    const std::string calibration = CalibrationLine(report.levels.back(), extras.back());
+    if (!calibration.empty()) log(calibration);
+  }
+  return RunOutput{std::move(report), std::move(extras)};
+}
+
+}  // namespace kvroute::simulate
