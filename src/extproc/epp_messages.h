@@ -1,9 +1,9 @@
 // The Endpoint Picker's side of Envoy's ext_proc messages (Gateway API Inference Extension,
 // EPP protocol; ../shared/reference/traces-and-k8s.md §5): building the responses a picker
 // sends and reading what the gateway tells it. Sans-I/O: protobuf messages in and out, no
-// gRPC, no sockets; the `serve --epp` stream (issue 22) is built on top of this and is not
-// built yet. No Envoy runs where this is tested: the wire format is checked against
-// @grpc/proto-loader in Node (tests/integration/extproc).
+// gRPC, no sockets; EppStream (epp_stream.h) is built on top of this. No Envoy runs where this
+// is tested: the wire format is checked against @grpc/proto-loader in Node
+// (tests/integration/extproc).
 //
 // Thread safety: free functions over values; safe from any thread.
 #pragma once

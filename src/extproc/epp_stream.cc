@@ -1,5 +1,8 @@
 #include "extproc/epp_stream.h"
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 
 namespace kvroute::extproc {
@@ -12,6 +15,44 @@ std::vector<pb::ProcessingResponse> EppStream::Finish(pb::ProcessingResponse r) 
   std::vector<pb::ProcessingResponse> out;
   out.push_back(std::move(r));
   return out;
+}
+
+void EppStream::ReadUsage(std::string_view json) {
+  if (json.find("\"usage\"") == std::string_view::npos) return;
+  google::protobuf::Struct doc;
+  if (!google::protobuf::util::JsonStringToMessage(std::string(json), &doc).ok()) return;
+  auto it = doc.fields().find("usage");
+  if (it == doc.fields().end() || !it->second.has_struct_value()) return;
+  const auto& u = it->second.struct_value().fields();
+  Usage out;
+  if (auto p = u.find("prompt_tokens"); p != u.end()) out.prompt_tokens = static_cast<long>(p->second.number_value());
+  if (auto c = u.find("completion_tokens"); c != u.end()) {
+    out.completion_tokens = static_cast<long>(c->second.number_value());
+  }
+  usage_ = out;
+}
+
+void EppStream::ObserveResponse(const std::string& bytes, bool end_of_stream) {
+  if (response_buffer_.size() + bytes.size() > max_body_bytes_) {
+    response_buffer_.clear();  // an over-long line or body: usage is not read, bytes still flow
+    return;
+  }
+  response_buffer_ += bytes;
+  if (!sse_) {
+    if (end_of_stream) ReadUsage(response_buffer_);
+    return;
+  }
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = response_buffer_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string_view line(response_buffer_.data() + start, nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.starts_with("data:")) {
+      line.remove_prefix(5);
+      while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+      if (line != "[DONE]") ReadUsage(line);
+    }
+  }
+  response_buffer_.erase(0, start);
 }
 
 std::vector<pb::ProcessingResponse> EppStream::Pick(bool with_body) {
@@ -73,6 +114,7 @@ std::vector<pb::ProcessingResponse> EppStream::OnMessage(const pb::ProcessingReq
     case pb::ProcessingRequest::kResponseBody: {
       if (auto s = ServedEndpoint(r)) served_ = *s;
       const auto& b = r.response_body();
+      ObserveResponse(b.body(), b.end_of_stream());
       auto chunks = StreamedBody(b.body(), /*request=*/false);
       if (!b.end_of_stream()) {
         chunks.back().mutable_response_body()->mutable_response()->mutable_body_mutation()

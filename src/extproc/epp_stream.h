@@ -34,6 +34,13 @@ struct PickResult {
   std::string reject_message;
 };
 
+// Token counts of the response, from OpenAI's `usage` object: the last SSE `data:` event
+// that carries one (stream_options.include_usage), or the JSON body of a non-streamed answer.
+struct Usage {
+  long prompt_tokens = 0;
+  long completion_tokens = 0;
+};
+
 // The routing decision. Must be safe to call from several streams' threads at once.
 using Picker = std::function<PickResult(const PickRequest&)>;
 
@@ -51,10 +58,15 @@ class EppStream {
   const std::optional<std::string>& served_endpoint() const { return served_; }
   bool response_is_sse() const { return sse_; }
   const std::vector<std::string>& picked() const { return picked_; }
+  // Set once a usage object has been seen on the response path.
+  const std::optional<Usage>& usage() const { return usage_; }
 
  private:
   std::vector<pb::ProcessingResponse> Pick(bool with_body);
   std::vector<pb::ProcessingResponse> Finish(pb::ProcessingResponse r);
+  // Feeds response bytes to the usage reader: SSE by lines as they stream, JSON at the end.
+  void ObserveResponse(const std::string& bytes, bool end_of_stream);
+  void ReadUsage(std::string_view json);
 
   Picker picker_;
   std::size_t max_body_bytes_;
@@ -62,6 +74,8 @@ class EppStream {
   std::vector<std::string> picked_;
   std::optional<std::string> served_;
   bool sse_ = false;
+  std::string response_buffer_;  // SSE: the incomplete last line; JSON: the body so far (capped)
+  std::optional<Usage> usage_;
   bool finished_ = false;
 };
 

@@ -115,5 +115,38 @@ TEST(EppStream, ResponsePathEchoesChunksAndRecordsServedEndpoint) {
   EXPECT_TRUE(last[0].response_body().response().body_mutation().streamed_response().end_of_stream());
 }
 
+pb::ProcessingRequest ResponseHeaders(const std::string& content_type) {
+  pb::ProcessingRequest rh;
+  auto* hv = rh.mutable_response_headers()->mutable_headers()->add_headers();
+  hv->set_key("content-type");
+  hv->set_raw_value(content_type);
+  return rh;
+}
+
+TEST(EppStream, SseUsageIsReadAsItStreamsEvenAcrossChunkBoundaries) {
+  EppStream s(Fixed({"10.0.0.1:8000"}));
+  s.OnMessage(Headers(true));
+  s.OnMessage(ResponseHeaders("text/event-stream"));
+  s.OnMessage(Body("data: {\"choices\":[]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_to", false, false));
+  EXPECT_FALSE(s.usage().has_value());
+  s.OnMessage(Body("kens\":12,\"completion_tokens\":3}}\n\n", false, false));
+  ASSERT_TRUE(s.usage().has_value());
+  EXPECT_EQ(s.usage()->prompt_tokens, 12);
+  EXPECT_EQ(s.usage()->completion_tokens, 3);
+  s.OnMessage(Body("data: [DONE]\n\n", true, false));
+  EXPECT_EQ(s.usage()->completion_tokens, 3);
+}
+
+TEST(EppStream, JsonUsageIsReadAtTheEndOfANonStreamedAnswer) {
+  EppStream s(Fixed({"10.0.0.1:8000"}));
+  s.OnMessage(Headers(true));
+  s.OnMessage(ResponseHeaders("application/json"));
+  s.OnMessage(Body("{\"choices\":[],\"usage\":{\"prompt_tokens\":7,", false, false));
+  EXPECT_FALSE(s.usage().has_value());
+  s.OnMessage(Body("\"completion_tokens\":2}}", true, false));
+  ASSERT_TRUE(s.usage().has_value());
+  EXPECT_EQ(s.usage()->prompt_tokens, 7);
+}
+
 }  // namespace
 }  // namespace kvroute::extproc
