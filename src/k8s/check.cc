@@ -140,7 +140,7 @@ std::optional<long> LeadingInt(const std::string& s) {
   while (i < s.size() && (s[i] == '"' || s[i] == '\'')) ++i;
   size_t j = i;
   while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
-  if (j == i) return std::nullopt;
+  if (j == i || j - i > 9) return std::nullopt;  // no number, or none a duration can be
   return std::stol(s.substr(i, j - i));
 }
 
@@ -168,7 +168,7 @@ long PreStopSleep(const Container& c) {
   if (cmd && cmd.IsSequence()) {
     std::string joined;
     for (const auto& s : cmd) joined += Str(s) + " ";
-    static const std::regex kSleep(R"((^|[\s;&|])sleep\s+(\d+))");
+    static const std::regex kSleep(R"((^|[\s;&|])sleep\s+(\d{1,9}))");
     std::smatch m;
     if (std::regex_search(joined, m, kSleep)) return std::stol(m[2]);
   }
@@ -491,8 +491,15 @@ int RunCheck(const std::string& path, const CheckOptions& options, std::ostream&
     err << "kvroute config check --k8s: " << objects.error() << "\n";
     return 2;
   }
+  std::vector<Finding> findings;
+  try {
+    findings = CheckManifests(*objects, options);
+  } catch (const YAML::Exception& e) {  // a shape no rule expects (a map as a label key, …)
+    err << "kvroute config check --k8s: " << path << ": " << e.what() << "\n";
+    return 2;
+  }
   int errors = 0, warnings = 0;
-  for (const auto& f : CheckManifests(*objects, options)) {
+  for (const auto& f : findings) {
     ++(f.severity == Severity::kError ? errors : warnings);
     out << FormatFinding(f) << "\n";
   }

@@ -208,6 +208,11 @@ TEST(SelectorRule, OtherNamespacesDoNotCount) {
   EXPECT_EQ(Errors(Check(pool + "---\n" + ModelServer("75", kGoodArgs)), "selector").size(), 1u);
 }
 
+TEST(DrainRule, AbsurdNumbersAreIgnoredNotACrash) {
+  EXPECT_NO_THROW(Check(ModelServer("75", "[--shutdown-timeout=99999999999999999999999]",
+                                    R"(exec: {command: ["sleep", "99999999999999999999"]})")));
+}
+
 TEST(FormatFinding, NamesSeverityRuleObjectSourceAndField) {
   Finding f{Severity::kError, "drain", "StatefulSet/vllm", "a.yaml#2", "spec.x", "msg"};
   EXPECT_EQ(FormatFinding(f), "error [drain] StatefulSet/vllm (a.yaml#2) spec.x: msg");
