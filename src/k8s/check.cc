@@ -259,18 +259,26 @@ class Checker {
             continue;
           }
           shutdown = *LeadingInt(*t);
-          what = "--shutdown-timeout";
+          what = "--shutdown-timeout " + std::to_string(shutdown);
         } else if (IsKvroute(c)) {
+          // kvroute's SIGTERM: /ready fails, shutdown_grace_s later the listener closes, then
+          // in-flight requests get drain_timeout_s (docs/operations.md, Draining).
+          YAML::Node cfg = KvrouteConfig(p, objects_);
           what = "--drain-timeout";
           if (auto t = FlagText(argv, "--drain-timeout"); t && LeadingInt(*t)) {
             shutdown = *LeadingInt(*t);
-          } else if (auto d = Int(Get(KvrouteConfig(p, objects_), "drain_timeout_s"))) {
+          } else if (auto d = Int(Get(cfg, "drain_timeout_s"))) {
             shutdown = *d;
             what = "drain_timeout_s";
           } else {
             shutdown = 30;
             what = "drain_timeout_s (default)";
           }
+          auto grace_s = Int(Get(cfg, "shutdown_grace_s"));
+          long listener = grace_s.value_or(1);
+          what += " " + std::to_string(shutdown) + " + shutdown_grace_s" + (grace_s ? "" : " (default)");
+          shutdown += listener;
+          what += " " + std::to_string(listener);
         } else {
           continue;
         }
@@ -280,8 +288,8 @@ class Checker {
           Add(Severity::kError, "drain", *p.owner, p.prefix + ".terminationGracePeriodSeconds",
               "terminationGracePeriodSeconds " + std::to_string(grace) +
                   (grace_set ? "" : " (unset: Kubernetes' default)") + " < preStop sleep " +
-                  std::to_string(pre) + " + " + what + " " + std::to_string(shutdown) +
-                  " + teardown buffer " + std::to_string(options_.teardown_buffer_s) + " = " +
+                  std::to_string(pre) + " + " + what + " + teardown buffer " +
+                  std::to_string(options_.teardown_buffer_s) + " = " +
                   std::to_string(need) + " (container " + c.name +
                   "): SIGKILL would cut requests still draining");
         }

@@ -5,7 +5,8 @@
 // Rules (rule ids appear in the output):
 //   drain          terminationGracePeriodSeconds >= preStop sleep + shutdown timeout + teardown
 //                  buffer, per container: vLLM's --shutdown-timeout, kvroute's --drain-timeout
-//                  (or drain_timeout_s of its mounted config, default 30). Unset grace is 30 s
+//                  (or drain_timeout_s of its mounted config, default 30) plus its config's
+//                  shutdown_grace_s (default 1: /ready fails before the listener closes). Unset grace is 30 s
 //                  (Kubernetes' default). A vLLM without --shutdown-timeout is a warning: it
 //                  aborts in-flight requests at SIGTERM.
 //   failure-mode   an InferencePool's endpointPickerRef (v1; extensionRef in v1alpha2) without

@@ -80,7 +80,7 @@ TEST(DrainRule, KvrouteDrainTimeoutComesFromItsFlag) {
                         "args: [serve, --drain-timeout=30], lifecycle: {preStop: {sleep: {seconds: 5}}}}\n"),
                   "drain");
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_THAT(e[0].message, HasSubstr("40 < preStop sleep 5 + --drain-timeout 30 + teardown buffer 15 = 50"));
+  EXPECT_THAT(e[0].message, HasSubstr("40 < preStop sleep 5 + --drain-timeout 30 + shutdown_grace_s (default) 1 + teardown buffer 15 = 51"));
 }
 
 const std::string kPool =

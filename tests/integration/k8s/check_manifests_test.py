@@ -35,7 +35,7 @@ BAD = [
      ["error [drain] StatefulSet/vllm", "75 < preStop sleep 15 + --shutdown-timeout 90"]),
     ("drain: picker drain timeout raised", "epp", EPP,
      "--drain-timeout=30", "--drain-timeout=45",
-     ["error [drain] Deployment/kvroute-epp", "60 < preStop sleep 5 + --drain-timeout 45 + teardown buffer 15 = 65"]),
+     ["error [drain] Deployment/kvroute-epp", "60 < preStop sleep 5 + --drain-timeout 45 + shutdown_grace_s 1 + teardown buffer 15 = 66"]),
     ("failure-mode: unset", "epp", POOL,
      "    failureMode: FailClose\n", "",
      ["error [failure-mode] InferencePool/qwen3-8b", "spec.endpointPickerRef.failureMode",
