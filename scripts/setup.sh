@@ -15,6 +15,7 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libxxhash-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc
   python3 python3-zmq python3-msgpack
   nginx-light etcd-server gnuplot-nox
   clang libclang-rt-14-dev clang-format curl procps

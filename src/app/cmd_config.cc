@@ -1,5 +1,6 @@
 // kvroute config check: validates a `kvroute serve` configuration and prints it with every
 // default resolved, then the scheduler policy's effective configuration and the failure mode.
+// With --k8s DIR|-: checks rendered Kubernetes manifests instead (rules in src/k8s/check.h).
 // Also home of the flags `serve` and `config check` share.
 #include <iostream>
 #include <memory>
@@ -8,6 +9,7 @@
 #include "app/commands.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
+#include "k8s/check.h"
 
 namespace kvroute::app {
 
@@ -33,7 +35,27 @@ void RegisterConfigCommand(CLI::App& app, int* exit_code) {
   auto path = std::make_shared<std::string>();
   auto overrides = std::make_shared<gateway::ConfigOverrides>();
   AddGatewayConfigFlags(check, path.get(), overrides.get());
-  check->callback([path, overrides, exit_code] {
+  auto k8s_dir = std::make_shared<std::string>();
+  auto k8s_options = std::make_shared<k8s::CheckOptions>();
+  auto* config_opt = check->get_option("--config");
+  config_opt->required(false);
+  check->add_option("--k8s", *k8s_dir,
+                    "Check rendered Kubernetes manifests (a file, a directory, a resources-only "
+                    "kustomization, or - for stdin) instead of a kvroute configuration")
+      ->excludes(config_opt);
+  check->add_option("--teardown-buffer", k8s_options->teardown_buffer_s,
+                    "With --k8s: seconds the drain invariant reserves after the shutdown timeout")
+      ->capture_default_str();
+  check->callback([path, overrides, exit_code, k8s_dir, k8s_options] {
+    if (!k8s_dir->empty()) {
+      *exit_code = k8s::RunCheck(*k8s_dir, *k8s_options, std::cout, std::cerr);
+      return;
+    }
+    if (path->empty()) {
+      std::cerr << "kvroute config check: --config or --k8s is required\n";
+      *exit_code = 2;
+      return;
+    }
     auto config = gateway::LoadConfig(*path, *overrides);
     if (!config) {
       std::cerr << "kvroute config check: " << config.error() << "\n";

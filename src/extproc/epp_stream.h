@@ -1,0 +1,82 @@
+// EppStream: the Endpoint Picker's side of one ext_proc stream (one HTTP request), as a
+// sans-I/O state machine: each message from the gateway goes in, the responses to send come
+// out, in the order the protocol requires (FULL_DUPLEX_STREAMED bodies: the header response
+// only once the whole request body is in, then the body chunks; response bodies echoed as
+// they stream). The gRPC server (epp_server.h) only moves these messages; tests drive this
+// class directly. No Envoy runs where this is tested.
+//
+// Thread safety: one stream, one thread at a time (gRPC's reader loop); not shared.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "extproc/epp_messages.h"
+
+namespace kvroute::extproc {
+
+struct PickRequest {
+  std::map<std::string, std::string> headers;  // lower-case keys, as Envoy sends them
+  std::string body;                            // the whole request body
+  // The gateway's subset hint; when set the pick must come from it (EppStream enforces it).
+  std::optional<std::vector<std::string>> subset;
+};
+
+struct PickResult {
+  // "ip:port", best first; the rest are the ordered fallbacks. Empty: no endpoint (503).
+  std::vector<std::string> endpoints;
+  // Non-zero: answer with an ImmediateResponse of this status (429 to shed, 503) instead.
+  int reject_status = 0;
+  std::string reject_message;
+};
+
+// Token counts of the response, from OpenAI's `usage` object: the last SSE `data:` event
+// that carries one (stream_options.include_usage), or the JSON body of a non-streamed answer.
+struct Usage {
+  long prompt_tokens = 0;
+  long completion_tokens = 0;
+};
+
+// The routing decision. Must be safe to call from several streams' threads at once.
+using Picker = std::function<PickResult(const PickRequest&)>;
+
+class EppStream {
+ public:
+  // `max_body_bytes`: a larger request body is refused with 413 (the lightweight EPP caps 10 MB).
+  explicit EppStream(Picker picker, std::size_t max_body_bytes = 10 << 20);
+
+  // Consumes one gateway message; returns what to send back, in order (possibly nothing).
+  std::vector<pb::ProcessingResponse> OnMessage(const pb::ProcessingRequest& request);
+
+  // An ImmediateResponse was sent: the gateway ignores anything after it; close the stream.
+  bool finished() const { return finished_; }
+  // What the gateway reported on the response path.
+  const std::optional<std::string>& served_endpoint() const { return served_; }
+  bool response_is_sse() const { return sse_; }
+  const std::vector<std::string>& picked() const { return picked_; }
+  // Set once a usage object has been seen on the response path.
+  const std::optional<Usage>& usage() const { return usage_; }
+
+ private:
+  std::vector<pb::ProcessingResponse> Pick(bool with_body);
+  std::vector<pb::ProcessingResponse> Finish(pb::ProcessingResponse r);
+  // Feeds response bytes to the usage reader: SSE by lines as they stream, JSON at the end.
+  void ObserveResponse(const std::string& bytes, bool end_of_stream);
+  void ReadUsage(std::string_view json);
+
+  Picker picker_;
+  std::size_t max_body_bytes_;
+  PickRequest request_;
+  std::vector<std::string> picked_;
+  std::optional<std::string> served_;
+  bool sse_ = false;
+  std::string response_buffer_;  // SSE: the incomplete last line; JSON: the body so far (capped)
+  std::optional<Usage> usage_;
+  bool finished_ = false;
+};
+
+}  // namespace kvroute::extproc
