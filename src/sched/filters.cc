@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "sched/latency_model.h"
+#include "sched/registry.h"
 
 namespace kvroute::sched {
 namespace {
@@ -287,6 +289,88 @@ std::expected<void, SchedError> Filter::Keep(const RequestProfile& request,
   keep->clear();
   for (const FilterVerdict& v : *verdicts) keep->push_back(v.keep ? 1 : 0);
   return {};
+}
+
+// The plug-ins' YAML options (sched/registry.h's format), parsed beside the plug-ins they build.
+void RegisterBuiltinFilters(Registry& registry) {
+  using Unexpected = std::unexpected<ConfigError>;
+  using Made = std::expected<std::shared_ptr<const Filter>, ConfigError>;
+  [[maybe_unused]] constexpr double kInf = std::numeric_limits<double>::infinity();
+  registry.AddFilter(
+      "healthy", [](Params&) -> Made { return NewHealthyFilter(); }, IfAllDropped::kFail);
+  registry.AddFilter(
+      "not_draining", [](Params&) -> Made { return NewNotDrainingFilter(); },
+      IfAllDropped::kFail);
+  registry.AddFilter(
+      "model", [](Params&) -> Made { return NewModelFilter(); }, IfAllDropped::kFail);
+  registry.AddFilter(
+      "role",
+      [](Params& p) -> Made {
+        auto names = p.StringList("allowed");
+        if (!names) return Unexpected(names.error());
+        std::vector<Role> roles;
+        for (const std::string& n : *names) {
+          if (n == "mixed")
+            roles.push_back(Role::kMixed);
+          else if (n == "prefill")
+            roles.push_back(Role::kPrefill);
+          else if (n == "decode")
+            roles.push_back(Role::kDecode);
+          else
+            return Unexpected(p.Error("allowed", fmt::format("unknown role '{}'", n)));
+        }
+        if (roles.empty()) return Unexpected(p.Error("allowed", "must list at least one role"));
+        return NewRoleFilter(std::move(roles));
+      },
+      IfAllDropped::kFail);
+  registry.AddFilter(
+      "prefix_affinity",
+      [](Params& p) -> Made {
+        PrefixAffinityOptions o;
+        auto threshold = p.Number("threshold", o.threshold, 0, 1);
+        if (!threshold) return Unexpected(threshold.error());
+        auto tau = p.String("tau", "fixed");
+        if (!tau) return Unexpected(tau.error());
+        if (*tau != "fixed" && *tau != "derived") {
+          return Unexpected(p.Error("tau", "must be 'fixed' or 'derived'"));
+        }
+        o.threshold = *threshold;
+        o.derived_tau = *tau == "derived";
+        if (o.derived_tau) {
+          auto chunk = p.Number("chunk_tokens", o.terms.chunk_tokens, 1, 1 << 24);
+          if (!chunk) return Unexpected(chunk.error());
+          o.terms.chunk_tokens = static_cast<std::uint32_t>(*chunk);
+          auto rivals = p.String("rivals", "idle");
+          if (!rivals) return Unexpected(rivals.error());
+          if (*rivals != "idle" && *rivals != "no_prefill_queue") {
+            return Unexpected(p.Error("rivals", "must be 'idle' or 'no_prefill_queue'"));
+          }
+          o.rivals = *rivals == "idle" ? PrefixAffinityOptions::Rivals::kIdle
+                                       : PrefixAffinityOptions::Rivals::kNoPrefillQueue;
+        } else {
+          auto penalty = p.Number("max_ttft_penalty_s", o.max_ttft_penalty_s, 0, kInf);
+          if (!penalty) return Unexpected(penalty.error());
+          o.max_ttft_penalty_s = *penalty;
+        }
+        return NewPrefixAffinityFilter(o);
+      },
+      IfAllDropped::kKeepAll);
+  registry.AddFilter(
+      "itl_guard",
+      [](Params& p) -> Made {
+        ItlGuardOptions o;
+        auto slo = p.Number("itl_slo_s", o.itl_slo_s, 0, kInf);
+        if (!slo) return Unexpected(slo.error());
+        auto holder = p.Number("holder_threshold", o.holder_threshold, 0, kInf);
+        if (!holder) return Unexpected(holder.error());
+        auto factor = p.Number("holder_max_itl_factor", o.holder_max_itl_factor, 1, kInf);
+        if (!factor) return Unexpected(factor.error());
+        o.itl_slo_s = *slo;
+        o.holder_threshold = *holder;
+        o.holder_max_itl_factor = *factor;
+        return NewItlGuardFilter(o);
+      },
+      IfAllDropped::kKeepAll);
 }
 
 }  // namespace kvroute::sched

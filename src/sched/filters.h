@@ -79,4 +79,8 @@ struct ItlGuardOptions {
 };
 std::shared_ptr<const Filter> NewItlGuardFilter(const ItlGuardOptions& options);
 
+class Registry;
+// Adds the built-in filters with their YAML options to `registry` (Registry::Builtin).
+void RegisterBuiltinFilters(Registry& registry);
+
 }  // namespace kvroute::sched

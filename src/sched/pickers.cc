@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+
+#include "sched/registry.h"
 
 namespace kvroute::sched {
 namespace {
@@ -119,6 +122,21 @@ std::shared_ptr<const Picker> NewSoftmaxPicker(double temperature) {
 std::shared_ptr<const Picker> NewRandomPicker() { return std::make_shared<const RandomPicker>(); }
 std::shared_ptr<const Picker> NewRoundRobinPicker() {
   return std::make_shared<const RoundRobinPicker>();
+}
+
+// The plug-ins' YAML options (sched/registry.h's format), parsed beside the plug-ins they build.
+void RegisterBuiltinPickers(Registry& registry) {
+  using Unexpected = std::unexpected<ConfigError>;
+  using Made = std::expected<std::shared_ptr<const Picker>, ConfigError>;
+  [[maybe_unused]] constexpr double kInf = std::numeric_limits<double>::infinity();
+  registry.AddPicker("argmin", [](Params&) -> Made { return NewArgminPicker(); });
+  registry.AddPicker("random", [](Params&) -> Made { return NewRandomPicker(); });
+  registry.AddPicker("round_robin", [](Params&) -> Made { return NewRoundRobinPicker(); });
+  registry.AddPicker("softmax", [](Params& p) -> Made {
+    auto t = p.Number("temperature", 0.0, 0, kInf);
+    if (!t) return Unexpected(t.error());
+    return NewSoftmaxPicker(*t);
+  });
 }
 
 }  // namespace kvroute::sched

@@ -23,4 +23,8 @@ std::shared_ptr<const Picker> NewSoftmaxPicker(double temperature);
 std::shared_ptr<const Picker> NewRandomPicker();
 std::shared_ptr<const Picker> NewRoundRobinPicker();
 
+class Registry;
+// Adds the built-in pickers with their YAML options to `registry` (Registry::Builtin).
+void RegisterBuiltinPickers(Registry& registry);
+
 }  // namespace kvroute::sched

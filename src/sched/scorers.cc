@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "sched/latency_model.h"
+#include "sched/registry.h"
 
 namespace kvroute::sched {
 namespace {
@@ -188,6 +189,63 @@ std::shared_ptr<const Scorer> NewDecodeSlowdownScorer(const SlowdownTerms& terms
                 }
                 return d->total_s();
               });
+}
+
+// The plug-ins' YAML options (sched/registry.h's format), parsed beside the plug-ins they build.
+void RegisterBuiltinScorers(Registry& registry) {
+  using Unexpected = std::unexpected<ConfigError>;
+  using Made = std::expected<std::shared_ptr<const Scorer>, ConfigError>;
+  [[maybe_unused]] constexpr double kInf = std::numeric_limits<double>::infinity();
+  registry.AddScorer("inflight_requests",
+              [](Params&) -> Made { return NewInflightRequestsScorer(); });
+  registry.AddScorer("inflight_normalized",
+              [](Params&) -> Made { return NewInflightNormalizedScorer(); });
+  registry.AddScorer("engine_queue", [](Params&) -> Made { return NewEngineQueueScorer(); });
+  registry.AddScorer("kv_usage", [](Params&) -> Made { return NewKvUsageScorer(); });
+  registry.AddScorer("prefix_miss", [](Params&) -> Made { return NewPrefixMissScorer(); });
+  registry.AddScorer("predicted_ttft", [](Params& p) -> Made {
+    TtftTerms t = kFullTtftModel;
+    auto decode = p.Number("decode_load", t.decode_load, 0, kInf);
+    if (!decode) return Unexpected(decode.error());
+    auto kv = p.Number("kv_wait", t.kv_wait, 0, kInf);
+    if (!kv) return Unexpected(kv.error());
+    auto chunk = p.Number("chunk_tokens", t.chunk_tokens, 1, 1 << 24);
+    if (!chunk) return Unexpected(chunk.error());
+    t.decode_load = *decode;
+    t.kv_wait = *kv;
+    t.chunk_tokens = static_cast<std::uint32_t>(*chunk);
+    return NewPredictedTtftScorer(t);
+  });
+  registry.AddScorer("decode_slowdown", [](Params& p) -> Made {
+    SlowdownTerms t;
+    auto others = p.Number("others_share", t.others_share, 0, 1);
+    if (!others) return Unexpected(others.error());
+    auto stall = p.Number("stall", t.stall, 0, kInf);
+    if (!stall) return Unexpected(stall.error());
+    t.others_share = *others;
+    t.stall = *stall;
+    return NewDecodeSlowdownScorer(t);
+  });
+  registry.AddScorer("token_load", [](Params& p) -> Made {
+    TokenLoadOptions o;
+    auto limit = p.Number("token_limit", o.token_limit, 1, kInf);
+    if (!limit) return Unexpected(limit.error());
+    o.token_limit = *limit;
+    return NewTokenLoadScorer(o);
+  });
+  registry.AddScorer("dynamo_cost", [](Params& p) -> Made {
+    DynamoCostOptions o;
+    for (auto [key, field] :
+         {std::pair{"prefill_load_scale", &o.prefill_load_scale},
+          std::pair{"host_weight", &o.host_weight}, std::pair{"disk_weight", &o.disk_weight},
+          std::pair{"shared_weight", &o.shared_weight},
+          std::pair{"active_request_weight", &o.active_request_weight}}) {
+      auto v = p.Number(key, *field, 0, kInf);
+      if (!v) return Unexpected(v.error());
+      *field = *v;
+    }
+    return NewDynamoCostScorer(o);
+  });
 }
 
 }  // namespace kvroute::sched

@@ -61,4 +61,8 @@ std::shared_ptr<const Scorer> NewPredictedTtftScorer(const TtftTerms& terms = kF
 
 std::shared_ptr<const Scorer> NewDecodeSlowdownScorer(const SlowdownTerms& terms = {});
 
+class Registry;
+// Adds the built-in scorers with their YAML options to `registry` (Registry::Builtin).
+void RegisterBuiltinScorers(Registry& registry);
+
 }  // namespace kvroute::sched
