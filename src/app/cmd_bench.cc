@@ -77,8 +77,6 @@ bool PrepareRun(BenchFlags& f, workload::RunReport& report) {
   if (f.ttft_slo > 0 && f.tpot_slo > 0) {
     report.slo = workload::SloTargets{f.ttft_slo, f.tpot_slo, f.slo_attainment};
   }
-  const auto& a = f.run.agentic;
-  const auto& sp = f.run.shared_prefix;
   report.config = {
       {"model", f.run.model},
       {"tokenizer", f.tokenizer_dir.empty() ? std::string("simple") : f.tokenizer_dir},
@@ -88,25 +86,16 @@ bool PrepareRun(BenchFlags& f, workload::RunReport& report) {
       {"max_requests", static_cast<double>(f.run.max_requests)},
       {"seed", static_cast<double>(f.run.seed)},
   };
+  const auto append = [&](std::vector<workload::ConfigEntry> entries) {
+    report.config.insert(report.config.end(), entries.begin(), entries.end());
+  };
   if (f.run.workload == "agentic") {
-    report.config.insert(report.config.end(),
-                         {{"sessions", static_cast<double>(a.sessions)},
-                          {"common_prefix_tokens", static_cast<double>(a.common_prefix_tokens)},
-                          {"session_prefix_tokens", static_cast<double>(a.session_prefix_tokens)},
-                          {"turns", static_cast<double>(a.turns)},
-                          {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
-                          {"output_tokens", static_cast<double>(a.output_tokens)},
-                          {"think_time_s", ToSeconds(f.run.turn_pause.think_time)},
-                          {"turn_jitter_s", ToSeconds(f.run.turn_pause.turn_jitter)},
-                          {"stop_mean_itl_ms", f.stop_mean_itl_ms}});
+    append(workload::AgenticConfig(f.run.agentic, f.run.turn_pause.think_time,
+                                   f.run.turn_pause.turn_jitter));
+    report.config.push_back({"stop_mean_itl_ms", f.stop_mean_itl_ms});
   } else if (f.run.workload == "shared-prefix") {
-    report.config.insert(report.config.end(),
-                         {{"groups", static_cast<double>(sp.groups)},
-                          {"prompts_per_group", static_cast<double>(sp.prompts_per_group)},
-                          {"system_prompt_tokens", static_cast<double>(sp.system_prompt_tokens)},
-                          {"question_tokens", static_cast<double>(sp.question_tokens)},
-                          {"output_tokens", static_cast<double>(sp.output_tokens)},
-                          {"requests_per_rate", static_cast<double>(f.run.requests_per_rate)}});
+    append(workload::SharedPrefixConfig(f.run.shared_prefix,
+                                        static_cast<double>(f.run.requests_per_rate)));
   } else if (f.run.workload == "trace") {
     report.config.insert(report.config.end(), {{"trace", f.run.trace_path},
                                                {"trace_speedup", f.run.trace_speedup},

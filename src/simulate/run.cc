@@ -170,26 +170,13 @@ std::expected<RunOutput, std::string> RunSimulation(
   if (f.max_model_len > 0) {
     report.config.push_back({"max_model_len", static_cast<double>(f.max_model_len)});
   }
-  const auto& a = f.agentic;
+  const auto append = [&](std::vector<workload::ConfigEntry> entries) {
+    report.config.insert(report.config.end(), entries.begin(), entries.end());
+  };
   if (f.workload == "agentic") {
-    report.config.insert(report.config.end(),
-                         {{"sessions", static_cast<double>(a.sessions)},
-                          {"common_prefix_tokens", static_cast<double>(a.common_prefix_tokens)},
-                          {"session_prefix_tokens", static_cast<double>(a.session_prefix_tokens)},
-                          {"turns", static_cast<double>(a.turns)},
-                          {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
-                          {"output_tokens", static_cast<double>(a.output_tokens)},
-                          {"think_time_s", ToSeconds(*think)},
-                          {"turn_jitter_s", ToSeconds(*jitter)}});
+    append(workload::AgenticConfig(f.agentic, *think, *jitter));
   } else if (f.workload == "shared-prefix") {
-    const auto& sp = f.shared_prefix;
-    report.config.insert(report.config.end(),
-                         {{"groups", static_cast<double>(sp.groups)},
-                          {"prompts_per_group", static_cast<double>(sp.prompts_per_group)},
-                          {"system_prompt_tokens", static_cast<double>(sp.system_prompt_tokens)},
-                          {"question_tokens", static_cast<double>(sp.question_tokens)},
-                          {"output_tokens", static_cast<double>(sp.output_tokens)},
-                          {"requests_per_rate", static_cast<double>(f.requests_per_rate)}});
+    append(workload::SharedPrefixConfig(f.shared_prefix, static_cast<double>(f.requests_per_rate)));
   } else {
     report.config.insert(report.config.end(),
                          {{"trace", f.trace_path},

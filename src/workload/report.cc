@@ -328,4 +328,26 @@ std::expected<void, std::string> WriteRunFiles(const RunReport& run, const std::
   return {};
 }
 
+std::vector<ConfigEntry> AgenticConfig(const AgenticOptions& a, Nanos think_time,
+                                       Nanos turn_jitter) {
+  return {{"sessions", static_cast<double>(a.sessions)},
+          {"common_prefix_tokens", static_cast<double>(a.common_prefix_tokens)},
+          {"session_prefix_tokens", static_cast<double>(a.session_prefix_tokens)},
+          {"turns", static_cast<double>(a.turns)},
+          {"turn_input_tokens", static_cast<double>(a.turn_input_tokens)},
+          {"output_tokens", static_cast<double>(a.output_tokens)},
+          {"think_time_s", ToSeconds(think_time)},
+          {"turn_jitter_s", ToSeconds(turn_jitter)}};
+}
+
+std::vector<ConfigEntry> SharedPrefixConfig(const SharedPrefixOptions& sp,
+                                            double requests_per_rate) {
+  return {{"groups", static_cast<double>(sp.groups)},
+          {"prompts_per_group", static_cast<double>(sp.prompts_per_group)},
+          {"system_prompt_tokens", static_cast<double>(sp.system_prompt_tokens)},
+          {"question_tokens", static_cast<double>(sp.question_tokens)},
+          {"output_tokens", static_cast<double>(sp.output_tokens)},
+          {"requests_per_rate", requests_per_rate}};
+}
+
 }  // namespace kvroute::workload

@@ -32,6 +32,7 @@
 #include "workload/goodput.h"
 #include "workload/stats.h"
 #include "workload/sweep_stop.h"
+#include "workload/workload.h"
 
 namespace kvroute::workload {
 
@@ -54,6 +55,14 @@ struct LevelResult {
 };
 
 using ConfigValue = std::variant<double, std::string>;
+using ConfigEntry = std::pair<std::string, ConfigValue>;
+
+// The report's config entries of a generated workload: the same keys, in the same order, for
+// `kvroute bench` and `kvroute simulate`.
+std::vector<ConfigEntry> AgenticConfig(const AgenticOptions& a, Nanos think_time,
+                                       Nanos turn_jitter);
+std::vector<ConfigEntry> SharedPrefixConfig(const SharedPrefixOptions& sp,
+                                            double requests_per_rate);
 
 struct RunReport {
   std::string label;       // names the router / setup in merged comparisons
