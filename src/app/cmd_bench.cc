@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "app/commands.h"
+#include "app/workload_flags.h"
 #include "bench/compare_notes.h"
 #include "bench/compare_run.h"
 #include "bench/plot.h"
@@ -205,83 +206,39 @@ int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   return 0;
 }
 
-// The workload, output and goodput flags shared by `bench run` and `bench compare`.
-void AddWorkloadFlags(CLI::App* cmd, BenchFlags* flags) {
+// The flags `bench run` and `bench compare` share: the workload flags every load-making command
+// has (app/workload_flags.h) and the ones only a live run has.
+void AddBenchFlags(CLI::App* cmd, BenchFlags* flags) {
   auto& r = flags->run;
   cmd->add_option("--model", r.model, "Model name (default: first of GET /v1/models)");
-  cmd->add_option("--workload", r.workload, "agentic | shared-prefix | trace")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"agentic", "shared-prefix", "trace"}));
+  AddWorkloadFlags(cmd, {.workload = &r.workload,
+                         .concurrency = &r.concurrency,
+                         .agentic = &r.agentic,
+                         .think_time = &flags->think_time,
+                         .turn_jitter = &flags->turn_jitter,
+                         .output_tokens = &flags->output_tokens,
+                         .rates = &r.rates,
+                         .requests_per_rate = &r.requests_per_rate,
+                         .shared_prefix = &r.shared_prefix,
+                         .trace_path = &r.trace_path,
+                         .trace_speedup = &r.trace_speedup,
+                         .prefix_multiplier = &r.prefix_multiplier,
+                         .max_requests = &r.max_requests,
+                         .seed = &r.seed,
+                         .itl_targets = &flags->itl_targets,
+                         .ttft_slo = &flags->ttft_slo,
+                         .tpot_slo = &flags->tpot_slo,
+                         .slo_attainment = &flags->slo_attainment,
+                         .no_progress = &flags->no_progress,
+                         .no_plots = &flags->no_plots});
   cmd->add_option("--out", flags->out_dir, "Output folder")->capture_default_str();
   cmd->add_option("--tokenizer", flags->tokenizer_dir,
                   "Folder with tokenizer.json (+ tokenizer_config.json) to size prompts; "
                   "default: kvroute's simple tokenizer (what `kvroute sim` uses)");
-  // Agentic.
-  cmd->add_option("--concurrency", r.concurrency, "Concurrent sessions; a list sweeps: 1,2,4,8")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--sessions", r.agentic.sessions,
-                  "Sessions per level; 0: the level's concurrency (each session runs all its "
-                  "turns; a worker that finishes one starts the next)")
-      ->capture_default_str();
-  cmd->add_option("--common-prefix-tokens", r.agentic.common_prefix_tokens,
-                  "System prompt shared by every session")
-      ->capture_default_str();
-  cmd->add_option("--session-prefix-tokens", r.agentic.session_prefix_tokens,
-                  "Per-session prefix on the first turn")
-      ->capture_default_str();
-  cmd->add_option("--turns", r.agentic.turns, "User turns per session")->capture_default_str();
-  cmd->add_option("--turn-input-tokens", r.agentic.turn_input_tokens, "New tokens per user turn")
-      ->capture_default_str();
-  cmd->add_option("--think-time", flags->think_time,
-                  "Agentic: the client's pause after each request, in model time (100ms, 1s; "
-                  "waited for 1/--speedup of it), as `kvroute simulate --think-time`")
-      ->capture_default_str();
-  cmd->add_option("--turn-jitter", flags->turn_jitter,
-                  "Agentic: each pause also adds a seeded uniform draw in [0, J) of model time, "
-                  "the same draw `kvroute simulate --turn-jitter` makes for that seed, session "
-                  "and turn (breaks the lockstep of sessions that start together)")
-      ->capture_default_str();
-  cmd->add_option("--output-tokens", flags->output_tokens,
-                  "max_tokens of every request (agentic default 900, shared-prefix 1000)");
-  // Shared prefix.
-  cmd->add_option("--rates", r.rates,
-                  "Request rates of the ladder, per model second (sent S times faster at --speedup "
-                  "S): 1,2,4")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--requests-per-rate", r.requests_per_rate,
-                  "Requests per rate (default: duration × rate, else every prompt)");
-  cmd->add_option("--groups", r.shared_prefix.groups, "Shared-prefix groups")
-      ->capture_default_str();
-  cmd->add_option("--prompts-per-group", r.shared_prefix.prompts_per_group, "Prompts per group")
-      ->capture_default_str();
-  cmd->add_option("--system-prompt-tokens", r.shared_prefix.system_prompt_tokens,
-                  "Shared system prompt of a group")
-      ->capture_default_str();
-  cmd->add_option("--question-tokens", r.shared_prefix.question_tokens, "Question per prompt")
-      ->capture_default_str();
-  // Trace.
-  cmd->add_option("--trace", r.trace_path, "Trace file: .jsonl (Mooncake) or .csv (Azure)");
-  cmd->add_option("--trace-speedup", r.trace_speedup, "Divide arrival times by this")
-      ->capture_default_str();
-  cmd->add_option("--prefix-multiplier", r.prefix_multiplier,
-                  "Scale each 512-token hash block of a Mooncake trace")
-      ->capture_default_str();
-  // Bounds.
-  cmd->add_option("--duration", r.duration_s, "Seconds per level (0: until the workload ends)")
-      ->capture_default_str();
-  cmd->add_option("--max-requests", r.max_requests, "Requests per level (0: no limit)")
+  cmd->add_option("--duration", r.duration_s,
+                  "Wall seconds per level (0: until the workload ends)")
       ->capture_default_str();
   cmd->add_option("--request-timeout", r.request_timeout_s, "Total seconds allowed per request")
-      ->capture_default_str();
-  cmd->add_option("--seed", r.seed, "Seed of every generated text and arrival")
-      ->capture_default_str();
-  // Goodput.
-  cmd->add_option("--itl-target-tps", flags->itl_targets,
-                  "Infera per-user speed targets (tokens/s): a level meets T when its median "
-                  "ITL <= 1/T")
-      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpus-per-worker", flags->gpus_per_worker, "GPUs behind each worker")
       ->capture_default_str();
@@ -290,13 +247,6 @@ void AddWorkloadFlags(CLI::App* cmd, BenchFlags* flags) {
                   "mean ITL exceeds it, the higher levels are not run and goodput is taken over "
                   "the levels that ran (default 40 for agentic, as Infera's run_sweep.sh; 0: "
                   "run every level)");
-  cmd->add_option("--ttft-slo", flags->ttft_slo, "DistServe TTFT target (s) for rate sweeps");
-  cmd->add_option("--tpot-slo", flags->tpot_slo, "DistServe TPOT target (s) for rate sweeps");
-  cmd->add_option("--slo-attainment", flags->slo_attainment,
-                  "Fraction of requests that must meet both SLOs")
-      ->capture_default_str();
-  cmd->add_flag("--no-progress", flags->no_progress, "No progress line on stderr");
-  cmd->add_flag("--no-plots", flags->no_plots, "Do not run gnuplot");
 }
 
 }  // namespace
@@ -332,7 +282,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::PositiveNumber);
   run->add_option("--workers", flags->workers,
                   "Workers behind the target (default: number of --metrics-url, at least 1)");
-  AddWorkloadFlags(run, flags.get());
+  AddBenchFlags(run, flags.get());
   run->callback([flags, exit_code] { *exit_code = RunBench(*flags); });
   auto compare_flags = std::make_shared<BenchFlags>();
   compare_flags->out_dir = "bench-results/compare";
@@ -373,7 +323,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                    "approx_prefix, dynamo_cost, llmd_sticky, predicted_latency)")
       ->delimiter(',')
       ->capture_default_str();
-  AddWorkloadFlags(compare, compare_flags.get());
+  AddBenchFlags(compare, compare_flags.get());
   compare->callback([compare_flags, cflags, exit_code] {
     *exit_code = RunCompareCommand(*compare_flags, *cflags);
   });

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "app/workload_flags.h"
 #include "bench/plot.h"
 #include "workload/report.h"
 #include "simulate/run.h"
@@ -127,75 +128,33 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-predicted-overlay", f.no_overlay,
                 "Route on engine events only (no predicted entries)");
   // Workload.
-  cmd->add_option("--workload", f.workload, "agentic | shared-prefix | trace")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"agentic", "shared-prefix", "trace"}));
-  cmd->add_option("--concurrency", f.concurrency, "Agentic: concurrent sessions; a list sweeps")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--sessions", f.agentic.sessions, "Agentic: sessions per level (>= concurrency)")
-      ->capture_default_str();
-  cmd->add_option("--common-prefix-tokens", f.agentic.common_prefix_tokens,
-                  "Agentic: prefix shared by every session")
-      ->capture_default_str();
-  cmd->add_option("--session-prefix-tokens", f.agentic.session_prefix_tokens,
-                  "Agentic: per-session prefix on the first turn")
-      ->capture_default_str();
-  cmd->add_option("--turns", f.agentic.turns, "Agentic: turns per session")->capture_default_str();
-  cmd->add_option("--turn-input-tokens", f.agentic.turn_input_tokens,
-                  "Agentic: new user tokens per turn")
-      ->capture_default_str();
-  cmd->add_option("--think-time", f.think_time,
-                  "Agentic: pause after each request (workload::AgenticTurnPause, as `kvroute bench "
-                  "--think-time`)")
-      ->capture_default_str();
-  cmd->add_option("--turn-jitter", f.turn_jitter,
-                  "Agentic: each follow-up turn also waits a seeded uniform draw in [0, J) "
-                  "(client and network delays a live run has; 0 keeps sessions in lockstep)")
-      ->capture_default_str();
-  cmd->add_option("--output-tokens", f.output_tokens,
-                  "Output tokens per request (agentic default 200, shared-prefix 1000)");
-  cmd->add_option("--rates", f.rates, "Shared-prefix: Poisson rates (req/s); a list sweeps")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--requests-per-rate", f.requests_per_rate,
-                  "Shared-prefix: requests per rate (0: every prompt once)");
-  cmd->add_option("--groups", f.shared_prefix.groups, "Shared-prefix groups")
-      ->capture_default_str();
-  cmd->add_option("--prompts-per-group", f.shared_prefix.prompts_per_group, "Prompts per group")
-      ->capture_default_str();
-  cmd->add_option("--system-prompt-tokens", f.shared_prefix.system_prompt_tokens,
-                  "Shared system prompt of a group")
-      ->capture_default_str();
-  cmd->add_option("--question-tokens", f.shared_prefix.question_tokens, "Question per prompt")
-      ->capture_default_str();
-  cmd->add_option("--trace", f.trace_path, "Trace: Mooncake .jsonl or Azure .csv");
-  cmd->add_option("--trace-speedup", f.trace_speedup, "Trace: divide arrival times by this")
-      ->capture_default_str();
+  AddWorkloadFlags(cmd, {.workload = &f.workload,
+                         .concurrency = &f.concurrency,
+                         .agentic = &f.agentic,
+                         .think_time = &f.think_time,
+                         .turn_jitter = &f.turn_jitter,
+                         .output_tokens = &f.output_tokens,
+                         .rates = &f.rates,
+                         .requests_per_rate = &f.requests_per_rate,
+                         .shared_prefix = &f.shared_prefix,
+                         .trace_path = &f.trace_path,
+                         .trace_speedup = &f.trace_speedup,
+                         .prefix_multiplier = &f.prefix_multiplier,
+                         .max_requests = &f.max_requests,
+                         .seed = &f.seed,
+                         .itl_targets = &f.itl_targets,
+                         .ttft_slo = &f.ttft_slo,
+                         .tpot_slo = &f.tpot_slo,
+                         .slo_attainment = &f.slo_attainment,
+                         .no_progress = &out.no_progress,
+                         .no_plots = &out.no_plots});
   cmd->add_option("--trace-replicas", f.trace_replicas,
                   "Trace: copies side by side with disjoint prefixes (scales the rate)")
       ->capture_default_str();
-  cmd->add_option("--prefix-multiplier", f.prefix_multiplier,
-                  "Trace: scale each 512-token hash block (0.0625: 32-token blocks)")
-      ->capture_default_str();
   cmd->add_option("--duration", f.duration, "Virtual time per level after which nothing is sent")
       ->capture_default_str();
-  cmd->add_option("--max-requests", f.max_requests, "Requests per level (0: no limit)")
-      ->capture_default_str();
-  cmd->add_option("--seed", f.seed, "Seed of workloads, outputs and sampling pickers")
-      ->capture_default_str();
-  // Output.
   cmd->add_option("--label", f.label, "Names this run in outputs")->capture_default_str();
   cmd->add_option("--out", out.out_dir, "Output folder")->capture_default_str();
-  cmd->add_option("--itl-target-tps", f.itl_targets, "Infera per-user speed targets (tokens/s)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--ttft-slo", f.ttft_slo, "DistServe TTFT target (s)");
-  cmd->add_option("--tpot-slo", f.tpot_slo, "DistServe TPOT target (s)");
-  cmd->add_option("--slo-attainment", f.slo_attainment, "DistServe attainment threshold")
-      ->capture_default_str();
-  cmd->add_flag("--no-progress", out.no_progress, "No progress line on stderr");
-  cmd->add_flag("--no-plots", out.no_plots, "Do not run gnuplot");
   cmd->callback([flags, exit_code] {
     flags->run.progress = !flags->no_progress;
     *exit_code = RunSimulate(*flags);
