@@ -27,6 +27,7 @@
 
 #include "api/sse_parser.h"
 #include "bench/metrics_scrape.h"
+#include "bench/runner_levels.h"
 #include "bench/runner_request.h"
 #include "workload/time_base.h"
 #include "workload/trace.h"
@@ -34,132 +35,9 @@
 #include "client/async_http_client.h"
 
 namespace kvroute::bench {
-namespace {
+namespace runner_internal {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
-
-std::string NowIso8601() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// Runs one coroutine to completion on `ioc` (the calling thread); rethrows its exception.
-template <typename T>
-T RunSync(asio::io_context& ioc, asio::awaitable<T> aw) {
-  std::optional<T> out;
-  asio::co_spawn(
-      ioc, [&]() -> asio::awaitable<void> { out = co_await std::move(aw); },
-      [](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-      });
-  ioc.restart();
-  ioc.run();
-  return std::move(*out);
-}
-
-// State of one level, touched only on the io_context thread.
-struct LevelState {
-  workload::LevelResult result;
-  std::chrono::steady_clock::time_point started;
-  double stop_after_s = kHardMaxLevelSeconds;
-  int max_requests = kHardMaxRequests;
-  int launched = 0;
-  int in_flight = 0;
-  int done = 0;
-  int errors = 0;
-  bool finished = false;  // no more launches and nothing in flight
-  std::optional<double> first_send_s, last_end_s;
-
-  double Elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  }
-  // Reserves one request slot; false when the level must stop launching.
-  bool TryLaunch() {
-    if (launched >= max_requests || Elapsed() >= stop_after_s) return false;
-    ++launched;
-    ++in_flight;
-    return true;
-  }
-  void Record(workload::RequestRecord rec) {
-    --in_flight;
-    ++done;
-    if (!rec.result.ok) ++errors;
-    const double start = rec.result.start_s;
-    const double end = start + rec.result.e2e_s;
-    first_send_s = std::min(first_send_s.value_or(start), start);
-    last_end_s = std::max(last_end_s.value_or(end), end);
-    result.requests.push_back(std::move(rec));
-  }
-};
-
-class Runner {
- public:
-  Runner(const RunnerOptions& options, client::Url target)
-      : options_(options),
-        target_(std::move(target)),
-        http_(ioc_.get_executor(), ClientOptionsFor(options)),
-        epoch_(std::chrono::steady_clock::now()) {
-    base_path_ = target_.target;
-    while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
-  }
-
-  std::expected<void, std::string> Run(workload::RunReport& report);
-
- private:
-  static client::ClientOptions ClientOptionsFor(const RunnerOptions& o) {
-    client::ClientOptions c;
-    c.timeouts.total = std::chrono::milliseconds(static_cast<long>(o.request_timeout_s * 1000));
-    c.timeouts.first_byte = c.timeouts.total;
-    c.max_idle_per_origin = 4096;
-    return c;
-  }
-  double Now() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
-  }
-  client::ClientRequest Post(std::string path, std::string body) const {
-    client::ClientRequest r;
-    r.method = "POST";
-    r.host = target_.host;
-    r.port = target_.port;
-    r.target = base_path_ + path;
-    r.body = std::move(body);
-    r.content_type = "application/json";
-    return r;
-  }
-
-  asio::awaitable<std::string> DiscoverModel();
-  asio::awaitable<CacheCounters> ScrapeAll();
-  // Sends one streamed request and accounts its SSE events. Returns the result and the reply.
-  asio::awaitable<std::pair<workload::RequestResult, std::string>> SendStreamed(std::string path,
-                                                                      std::string body);
-  asio::awaitable<void> Progress(LevelState& level);
-  asio::awaitable<void> WaitFinished(LevelState& level);
-
-  asio::awaitable<void> AgenticLevel(LevelState& level, int concurrency, int level_index);
-  asio::awaitable<void> AgenticWorker(LevelState& level,
-                                      const std::vector<workload::AgenticSession>& sessions,
-                                      std::uint64_t seed, int& next_session);
-  // Open loop: job i is sent at arrivals[i] seconds after the level starts.
-  asio::awaitable<void> OpenLoopLevel(LevelState& level, std::vector<double> arrivals,
-                                      std::function<std::pair<std::string, std::string>(int)> job,
-                                      std::function<int(int)> group_of);
-  std::expected<void, std::string> RunLevel(
-      workload::RunReport& report, workload::LevelResult shape,
-      const std::function<asio::awaitable<void>(LevelState&)>& body);
-
-  const RunnerOptions& options_;
-  client::Url target_;
-  std::string base_path_;
-  asio::io_context ioc_;
-  client::AsyncHttpClient http_;
-  std::chrono::steady_clock::time_point epoch_;
-  std::string model_;
-};
 
 asio::awaitable<std::string> Runner::DiscoverModel() {
   client::ClientRequest r;
@@ -403,127 +281,7 @@ std::expected<void, std::string> Runner::RunLevel(
   return {};
 }
 
-std::expected<void, std::string> Runner::Run(workload::RunReport& report) {
-  report.target = options_.target_url;
-  report.workload = options_.workload;
-  report.started_at = NowIso8601();
-  if (options_.time_scale <= 0)
-    return std::unexpected("the time scale (--speedup) must be positive");
-  report.time_scale = options_.time_scale;
-  report.stop_mean_itl_s = options_.workload == "agentic" ? options_.stop_mean_itl_s : 0;
-  report.sweep_stop.reset();
-  const double time_scale = options_.time_scale;
-  model_ = options_.model.empty() ? RunSync(ioc_, DiscoverModel()) : options_.model;
-
-  if (options_.workload == "agentic") {
-    for (std::size_t li = 0; li < options_.concurrency.size(); ++li) {
-      const int c = options_.concurrency[li];
-      if (c <= 0) return std::unexpected("concurrency levels must be positive");
-      workload::LevelResult shape;
-      shape.name = "c=" + std::to_string(c);
-      shape.concurrency = c;
-      auto ok = RunLevel(report, std::move(shape), [&, c, li](LevelState& level) {
-        return AgenticLevel(level, c, static_cast<int>(li));
-      });
-      if (!ok) return ok;
-      const workload::LevelResult& ran = report.levels.back();
-      auto stop =
-          workload::SweepStopAfter(ran.name, workload::SummarizeLevel(ran, std::nullopt).itl, options_.stop_mean_itl_s);
-      if (stop && li + 1 < options_.concurrency.size()) {
-        stop->skipped.assign(options_.concurrency.begin() + static_cast<std::ptrdiff_t>(li) + 1,
-                             options_.concurrency.end());
-        report.sweep_stop = std::move(stop);
-        if (options_.progress) {
-          std::fprintf(stderr, "[bench] %s\n",
-                       workload::SweepStopNote(*report.sweep_stop, options_.stop_mean_itl_s).c_str());
-        }
-        break;
-      }
-    }
-    return {};
-  }
-
-  if (options_.workload == "shared-prefix") {
-    for (std::size_t li = 0; li < options_.rates.size(); ++li) {
-      const double rate = options_.rates[li];
-      if (rate <= 0) return std::unexpected("rates must be positive");
-      workload::SharedPrefixOptions sp = options_.shared_prefix;
-      sp.seed = options_.seed + 1000003ull * li;
-      auto prompts = std::make_shared<std::vector<workload::SharedPrefixPrompt>>(
-          workload::MakeSharedPrefixPrompts(*options_.tokenizer, sp));
-      if (prompts->empty()) return std::unexpected("the shared-prefix workload has no prompts");
-      // `rate` is per model second (the report's time base); --duration is wall seconds, so a
-      // duration-bounded level sends duration x time_scale x rate requests.
-      int count = options_.requests_per_rate;
-      if (count <= 0) {
-        count = options_.duration_s > 0
-                    ? static_cast<int>(std::ceil(options_.duration_s * time_scale * rate))
-                    : static_cast<int>(prompts->size());
-      }
-      count = std::min(count, kHardMaxRequests);
-      workload::LevelResult shape;
-      char rate_text[32];
-      std::snprintf(rate_text, sizeof rate_text, "%g", rate);
-      shape.name = std::string("rate=") + rate_text;
-      shape.rate_per_s = rate;
-      auto ok = RunLevel(report, std::move(shape), [&, prompts, rate, count](LevelState& level) {
-        return OpenLoopLevel(
-            level, workload::ToWallTime(workload::PoissonArrivals(count, rate, sp.seed), time_scale),
-            [this, prompts](int i) {
-              const workload::SharedPrefixPrompt& p = (*prompts)[i % prompts->size()];
-              std::vector<Message> msgs{{"system", p.system_prompt}, {"user", p.question}};
-              return std::pair(std::string("/v1/chat/completions"),
-                               ChatRequestBody(model_, msgs, p.output_tokens));
-            },
-            [prompts](int i) { return (*prompts)[i % prompts->size()].group; });
-      });
-      if (!ok) return ok;
-    }
-    return {};
-  }
-
-  if (options_.workload == "trace") {
-    if (options_.trace_path.empty()) return std::unexpected("--trace FILE is required");
-    auto trace = workload::LoadTrace(options_.trace_path);
-    if (!trace) return std::unexpected(options_.trace_path + ": " + trace.error());
-    if (options_.trace_speedup <= 0) return std::unexpected("--trace-speedup must be positive");
-    auto shared = std::make_shared<workload::Trace>(std::move(*trace));
-    auto palette = std::make_shared<std::vector<TokenId>>(
-        VocabularyPalette(*options_.tokenizer, options_.seed));
-    std::vector<double> arrivals;
-    std::size_t n = shared->requests.size();
-    if (options_.max_requests > 0) n = std::min<std::size_t>(n, options_.max_requests);
-    for (std::size_t i = 0; i < n; ++i) {
-      arrivals.push_back(shared->requests[i].arrival_s / options_.trace_speedup);
-    }
-    // arrivals are model seconds here; the rate is reported per model second, and the sends
-    // are scheduled in wall seconds (sims at speedup S run S model seconds per wall second).
-    workload::LevelResult shape;
-    shape.name = "trace";
-    if (n > 1 && arrivals.back() > 0) shape.rate_per_s = static_cast<double>(n) / arrivals.back();
-    arrivals = workload::ToWallTime(std::move(arrivals), time_scale);
-    const std::uint32_t block = shared->hash_block_tokens > 0 ? shared->hash_block_tokens : 512;
-    return RunLevel(report, std::move(shape), [&, shared, palette, block](LevelState& level) {
-      return OpenLoopLevel(
-          level, arrivals,
-          [this, shared, palette, block](int i) {
-            const workload::TraceRequest& r = shared->requests[i];
-            workload::ExpandOptions eo{
-                .prefix_multiplier = options_.prefix_multiplier,
-                .unique_salt = options_.seed * 1'000'003ull + static_cast<std::uint64_t>(i)};
-            std::vector<TokenId> prompt = workload::ExpandPrompt(r, block, *palette, eo);
-            return std::pair(
-                std::string("/v1/completions"),
-                CompletionRequestBody(model_, prompt, std::max<std::uint32_t>(1, r.output_tokens)));
-          },
-          [](int) { return -1; });
-    });
-  }
-  return std::unexpected("unknown workload '" + options_.workload +
-                         "' (agentic, shared-prefix, trace)");
-}
-
-}  // namespace
+}  // namespace runner_internal
 
 std::chrono::duration<double> AgenticWallPause(const RunnerOptions& options, std::uint64_t seed,
                                                int session, int turn) {
@@ -544,7 +302,7 @@ std::expected<void, std::string> RunBenchmark(const RunnerOptions& options, work
   if (!options.tokenizer) return std::unexpected("no tokenizer");
   auto url = client::ParseUrl(options.target_url);
   if (!url) return std::unexpected(url.error());
-  Runner runner(options, std::move(*url));
+  runner_internal::Runner runner(options, std::move(*url));
   return runner.Run(report);
 }
 
