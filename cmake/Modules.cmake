@@ -2,7 +2,7 @@
 #
 #   kvroute_module(<name> SOURCES a.cc b.cc DEPS kvroute_common ...)
 #       a static library kvroute_<name>; include paths are rooted at src/ so code writes
-#       #include "kv/block_key.h".
+#       #include "kv/keys/block_key.h".
 #   kvroute_test(<name> SOURCES a_test.cc ... DEPS kvroute_<name> ...)
 #       a GoogleTest binary kvroute_<name>_test, registered with CTest (label "unit").
 

@@ -1,4 +1,4 @@
-// KV block index benchmarks (kv/index.h):
+// KV block index benchmarks (kv/index/index.h):
 //   BM_ApplyEvents       block events applied per second (1 and 2 threads); a cyclic stream of
 //                        chained stores over a shared system prompt plus tail-first removals,
 //                        so the index stays at a fixed size (Arg = live entries per worker).
@@ -24,8 +24,8 @@
 #include <random>
 #include <vector>
 
-#include "kv/block_key.h"
-#include "kv/index.h"
+#include "kv/keys/block_key.h"
+#include "kv/index/index.h"
 
 namespace kvroute::kv {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "tokenize/hf_tokenizer.h"
-#include "tokenize/jinja_json.h"
+#include "tokenize/jinja/jinja_json.h"
 
 namespace kvroute::tokenize {
 namespace {

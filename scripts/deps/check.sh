@@ -49,7 +49,7 @@ done < <(includes sched)
 while IFS=: read -r file line header; do
   [[ -z "$file" ]] && continue
   case "$header" in
-    kv/kv_event.h|kv/block_key.h|kv/extra_keys.h|kv/vllm_hash.h) ;;
+    kv/kv_event.h|kv/keys/block_key.h|kv/keys/extra_keys.h|kv/keys/vllm_hash.h) ;;
     kv/*) fail "$file:$line" "engine/ may include only kv/'s event and block-key vocabulary (includes $header)" ;;
   esac
 done < <(includes engine)

@@ -8,7 +8,7 @@
 // "uuid"?}) are accepted only when ImageOptions::accept is set, otherwise refused with a 400.
 // An accepted image becomes one `placeholder` line at the front of its message's text, as
 // vLLM's string content format puts the placeholders it adds, and an ImagePart whose
-// identifier names it in the blocks' extra keys (kv/extra_keys.h): the part's own `uuid` (what
+// identifier names it in the blocks' extra keys (kv/keys/extra_keys.h): the part's own `uuid` (what
 // vLLM then uses as the item's identifier), else ImageIdentifier(U) — the content's hash for
 // a data URL, the reference's for a remote one (kvroute never fetches it).
 //

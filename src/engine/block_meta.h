@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/types.h"
-#include "kv/block_key.h"
+#include "kv/keys/block_key.h"
 #include "kv/kv_event.h"
 
 namespace kvroute::engine {

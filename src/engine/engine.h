@@ -72,7 +72,7 @@ struct RequestSpec {
   std::uint32_t max_tokens = 16;  // output tokens at most
   bool ignore_eos = false;        // false: stops at a seeded, deterministic EOS position
   std::uint64_t seed = 0;         // output content; same seed + prompt → same output
-  std::string lora_name;          // enters every block's extra keys (kv/extra_keys.h)
+  std::string lora_name;          // enters every block's extra keys (kv/keys/extra_keys.h)
   std::string cache_salt;         // enters block 0's extra keys
   // Images: their placeholder tokens are part of `prompt` (prefilled like any token) and
   // their identifiers enter the extra keys of the blocks they overlap.
@@ -93,7 +93,7 @@ struct RequestSpec {
   std::optional<RemotePrefill> remote_prefill;
 };
 
-// What a request adds to its blocks' extra keys (views into `spec`; kv/extra_keys.h).
+// What a request adds to its blocks' extra keys (views into `spec`; kv/keys/extra_keys.h).
 inline kv::ExtraKeyInputs ExtraKeyInputsOf(const RequestSpec& spec) {
   return {.lora_name = spec.lora_name, .cache_salt = spec.cache_salt, .mm_items = spec.mm_items};
 }

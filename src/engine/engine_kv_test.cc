@@ -7,8 +7,8 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/step_time.h"
-#include "kv/block_key.h"
-#include "kv/vllm_hash.h"
+#include "kv/keys/block_key.h"
+#include "kv/keys/vllm_hash.h"
 
 namespace kvroute::engine {
 namespace {

@@ -69,7 +69,7 @@ void BlockHasher::Extend(Request* req) const {
     const std::size_t i = req->keys.size();
     const std::span<const TokenId> block(req->tokens.data() + i * bs, bs);
     const kv::BlockKey parent = i == 0 ? keyer_.Root() : req->keys.back();
-    // The one rule for extra keys (kv/extra_keys.h), as vLLM applies it.
+    // The one rule for extra keys (kv/keys/extra_keys.h), as vLLM applies it.
     const kv::BlockExtraKeys extra = req->BlockExtraKeys(i, bs);
     req->keys.push_back(keyer_.Next(parent, block, extra));
     if (mode_ == EventHash::kBlockKey) {

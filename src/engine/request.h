@@ -13,8 +13,8 @@
 
 #include "engine/block_pool.h"
 #include "engine/engine.h"
-#include "kv/block_key.h"
-#include "kv/vllm_hash.h"
+#include "kv/keys/block_key.h"
+#include "kv/keys/vllm_hash.h"
 
 namespace kvroute::engine {
 

@@ -9,7 +9,7 @@
 #include "api/tokenize_api.h"
 #include "gateway/anthropic_bridge.h"
 #include "gateway/model_catalog.h"
-#include "gateway/proxy.h"
+#include "gateway/proxy/proxy.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "fleet/router_state.h"

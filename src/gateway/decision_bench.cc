@@ -43,7 +43,7 @@
 #include "api/chat_request.h"
 #include "gateway/request_pipeline.h"
 #include "fleet/router_state.h"
-#include "kv/index_overlay.h"
+#include "kv/index/index_overlay.h"
 #include "sched/plugin.h"
 #include "sched/registry.h"
 #include "tokenize/hf_tokenizer.h"

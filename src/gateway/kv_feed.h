@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "common/types.h"
-#include "kv/index.h"
-#include "kv/zmq_subscriber.h"
+#include "kv/index/index.h"
+#include "kv/wire/zmq_subscriber.h"
 
 namespace kvroute::gateway {
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "kv/event_encode.h"
-#include "kv/zmq_publisher.h"
+#include "kv/wire/event_encode.h"
+#include "kv/wire/zmq_publisher.h"
 
 namespace kvroute::gateway {
 namespace {

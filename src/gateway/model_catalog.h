@@ -3,7 +3,7 @@
 // (max_model_len) for the context-length check before routing.
 //
 // Adapters: a card with a parent is a LoRA adapter of that base model; its name is then an
-// extra key of every block of the requests for it (kv/extra_keys.h).
+// extra key of every block of the requests for it (kv/keys/extra_keys.h).
 //
 // Until a worker answered, its configured model names stand in (no max_model_len: the check
 // is skipped and the worker enforces it).

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "common/types.h"
-#include "kv/block_key.h"
+#include "kv/keys/block_key.h"
 
 namespace kvroute::gateway {
 

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "common/types.h"
-#include "kv/index.h"
+#include "kv/index/index.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::gateway {

@@ -1,5 +1,5 @@
 // The request path's keys against the index's event path, for the requests whose keys carry
-// extra keys (kv/extra_keys.h): a tenant's salted request, a LoRA adapter's request, a
+// extra keys (kv/keys/extra_keys.h): a tenant's salted request, a LoRA adapter's request, a
 // client's own salt. The engine model (what `kvroute sim` runs) executes the request with
 // vLLM's hashing and emits vLLM's events, which go through the wire codec into the index;
 // the pipeline prepares the same body. Equal keys mean the engine's blocks are found at full
@@ -13,8 +13,8 @@
 #include "engine/profile.h"
 #include "gateway/request_pipeline.h"
 #include "fleet/router_state.h"
-#include "kv/event_decode.h"
-#include "kv/event_encode.h"
+#include "kv/wire/event_decode.h"
+#include "kv/wire/event_encode.h"
 #include "sched/registry.h"
 #include "tokenize/simple_tokenizer.h"
 

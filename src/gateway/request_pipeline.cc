@@ -10,7 +10,7 @@
 #include "api/context_length.h"
 #include "fleet/booking.h"
 #include "fleet/router_state.h"
-#include "kv/index_overlay.h"
+#include "kv/index/index_overlay.h"
 #include "tokenize/simple_tokenizer.h"
 
 namespace kvroute::gateway {
@@ -132,7 +132,7 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
   if (!ServesModel(*deps_.router_state, out.model)) {
     return std::unexpected(api::ApiError::ModelNotFound(out.model));
   }
-  // Extra keys (kv/extra_keys.h): the adapter, and the salt the engine will get — the
+  // Extra keys (kv/keys/extra_keys.h): the adapter, and the salt the engine will get — the
   // tenant's combined with the client's, written into the forwarded body.
   if (deps_.is_lora_adapter && deps_.is_lora_adapter(out.model)) out.lora_name = out.model;
   const std::string client_salt = params.cache_salt.value_or("");

@@ -13,7 +13,7 @@
 // failure_mode — fail_open picks the least-loaded routable worker serving the model (load
 // alone), fail_close answers 503.
 //
-// Block keys carry the request's extra keys by the one rule (kv/extra_keys.h), exactly as the
+// Block keys carry the request's extra keys by the one rule (kv/keys/extra_keys.h), exactly as the
 // engine hashes them: the LoRA adapter (a request whose model is an adapter in the workers'
 // /v1/models), the cache_salt (the tenant's, combined with the client's: gateway/tenancy.h;
 // the forwarded body then carries that salt), and each image of a chat request (its
@@ -51,9 +51,9 @@
 #include "fleet/load_tracker.h"
 #include "gateway/config.h"
 #include "gateway/tenancy.h"
-#include "kv/approx_predicted.h"
-#include "kv/block_key.h"
-#include "kv/index.h"
+#include "kv/index/approx_predicted.h"
+#include "kv/keys/block_key.h"
+#include "kv/index/index.h"
 #include "sched/decision.h"
 #include "sched/plugin.h"
 #include "sched/policy.h"

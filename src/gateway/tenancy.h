@@ -1,7 +1,7 @@
 // Tenancy: which tenant a request belongs to, and the cache_salt kvroute adds for it, so that
 // tenants never share prefix cache on the engines and are never credited with each other's
 // blocks by the router (vLLM keys block 0 with the salt; kvroute keys it the same way, see
-// kv/extra_keys.h). Prefix-cache timing is a side channel between tenants: `cache_salt` is
+// kv/keys/extra_keys.h). Prefix-cache timing is a side channel between tenants: `cache_salt` is
 // what closes it, and the router must not reopen it.
 //
 //   tenancy.from: none      no tenant salt (a client's own cache_salt is forwarded as is)

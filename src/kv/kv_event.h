@@ -18,7 +18,7 @@
 
 #include "common/tier.h"
 #include "common/types.h"
-#include "kv/extra_keys.h"
+#include "kv/keys/extra_keys.h"
 
 namespace kvroute::kv {
 
@@ -45,7 +45,7 @@ struct BlockStored {
   std::optional<std::int64_t> lora_id;            // deprecated in vLLM, kept for compatibility
   std::optional<std::string> medium;              // "GPU" unless offloaded
   std::optional<std::string> lora_name;
-  // One tuple per block (empty: None), exactly what vLLM hashed (kv/extra_keys.h); nullopt
+  // One tuple per block (empty: None), exactly what vLLM hashed (kv/keys/extra_keys.h); nullopt
   // when the event has no extra_keys or sends None (vLLM before PR #33304, connectors): the
   // index then knows only the LoRA name (kv::EventExtraKeys).
   std::optional<std::vector<BlockExtraKeys>> extra_keys;

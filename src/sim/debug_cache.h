@@ -19,7 +19,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "kv/zmq_publisher.h"
+#include "kv/wire/zmq_publisher.h"
 #include "sim/engine_loop.h"
 
 namespace kvroute::sim {

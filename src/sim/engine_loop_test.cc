@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "engine/profile.h"
-#include "kv/vllm_hash.h"
+#include "kv/keys/vllm_hash.h"
 
 namespace kvroute::sim {
 namespace {

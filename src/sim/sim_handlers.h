@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "kv/zmq_publisher.h"
+#include "kv/wire/zmq_publisher.h"
 #include "net/http_server.h"
 #include "sim/engine_loop.h"
 #include "sim/kv_puller.h"

@@ -11,7 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/profile.h"
-#include "kv/zmq_publisher.h"
+#include "kv/wire/zmq_publisher.h"
 #include "net/http_server.h"
 #include "sim/engine_loop.h"
 #include "sim/kv_puller.h"

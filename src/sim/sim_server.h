@@ -2,7 +2,7 @@
 //
 // Wires an engine model (engine/) running on an EngineLoop in sped-up real time, vLLM's HTTP
 // surface (sim_handlers.h) on a net::HttpServer, vLLM's Prometheus metrics (telemetry/) and
-// vLLM's KV event publisher (kv/zmq_publisher.h). A real vLLM server is a drop-in
+// vLLM's KV event publisher (kv/wire/zmq_publisher.h). A real vLLM server is a drop-in
 // replacement: same paths, JSON, SSE, metric names and KV event wire format.
 //
 // Lifecycle: Create (validates, loads the profile, binds the KV event sockets) → Start (binds

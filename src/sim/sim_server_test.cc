@@ -7,7 +7,7 @@
 #include <boost/json/value.hpp>
 #include <string>
 
-#include "kv/vllm_hash.h"
+#include "kv/keys/vllm_hash.h"
 #include "net/test_client.h"
 #include "tokenize/simple_tokenizer.h"
 

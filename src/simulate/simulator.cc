@@ -7,9 +7,9 @@
 
 #include "fleet/booking.h"
 #include "fleet/router_state.h"
-#include "kv/approx_predicted.h"
-#include "kv/index.h"
-#include "kv/index_overlay.h"
+#include "kv/index/approx_predicted.h"
+#include "kv/index/index.h"
+#include "kv/index/index_overlay.h"
 #include "simulate/event_queue.h"
 
 namespace kvroute::simulate {
@@ -345,7 +345,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   const bool use_cache = (inputs & sched::kCacheView) != 0;
   if (use_cache) {
     // The request path's keys. Simulated workloads carry no adapter, salt or image, so the
-    // extra-keys rule (kv/extra_keys.h) gives no block any, as in the engines' specs below.
+    // extra-keys rule (kv/keys/extra_keys.h) gives no block any, as in the engines' specs below.
     keyer.AppendKeys(a.request.prompt, keyer.Root(), &keys);
     std::vector<kv::WorkerMatch> matches =
         options.predicted_overlay ? kv::LookupWithPredictions(index, predicted, keys, now)

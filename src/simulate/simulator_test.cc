@@ -7,7 +7,7 @@
 
 #include "engine/step_time.h"
 #include "fleet/router_state.h"
-#include "kv/index.h"
+#include "kv/index/index.h"
 #include "simulate/sim_report.h"
 #include "simulate/sim_test_util.h"
 

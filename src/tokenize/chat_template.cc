@@ -1,6 +1,6 @@
 #include "tokenize/chat_template.h"
 
-#include "tokenize/jinja_json.h"
+#include "tokenize/jinja/jinja_json.h"
 
 namespace kvroute::tokenize {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "tokenize/jinja_template.h"
+#include "tokenize/jinja/jinja_template.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::tokenize {

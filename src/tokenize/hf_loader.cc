@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tokenize/byte_level.h"
+#include "tokenize/bpe/byte_level.h"
 #include "tokenize/hf_tokenizer.h"
 
 namespace kvroute::tokenize {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "tokenize/chat_template.h"
-#include "tokenize/segment_cache.h"
+#include "tokenize/bpe/segment_cache.h"
 #include "tokenize/unicode_nfc.h"
 #include "tokenize/utf8.h"
 

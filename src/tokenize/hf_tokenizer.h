@@ -24,10 +24,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenize/added_tokens.h"
-#include "tokenize/bpe_model.h"
-#include "tokenize/pre_tokenizer.h"
-#include "tokenize/segment_cache.h"
+#include "tokenize/bpe/added_tokens.h"
+#include "tokenize/bpe/bpe_model.h"
+#include "tokenize/bpe/pre_tokenizer.h"
+#include "tokenize/bpe/segment_cache.h"
 #include "tokenize/tokenizer.h"
 
 namespace kvroute::tokenize {

@@ -1,5 +1,5 @@
 """kvroute serve in front of 3 sims: requests whose block keys carry extra keys (vLLM's rule,
-kv/extra_keys.h) are keyed as the engines key them, and only those requests match.
+kv/keys/extra_keys.h) are keyed as the engines key them, and only those requests match.
 
   - tenants (tenancy.from: header) get the router's cache_salt: two tenants sending the same
     prompt never see each other's blocks, neither in /debug/route nor in routing, and a

@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "client/blocking_http_client.h"
-#include "kv/block_key.h"
-#include "kv/index.h"
-#include "kv/vllm_hash.h"
-#include "kv/zmq_subscriber.h"
+#include "kv/keys/block_key.h"
+#include "kv/index/index.h"
+#include "kv/keys/vllm_hash.h"
+#include "kv/wire/zmq_subscriber.h"
 #include "workload.h"
 
 namespace kvroute::kv_e2e {
