@@ -189,6 +189,7 @@ std::pair<std::uint64_t, bool> RouterState::FillState(WorkerId id, const Entry& 
     const WorkerLoad l = load_.Load(id);
     s->inflight_requests = l.inflight_requests;
     s->pending_prefill_tokens = l.pending_prefill_tokens;
+    s->pending_prefill_requests = l.inflight_requests - std::min(l.inflight_requests, l.decoding_requests);
     s->active_kv_blocks = l.active_kv_blocks;
     if (!lent) {
       if (auto r = rates_.Estimate(id)) s->decode_step = r->decode;

@@ -32,6 +32,7 @@ void ExpectSame(const sched::WorkerSnapshot& a, const sched::WorkerSnapshot& b) 
   EXPECT_EQ(a.role, b.role);
   EXPECT_EQ(a.inflight_requests, b.inflight_requests);
   EXPECT_EQ(a.pending_prefill_tokens, b.pending_prefill_tokens);
+  EXPECT_EQ(a.pending_prefill_requests, b.pending_prefill_requests);
   EXPECT_EQ(a.active_kv_blocks, b.active_kv_blocks);
   EXPECT_EQ(a.kv_capacity_blocks, b.kv_capacity_blocks);
   ASSERT_EQ(a.scraped.has_value(), b.scraped.has_value());
@@ -144,11 +145,14 @@ TEST(SnapshotCacheTest, AWorkersLoadIsSeenAtTheNextRefreshAfterEveryChange) {
   state.Refresh(Nanos(0), &cache);
   EXPECT_EQ(cache.workers()[0].inflight_requests, 1u);
   EXPECT_EQ(cache.workers()[0].pending_prefill_tokens, 2048u);
+  EXPECT_EQ(cache.workers()[0].pending_prefill_requests, 1u);
   EXPECT_EQ(cache.workers()[1].inflight_requests, 0u);
   const double seeded = *cache.workers()[0].prefill_tokens_per_s;
   state.OnFirstToken(1, milliseconds(2000));  // slower than the seed: the rate drops
   state.Refresh(milliseconds(2000), &cache);
   EXPECT_EQ(cache.workers()[0].pending_prefill_tokens, 0u);
+  EXPECT_EQ(cache.workers()[0].pending_prefill_requests, 0u);  // decoding now, still in flight
+  EXPECT_EQ(cache.workers()[0].inflight_requests, 1u);
   EXPECT_LT(*cache.workers()[0].prefill_tokens_per_s, seeded);
   state.OnDone(1, milliseconds(2030), true);
   state.Refresh(milliseconds(2030), &cache);

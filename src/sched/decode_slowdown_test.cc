@@ -91,6 +91,38 @@ TEST(DecodeSlowdownTest, RunningRequestsWaitOurRecomputeOncePerChunkStepTheyShar
   EXPECT_NEAR(d->stall_s, 3 * 1.2, 1e-9);
 }
 
+// Requests routed to the worker whose first token has not come yet share a step with our first
+// chunk: each waits for our tokens in that step.
+TEST(DecodeSlowdownTest, RequestsWaitingForTheirFirstTokenWaitForOurShareOfTheirLastStep) {
+  WorkerSnapshot w = RatedWorker(0, 1e4);
+  w.inflight_requests = 3;
+  w.pending_prefill_requests = 2;
+  w.pending_prefill_tokens = 2192;  // 6,000 tokens of a 8,192 budget left for us
+  const SlowdownTerms terms{.others_share = 0, .stall = 0, .pending = 1, .chunk_tokens = 8192};
+  // 12,000 tokens to recompute, 6,000 of them in the step the two waiting requests end in.
+  auto d = PredictDecodeSlowdown(Turn(32000), View(0, 1250), w, terms);
+  ASSERT_TRUE(d.has_value()) << d.error();
+  EXPECT_NEAR(d->pending_s, 2 * 0.6, 1e-9);
+  // A short prompt shares all of itself: 160 tokens (of a 992-token prompt, 52 blocks held).
+  d = PredictDecodeSlowdown(Turn(992), View(0, 52), w, terms);
+  ASSERT_TRUE(d.has_value()) << d.error();
+  EXPECT_NEAR(d->pending_s, 2 * 160 / 1e4, 1e-9);
+  // More than a step queued ahead: the waiting requests end in earlier steps but the last.
+  w.pending_prefill_tokens = 8192 + 8000;
+  d = PredictDecodeSlowdown(Turn(32000), View(0, 1250), w, terms);
+  ASSERT_TRUE(d.has_value()) << d.error();
+  EXPECT_NEAR(d->pending_s, 1 * 192 / 1e4, 1e-9);
+  // Off by default, and nothing to wait for when nobody is waiting.
+  d = PredictDecodeSlowdown(Turn(32000), View(0, 1250), w, {.others_share = 0, .stall = 0});
+  ASSERT_TRUE(d.has_value()) << d.error();
+  EXPECT_EQ(d->pending_s, 0);
+  w.pending_prefill_requests = 0;
+  w.pending_prefill_tokens = 0;
+  d = PredictDecodeSlowdown(Turn(32000), View(0, 1250), w, terms);
+  ASSERT_TRUE(d.has_value()) << d.error();
+  EXPECT_EQ(d->pending_s, 0);
+}
+
 TEST(DecodeSlowdownTest, ANegativeFittedCoefficientNeverMakesAPlacementAGain) {
   WorkerSnapshot w = RatedWorker(0, 1e4);
   w.decode_step = StepTimeModel{.base_s = 0.02, .per_sequence_s = -1e-3, .per_kv_token_s = 0};
@@ -189,6 +221,41 @@ TEST_F(DefaultPlacementTest, AFollowUpTurnStaysWithTheSessionsHolder) {
   RequestProfile r = Turn(33600);
   r.cache_views = views;
   EXPECT_EQ(Decide(*Default(), r).chosen, WorkerId{0});
+}
+
+// The default's `pending` term: a long prompt is not put on the worker that was just given a
+// short one, whose first token would then wait for the long prefill's first chunk. Worker 0
+// decodes 4 requests and has just been routed a 400-token prompt; worker 1 decodes 6. By its
+// own TTFT and slowdown the 8,000-token prompt costs less on worker 0 (fewer decodes; 20 ms of
+// queue): the preset without the term sends it there. The term charges worker 0 the short
+// request's wait for the 7,792 tokens of ours in its step (0.39 s at 20,000 tok/s).
+TEST_F(DefaultPlacementTest, ALongPromptIsNotStackedOnAShortOneWaitingForItsFirstToken) {
+  std::vector<WorkerSnapshot> ws{RatedWorker(0, 20000), RatedWorker(1, 20000)};
+  ws[0].inflight_requests = 5;
+  ws[0].pending_prefill_requests = 1;
+  ws[0].pending_prefill_tokens = 400;
+  ws[0].active_kv_blocks = 4 * 300;
+  ws[1].inflight_requests = 6;
+  ws[1].active_kv_blocks = 6 * 300;
+  RequestProfile r = Turn(8000);
+  r.predicted_output_tokens = 100;
+  r.cache_views = {View(0, 0), View(1, 0)};
+  auto without = Registry::Builtin().ParsePolicy(R"(
+name: predicted_latency_without_pending
+filters: [{name: healthy}]
+scorers:
+  - {name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}
+  - {name: decode_slowdown, others_share: 0.5, stall: 0.1}
+picker: {name: softmax, temperature: 0.0}
+)");
+  ASSERT_TRUE(without.has_value()) << without.error().message;
+  PolicyState state(5);
+  auto d = (*without)->Decide(r, ws, state);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  EXPECT_EQ(d->chosen, WorkerId{0});
+  d = Default()->Decide(r, ws, state);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  EXPECT_EQ(d->chosen, WorkerId{1});
 }
 
 }  // namespace

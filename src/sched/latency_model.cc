@@ -220,12 +220,25 @@ std::expected<DecodeSlowdown, std::string> PredictDecodeSlowdown(const RequestPr
   if (worker.inflight_requests == 0) return d;
   d.others_s = Bound(terms.others_share * horizon * batch *
                      std::max(0.0, with_us - StepSeconds(m, batch, kv_tokens)));
+  const bool pending_term = terms.pending > 0 && worker.pending_prefill_requests > 0;
+  if (terms.stall <= 0 && !pending_term) return d;
+  const LoadPlan plan = PlanLoad(request, view, worker);
+  const auto uncached = static_cast<double>(plan.uncached_tokens);
+  const double cached = static_cast<double>(request.prompt_tokens) - uncached;
   if (terms.stall > 0) {
-    const LoadPlan plan = PlanLoad(request, view, worker);
-    const auto uncached = static_cast<double>(plan.uncached_tokens);
-    auto prefill = PrefillSecondsChecked(worker, uncached, request.prompt_tokens - uncached);
+    auto prefill = PrefillSecondsChecked(worker, uncached, cached);
     if (!prefill) return std::unexpected(prefill.error());
     d.stall_s = Bound(terms.stall * batch * *prefill);
+  }
+  if (pending_term) {
+    const std::uint64_t chunk = std::max<std::uint32_t>(1, terms.chunk_tokens);
+    const std::uint64_t ahead = worker.pending_prefill_tokens;
+    const double shared =
+        std::min(uncached, static_cast<double>(chunk - ahead % chunk));
+    const double waiting = ahead < chunk ? worker.pending_prefill_requests : 1.0;
+    auto prefill = PrefillSecondsChecked(worker, shared, cached);
+    if (!prefill) return std::unexpected(prefill.error());
+    d.pending_s = Bound(terms.pending * waiting * *prefill);
   }
   return d;
 }

@@ -147,18 +147,34 @@ std::expected<double, std::string> PredictItl(const RequestProfile& request, con
 //              prefill time. This is what keeps a miss on a busy worker expensive: without it
 //              the term sent shared-prompt requests away from their prompt's holder toward a
 //              smaller batch (simulate, shared prefix at 8 req/s: hit rate 0.59 -> 0.29).
+//   pending_s = pending · N · PrefillSeconds(shared, cached)
+//              what its prefill adds to the TTFT of the requests routed there that have no first
+//              token yet: vLLM fills each step's token budget (chunk_tokens) in arrival order,
+//              so our first chunk shares the step that ends their prefill, and each of them
+//              waits for the `shared` = min(uncached, chunk_tokens − P mod chunk_tokens) tokens
+//              of ours in it (P = pending_prefill_tokens). N = pending_prefill_requests when
+//              P < chunk_tokens (they all end in that step), else 1 (only the last one does).
+//              Without it a long prompt was sent to the worker that had just been given a
+//              short one, for the few ms of queue it saw, and made that short one wait for the
+//              whole long prefill (simulate, azure trace: a 397-token prompt's TTFT 21 ms ->
+//              258 ms); round robin never sends two arrivals in a row to one worker.
 // Prefix affinity alone keeps a session where its prefix is, and predicted TTFT alone sends a
 // new session to the worker holding the common prefix whatever it is decoding; this is the
 // cost such a placement has that TTFT does not show.
 struct SlowdownTerms {
   double others_share = 0.5;
   double stall = 1;
+  double pending = 0;  // 0: the term is off (it is on in the predicted_latency preset)
+  std::uint32_t chunk_tokens = 8192;
 };
 struct DecodeSlowdown {
   double own_s = 0;
   double others_s = 0;
   double stall_s = 0;
-  double total_s() const { return std::min(kMaxPredictedSeconds, own_s + others_s + stall_s); }
+  double pending_s = 0;
+  double total_s() const {
+    return std::min(kMaxPredictedSeconds, own_s + others_s + stall_s + pending_s);
+  }
 };
 // Error text names the missing input (decode_step, or prefill_tokens_per_s when the stall term
 // is on and the worker decodes something).

@@ -222,8 +222,14 @@ void RegisterBuiltinScorers(Registry& registry) {
     if (!others) return Unexpected(others.error());
     auto stall = p.Number("stall", t.stall, 0, kInf);
     if (!stall) return Unexpected(stall.error());
+    auto pending = p.Number("pending", t.pending, 0, kInf);
+    if (!pending) return Unexpected(pending.error());
+    auto chunk = p.Number("chunk_tokens", t.chunk_tokens, 1, 1 << 24);
+    if (!chunk) return Unexpected(chunk.error());
     t.others_share = *others;
     t.stall = *stall;
+    t.pending = *pending;
+    t.chunk_tokens = static_cast<std::uint32_t>(*chunk);
     return NewDecodeSlowdownScorer(t);
   });
   registry.AddScorer("token_load", [](Params& p) -> Made {

@@ -15,7 +15,8 @@
 //   decode_slowdown     decode time this placement adds, in seconds, to this request and to the
 //                       worker's running requests, against an idle worker (latency_model.h
 //                       PredictDecodeSlowdown): summed with predicted_ttft, the predicted
-//                       latency of the whole request plus what it costs the others
+//                       latency of the whole request plus what it costs the others (options
+//                       others_share, stall, pending, chunk_tokens: SlowdownTerms)
 //
 // Thread safety: const methods only; share freely.
 #pragma once

@@ -89,6 +89,7 @@ struct WorkerSnapshot {
   // Router-side load: what kvroute itself has routed there and not yet seen finish.
   std::uint32_t inflight_requests = 0;
   std::uint64_t pending_prefill_tokens = 0;  // uncached tokens routed, first token not yet seen
+  std::uint32_t pending_prefill_requests = 0;  // those requests (inflight_requests counts them too)
   std::uint64_t active_kv_blocks = 0;        // KV blocks held by in-flight requests
   std::uint64_t kv_capacity_blocks = 0;      // GPU KV cache size, blocks
 
