@@ -35,7 +35,17 @@ etcd::WorkerRecord SimWorkerRecord(const SimConfig& config, const SimServer& ser
   r.tp = profile_tp;
   r.gpus = profile_tp;
   r.block_size = config.block_size;
+  // vLLM's rule for the endpoint (kv/zmq_subscriber.h): a '*' or '::' host means the engine
+  // binds and the router connects to the URL's host. The bound address has the wildcard port
+  // resolved and the host spelled out, so write it back in the engine-binds form.
   r.kv_events_endpoint = server.kv_events_endpoint();
+  const std::string& configured = config.kv_events_endpoint;
+  const bool binds = configured.find('*') != std::string::npos ||
+                     configured.find("::") != std::string::npos;
+  if (binds && !r.kv_events_endpoint.empty()) {
+    const std::size_t colon = r.kv_events_endpoint.rfind(':');
+    r.kv_events_endpoint = "tcp://*" + r.kv_events_endpoint.substr(colon);
+  }
   r.kv_events_replay_endpoint = server.kv_events_replay_endpoint();
   r.kv_events_topic = config.kv_events_topic;
   r.profile = config.profile;

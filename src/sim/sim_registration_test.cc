@@ -43,8 +43,10 @@ TEST(SimRegistrationTest, RecordDescribesTheRunningServer) {
   EXPECT_EQ(r.role, "mixed");
   EXPECT_EQ(r.tp, 2u);
   EXPECT_EQ(r.block_size, 32u);
-  EXPECT_EQ(r.kv_events_endpoint, server->kv_events_endpoint());
-  EXPECT_EQ(r.kv_events_endpoint.find('*'), std::string::npos);  // the port as bound
+  // The engine binds: the router connects to the URL's host, on the port as bound.
+  const std::string bound = server->kv_events_endpoint();
+  EXPECT_EQ(r.kv_events_endpoint, "tcp://*" + bound.substr(bound.rfind(':')));
+  EXPECT_EQ(r.kv_events_endpoint.find("*:*"), std::string::npos);
   EXPECT_EQ(r.kv_events_replay_endpoint, server->kv_events_replay_endpoint());
   EXPECT_EQ(r.profile_speedup, 50);
   EXPECT_FALSE(r.draining);
