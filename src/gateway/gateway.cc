@@ -193,6 +193,9 @@ void Gateway::Parts::Maintain() {
 
 void Gateway::Parts::RefreshMetrics() {
   const Nanos now = clock.Now();
+  // Not while a worker joins or leaves: Leave drops a worker's gauges, and a refresh that had
+  // listed it before would set them again, for a worker that is gone.
+  std::lock_guard membership(membership_mu);
   for (const auto& w : router_state->List()) {
     fleet::HealthStatus h = router_state->health().Status(w.id, now);
     metrics.SetWorkerState(w.spec.name, h.Routable(), h.draining,
