@@ -23,6 +23,11 @@ void AddGatewayConfigFlags(CLI::App* cmd, std::string* config_path, gateway::Con
   cmd->add_option("--log-level", o->log_level, "trace|debug|info|warn|error|off");
   cmd->add_option("--drain-timeout", o->drain_timeout_s,
                   "Seconds in-flight requests may run after SIGTERM (overrides drain_timeout_s)");
+  cmd->add_option("--etcd", o->etcd,
+                  "Follow workers registered in etcd: comma-separated client URLs (overrides "
+                  "discovery.etcd.endpoints; combines with workers[]; docs/etcd.md)");
+  cmd->add_option("--etcd-prefix", o->etcd_prefix,
+                  "Key prefix of the worker records (overrides discovery.etcd.prefix)");
 }
 
 void RegisterConfigCommand(CLI::App& app, int* exit_code) {

@@ -18,6 +18,7 @@
 #include "common/stop_signals.h"
 #include "engine/profile.h"
 #include "sim/sim_config.h"
+#include "sim/sim_registration.h"
 #include "sim/sim_server.h"
 #include "sim/sim_tokenizer.h"
 
@@ -49,7 +50,7 @@ std::expected<void, std::string> ApplyConfigFile(CLI::App& cmd, const std::strin
   return {};
 }
 
-int RunSim(sim::SimConfig config) {
+int RunSim(sim::SimConfig config, const sim::SimEtcdOptions& etcd_options) {
   if (!InitLogging(config.log_level, "sim")) {
     std::cerr << "kvroute sim: unknown --log-level '" << config.log_level << "'\n";
     return 2;
@@ -71,6 +72,21 @@ int RunSim(sim::SimConfig config) {
     std::cerr << "kvroute sim: " << ok.error() << "\n";
     return 2;
   }
+  // --etcd: registered once listening; on SIGTERM draining first, then stop (sim_registration.h).
+  std::unique_ptr<sim::SimRegistrar> registrar;
+  if (!etcd_options.endpoints.empty()) {
+    auto profile = engine::LoadProfile(config.profile);
+    auto r = sim::SimRegistrar::Create(
+        etcd_options, sim::SimWorkerRecord(config, **server, etcd_options,
+                                           profile ? profile->hardware.num_gpus : 1));
+    if (!r) {
+      std::cerr << "kvroute sim: " << r.error() << "\n";
+      return 2;
+    }
+    registrar = std::move(*r);
+    registrar->Start();
+  }
+
   std::string host =
       config.host.find(':') != std::string::npos ? "[" + config.host + "]" : config.host;
   // The ready line: tests and scripts read the address from it.
@@ -90,7 +106,9 @@ int RunSim(sim::SimConfig config) {
   auto grace = std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000));
   std::cerr << "kvroute sim: signal " << signal_number << ", draining for up to "
             << config.shutdown_timeout_s << " s" << std::endl;
+  if (registrar) registrar->SetDraining();
   std::size_t cut = (*server)->Shutdown(grace);
+  if (registrar) registrar->Stop();
   std::cerr << "kvroute sim: stopped (" << cut << " request(s) aborted at the deadline)"
             << std::endl;
   return 0;
@@ -205,13 +223,29 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--log-level", c->log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
+  auto etcd = std::make_shared<sim::SimEtcdOptions>();
+  cmd->add_option("--etcd", etcd->endpoints,
+                  "Register in etcd (comma-separated client URLs, e.g. http://127.0.0.1:2379) "
+                  "under --etcd-prefix with a lease kept alive; on SIGTERM set draining first "
+                  "(docs/etcd.md)");
+  cmd->add_option("--etcd-prefix", etcd->prefix, "Key prefix; the key is prefix + name")
+      ->capture_default_str();
+  cmd->add_option("--etcd-ttl", etcd->ttl_s,
+                  "Lease TTL, seconds (>= 2): a killed sim leaves the fleet after it")
+      ->capture_default_str();
+  cmd->add_option("--etcd-name", etcd->name, "Worker name in the record (default sim-<port>)");
+  cmd->add_option("--etcd-advertise-url", etcd->advertise_url,
+                  "URL routers use (default http://<host>:<port>, 127.0.0.1 for 0.0.0.0)");
+  cmd->add_option("--etcd-drain-delay", etcd->drain_delay_s,
+                  "Seconds between draining: true and refusing new connections on SIGTERM")
+      ->capture_default_str();
   cmd->footer("Embedded profiles: " + [] {
     std::string names;
     for (const auto& n : engine::ListProfiles()) names += (names.empty() ? "" : ", ") + n;
     return names;
   }());
 
-  cmd->callback([cmd, c, no_kv_events, config_path, kv_events_json, kv_transfer_json, exit_code] {
+  cmd->callback([cmd, c, etcd, no_kv_events, config_path, kv_events_json, kv_transfer_json, exit_code] {
     if (!config_path->empty()) {
       if (auto ok = ApplyConfigFile(*cmd, *config_path); !ok) {
         std::cerr << "kvroute sim: " << ok.error() << "\n";
@@ -253,7 +287,7 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
-    *exit_code = RunSim(std::move(config));
+    *exit_code = RunSim(std::move(config), *etcd);
   });
 }
 

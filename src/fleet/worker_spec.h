@@ -20,6 +20,14 @@
 
 namespace kvroute::fleet {
 
+// Where the worker publishes its KV events (the engine's own kv_events_config), for the
+// gateway's event feed. Not read by the router state.
+struct KvEventSource {
+  std::string endpoint;         // empty: no events
+  std::string replay_endpoint;  // empty: gaps cannot be repaired
+  std::string topic;            // empty: every topic
+};
+
 struct WorkerSpec {
   std::string name;  // unique, non-empty
   // Where the drivers reach the worker (serve: http://host:port, validated by the config).
@@ -39,6 +47,8 @@ struct WorkerSpec {
   // Add() fills a missing CPU entry with the engine model's host-to-GPU bandwidth unless
   // RouterStateOptions::default_cpu_tier_bandwidth is off.
   std::array<std::optional<double>, kNumTiers> tier_load_bytes_per_s{};
+  // The drivers' (gateway/kv_feed), like base_url; discovery fills it (etcd, static config).
+  KvEventSource kv_events;
 };
 
 struct WorkerInfo {

@@ -201,6 +201,20 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
   KVROUTE_TRY(r.Number("shutdown_grace_s", &c->shutdown_grace_s, 0, 3600));
   KVROUTE_TRY(r.Number("drain_timeout_s", &c->drain_timeout_s, 0, 86400));
   KVROUTE_TRY(r.String("log_level", &c->log_level));
+  YAML::Node discovery = r.Get("discovery");
+  if (discovery && !discovery.IsNull()) {
+    MapReader d(discovery, "discovery");
+    KVROUTE_TRY(d.CheckIsMap());
+    YAML::Node etcd = d.Get("etcd");
+    if (etcd && !etcd.IsNull()) {
+      MapReader e(etcd, "discovery.etcd");
+      KVROUTE_TRY(e.CheckIsMap());
+      KVROUTE_TRY(e.StringList("endpoints", &c->etcd.endpoints));
+      KVROUTE_TRY(e.String("prefix", &c->etcd.prefix));
+      KVROUTE_TRY(e.RejectUnknown());
+    }
+    KVROUTE_TRY(d.RejectUnknown());
+  }
   YAML::Node debug = r.Get("debug");
   if (debug && !debug.IsNull()) {
     MapReader d(debug, "debug");
@@ -250,7 +264,18 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   if (c.port < 0 || c.port > 65535) return Error("listen.port: out of range [0, 65535]");
   if (c.http_threads < 1) return Error("listen.http_threads: must be >= 1");
   if (c.proxy_threads < 1) return Error("listen.proxy_threads: must be >= 1");
-  if (c.workers.empty()) return Error("workers: at least one worker is required");
+  if (c.workers.empty() && c.etcd.endpoints.empty()) {
+    return Error("workers: at least one worker is required (or discovery.etcd)");
+  }
+  for (const auto& e : c.etcd.endpoints) {
+    auto url = client::ParseUrl(e.find("://") == std::string::npos ? "http://" + e : e);
+    if (!url || url->target != "/") {
+      return Error("discovery.etcd.endpoints: '" + e + "' is not http://host:port");
+    }
+  }
+  if (!c.etcd.endpoints.empty() && c.etcd.prefix.empty()) {
+    return Error("discovery.etcd.prefix: must not be empty");
+  }
   std::set<std::string> names;
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
     const WorkerConfig& w = c.workers[i];
@@ -305,6 +330,17 @@ void ApplyOverrides(const ConfigOverrides& o, GatewayConfig* c) {
   }
   if (o.log_level) c->log_level = *o.log_level;
   if (o.drain_timeout_s) c->drain_timeout_s = *o.drain_timeout_s;
+  if (o.etcd) {
+    c->etcd.endpoints.clear();
+    std::string_view rest = *o.etcd;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      std::string one(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      if (!one.empty()) c->etcd.endpoints.push_back(std::move(one));
+    }
+  }
+  if (o.etcd_prefix) c->etcd.prefix = *o.etcd_prefix;
 }
 
 std::expected<GatewayConfig, std::string> LoadConfig(const std::string& path,
@@ -400,6 +436,12 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "shutdown_grace_s" << YAML::Value << c.shutdown_grace_s;
   out << YAML::Key << "drain_timeout_s" << YAML::Value << c.drain_timeout_s;
   out << YAML::Key << "log_level" << YAML::Value << c.log_level;
+  out << YAML::Key << "discovery" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "etcd" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << c.etcd.endpoints;
+  out << YAML::Key << "prefix" << YAML::Value << c.etcd.prefix;
+  out << YAML::EndMap;
+  out << YAML::EndMap;
   out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "fault" << YAML::Value << c.debug_fault;
   out << YAML::EndMap;

@@ -88,6 +88,13 @@ struct ImagesConfig {
   bool set_uuid = true;        // forward each image's identifier as the part's `uuid`
 };
 
+// discovery.etcd: workers that register themselves in etcd (docs/etcd.md), followed at run
+// time and combined with the static `workers` list.
+struct EtcdDiscoveryConfig {
+  std::vector<std::string> endpoints;          // client URLs; empty: no etcd discovery
+  std::string prefix = "/kvroute/workers/";    // every key under it is a worker record
+};
+
 // CPUs in this process's affinity mask, clamped to [1, 64].
 int DefaultLaneCount();
 
@@ -102,7 +109,8 @@ struct GatewayConfig {
   int http_threads = DefaultLaneCount();
   int proxy_threads = 1;  // kept for older configs; only the larger of the two counts
 
-  std::vector<WorkerConfig> workers;
+  std::vector<WorkerConfig> workers;  // may be empty when discovery.etcd is set
+  EtcdDiscoveryConfig etcd;
 
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).
   std::string policy_yaml = "preset: predicted_latency";
@@ -167,6 +175,8 @@ struct ConfigOverrides {
   std::optional<std::string> policy;  // a preset name, or policy YAML text
   std::optional<std::string> log_level;
   std::optional<double> drain_timeout_s;
+  std::optional<std::string> etcd;         // --etcd: comma-separated endpoints
+  std::optional<std::string> etcd_prefix;  // --etcd-prefix
 };
 void ApplyOverrides(const ConfigOverrides& overrides, GatewayConfig* config);
 

@@ -126,7 +126,36 @@ TEST(GatewayConfig, NoWorkersFailsValidation) {
   ASSERT_TRUE(c.has_value());
   auto ok = Validate(*c);
   ASSERT_FALSE(ok.has_value());
-  EXPECT_EQ(ok.error(), "workers: at least one worker is required");
+  EXPECT_EQ(ok.error(), "workers: at least one worker is required (or discovery.etcd)");
+}
+
+TEST(GatewayConfig, EtcdDiscoveryAloneIsAFleetAndIsKeptByEffectiveYaml) {
+  auto c = ParseConfig(
+      "discovery: {etcd: {endpoints: [\"http://127.0.0.1:2379\", \"10.0.0.2:2379\"], "
+      "prefix: /x/}}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_TRUE(Validate(*c).has_value());
+  EXPECT_EQ(c->etcd.endpoints.size(), 2u);
+  EXPECT_EQ(c->etcd.prefix, "/x/");
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error() << "\n" << EffectiveYaml(*c);
+  EXPECT_EQ(again->etcd.endpoints, c->etcd.endpoints);
+  EXPECT_EQ(again->etcd.prefix, "/x/");
+}
+
+TEST(GatewayConfig, EtcdFlagsOverrideTheFileAndBadValuesAreNamed) {
+  auto c = ParseConfig(std::string(kMinimal));
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->etcd.endpoints.empty());
+  ApplyOverrides(ConfigOverrides{.etcd = "http://a:1,http://b:2", .etcd_prefix = "/p/"}, &*c);
+  EXPECT_EQ(c->etcd.endpoints, (std::vector<std::string>{"http://a:1", "http://b:2"}));
+  EXPECT_EQ(c->etcd.prefix, "/p/");
+  EXPECT_TRUE(Validate(*c).has_value());
+  c->etcd.endpoints = {"http://a:1/path"};
+  EXPECT_EQ(Validate(*c).error(), "discovery.etcd.endpoints: 'http://a:1/path' is not http://host:port");
+  auto unknown = ParseConfig("discovery: {etcd: {endpoint: x}}\n");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_NE(unknown.error().find("discovery.etcd.endpoint"), std::string::npos) << unknown.error();
 }
 
 TEST(GatewayConfig, DuplicateWorkerNamesAreRefused) {

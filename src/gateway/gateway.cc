@@ -1,4 +1,5 @@
 #include "gateway/gateway.h"
+#include "gateway/gateway_parts.h"
 
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,8 @@
 #include "common/clock.h"
 #include "gateway/admin.h"
 #include "gateway/engine_metrics.h"
+#include "gateway/etcd_discovery.h"
+#include "gateway/membership.h"
 #include "gateway/kv_feed.h"
 #include "gateway/model_catalog.h"
 #include "gateway/parity.h"
@@ -37,55 +40,8 @@ std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
 }
 
-sched::Role RoleOf(const std::string& role) {
-  if (role == "prefill") return sched::Role::kPrefill;
-  if (role == "decode") return sched::Role::kDecode;
-  return sched::Role::kMixed;
-}
-
 }  // namespace
 
-struct Gateway::Parts {
-  GatewayConfig config;
-  std::shared_ptr<const sched::Policy> policy;
-  tokenize::TokenizerPtr tokenizer;
-  SteadyClock clock;
-  RouterMetrics metrics;
-  ModelCatalog catalog;
-  std::atomic<bool> draining{false};
-  std::uint32_t block_size = kv::kDefaultBlockSize;
-
-  std::unique_ptr<fleet::RouterState> router_state;
-  std::unique_ptr<kv::KvIndex> index;
-  std::unique_ptr<kv::PredictedBlocks> predicted;
-  std::unique_ptr<KvFeed> feed;
-  std::unique_ptr<ParityChecker> parity;
-  std::unique_ptr<EngineMetricsScraper> scraper;
-  std::unique_ptr<HealthChecker> health;
-  std::unique_ptr<RequestPipeline> pipeline;
-  // The server's and the proxy's lanes (threads): a request's client connection and its
-  // upstream exchange share one, so relayed chunks stay on one thread. Declared before both:
-  // destroyed after them (their sockets live on its io_contexts).
-  std::shared_ptr<net::LanePool> lanes;
-  std::unique_ptr<Proxy> proxy;
-  std::unique_ptr<net::HttpServer> server;
-  std::map<WorkerId, std::string> names;
-  ParityWatch parity_watch{&metrics};  // kvroute_parity_mismatch and its warnings
-
-  // Maintenance thread: model catalog, parity check, prediction expiry.
-  std::thread maintenance;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;  // guarded by mu
-  bool stopped = false;
-
-  std::uint32_t LearnBlockSize();
-  void RefreshCatalog(client::BlockingHttpClient& http);
-  void Maintain();
-  void RefreshMetrics();
-  ParityIndexView IndexView() const;
-  void RunParityProbe();
-};
 
 std::uint32_t Gateway::Parts::LearnBlockSize() {
   if (config.block_size > 0) return config.block_size;
@@ -219,15 +175,15 @@ void Gateway::Parts::Maintain() {
       ParityReport report = parity->CheckAll(now, lookup, IndexView(), worker_view);
       if (report.global) spdlog::warn("parity: {}", report.global->message);
       for (const auto& w : report.workers) {
-        auto it = names.find(*w.worker);
-        spdlog::warn("parity: worker {}: {}", it != names.end() ? it->second : "?", w.message);
-        if (it == names.end()) continue;
+        const std::optional<std::string> name = NameOf(*w.worker);
+        spdlog::warn("parity: worker {}: {}", name ? *name : "?", w.message);
+        if (!name) continue;
         if (w.cause == ParityCause::kBlockSizeMismatch) {
-          parity_watch.Set(*w.worker, it->second, "block_size", true);
+          parity_watch.Set(*w.worker, *name, "block_size", true);
         } else if (w.cause == ParityCause::kNoEvents) {
-          parity_watch.Set(*w.worker, it->second, "kv_events", true);
+          parity_watch.Set(*w.worker, *name, "kv_events", true);
         } else if (w.cause == ParityCause::kTokenizerMismatch) {
-          parity_watch.Set(*w.worker, it->second, "tokenizer", true);
+          parity_watch.Set(*w.worker, *name, "tokenizer", true);
         }
       }
     }
@@ -237,6 +193,9 @@ void Gateway::Parts::Maintain() {
 
 void Gateway::Parts::RefreshMetrics() {
   const Nanos now = clock.Now();
+  // Not while a worker joins or leaves: Leave drops a worker's gauges, and a refresh that had
+  // listed it before would set them again, for a worker that is gone.
+  std::lock_guard membership(membership_mu);
   for (const auto& w : router_state->List()) {
     fleet::HealthStatus h = router_state->health().Status(w.id, now);
     metrics.SetWorkerState(w.spec.name, h.Routable(), h.draining,
@@ -253,15 +212,18 @@ void Gateway::Parts::RefreshMetrics() {
   }
   if (feed) {
     for (const auto& [id, c] : feed->AllCounters()) {
-      auto it = names.find(id);
-      if (it != names.end()) metrics.SetEventLag(it->second, c.last_lag_s);
+      if (auto name = NameOf(id)) metrics.SetEventLag(*name, c.last_lag_s);
     }
+  }
+  if (discovery) {
+    EtcdDiscoveryStatus d = discovery->status();
+    metrics.SetDiscovery(d.watch.connected, d.watch.failures, d.malformed,
+                         static_cast<double>(d.workers));
   }
   if (parity) {
     metrics.SetParity("all", parity->counters().ratio());
     for (const auto& [id, c] : parity->WorkerCounters()) {
-      auto it = names.find(id);
-      if (it != names.end()) metrics.SetParity(it->second, c.ratio());
+      if (auto name = NameOf(id)) metrics.SetParity(*name, c.ratio());
     }
   }
 }
@@ -307,35 +269,25 @@ std::expected<void, std::string> Gateway::Start() {
     p.parity = std::make_unique<ParityChecker>(ParityOptions{}, p.IndexView());
   }
 
-  const Nanos now = p.clock.Now();
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
-    const WorkerConfig& w = c.workers[i];
-    fleet::WorkerSpec spec;
-    spec.name = w.name;
-    spec.base_url = w.url;
-    spec.models = w.models;
-    spec.role = RoleOf(w.role);
-    spec.labels = w.labels;
-    spec.profile = w.profile;
-    spec.profile_speedup = w.profile_speedup;
-    spec.block_size = p.block_size;
-    if (w.cpu_load_bytes_per_s > 0) {
-      spec.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = w.cpu_load_bytes_per_s;
-    }
-    std::optional<KvEventSpec> kv_events;  // the feed's, not the router state's
-    if (!w.kv_events.endpoint.empty()) {
-      kv_events = KvEventSpec{w.kv_events.endpoint, w.kv_events.replay_endpoint, w.kv_events.topic};
-    }
-    auto id = p.router_state->Add(spec, now);
+    auto id = p.Join(SpecFromConfig(c.workers[i], p.block_size));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
-    p.names[*id] = w.name;
-    p.catalog.SetConfigured(*id, w.models);
-    if (p.feed && kv_events) {
-      auto url = client::ParseUrl(w.url);
-      auto ok = p.feed->AddWorker(*id, *kv_events, url ? url->host : "127.0.0.1");
-      if (!ok)
-        return std::unexpected("workers[" + std::to_string(i) + "].kv_events: " + ok.error());
-    }
+  }
+  if (!c.etcd.endpoints.empty()) {
+    // Workers registered in etcd join by the same path (membership.cc); the first listing
+    // happens here, so they are scraped and probed below like the static ones.
+    Gateway* self = this;
+    MembershipCalls calls{
+        .join = [self](fleet::WorkerSpec s) { return self->JoinWorker(std::move(s)); },
+        .drain = [self](std::string_view name) { return self->DrainWorker(name); },
+        .leave = [self](std::string_view name) { return self->LeaveWorker(name); }};
+    auto discovery = EtcdDiscovery::Create(
+        EtcdDiscoveryOptions{
+            .endpoints = c.etcd.endpoints, .prefix = c.etcd.prefix, .block_size = p.block_size},
+        std::move(calls));
+    if (!discovery) return std::unexpected(discovery.error());
+    p.discovery = std::move(*discovery);
+    p.discovery->Start();
   }
 
   fleet::RouterState* router_state = p.router_state.get();
@@ -477,6 +429,7 @@ void Gateway::Stop() {
   if (p.stopped) return;
   p.stopped = true;
   p.draining = true;
+  if (p.discovery) p.discovery->Stop();  // no joins or leaves while the parts stop
   if (p.server) p.server->Shutdown(std::chrono::milliseconds(0));
   {
     std::lock_guard lock(p.mu);

@@ -18,7 +18,9 @@
 #include <expected>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "fleet/worker_spec.h"
 #include "gateway/config.h"
 #include "sched/policy.h"
 
@@ -35,6 +37,16 @@ class Gateway {
   std::uint16_t port() const;
   std::uint32_t block_size() const;
   const sched::Policy& policy() const;
+
+  // --- Membership at run time (membership.cc): what discovery (etcd, Kubernetes) calls.
+  // Any thread, after Start; joins and leaves are serialised.
+  // Adds a worker to the running gateway: RouterState, KV-event subscription, health checks,
+  // model catalog. Fails (no change) if the name is taken or the spec is invalid.
+  std::expected<void, std::string> JoinWorker(fleet::WorkerSpec spec);
+  // Marks a worker draining: it gets no new requests; in-flight ones finish.
+  bool DrainWorker(std::string_view name);
+  // Removes a worker: unsubscribes; its in-flight requests finish or fail as a dead worker's do.
+  bool LeaveWorker(std::string_view name);
 
   // SIGTERM semantics; returns the number of requests cut at the deadline.
   std::size_t Drain();

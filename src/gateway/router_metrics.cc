@@ -1,5 +1,7 @@
 #include "gateway/router_metrics.h"
 
+#include <map>
+
 #include "telemetry/prometheus_text.h"
 
 namespace kvroute::gateway {
@@ -123,6 +125,47 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                           .Register(r);
   ready_ =
       &BuildGauge().Name("kvroute_ready").Help("1 when /ready answers 200").Register(r).Add({});
+  etcd_connected_ = &BuildGauge()
+                         .Name("kvroute_discovery_etcd_connected")
+                         .Help("1 while the etcd watch of the worker prefix is open")
+                         .Register(r)
+                         .Add({});
+  etcd_failures_ = &BuildCounter()
+                        .Name("kvroute_discovery_etcd_failures_total")
+                        .Help("Failed etcd ranges and watches, and broken watch streams")
+                        .Register(r)
+                        .Add({});
+  etcd_malformed_ = &BuildCounter()
+                         .Name("kvroute_discovery_malformed_records_total")
+                         .Help("Worker records in etcd skipped as malformed")
+                         .Register(r)
+                         .Add({});
+  discovered_ = &BuildGauge()
+                     .Name("kvroute_discovery_workers")
+                     .Help("Workers known from etcd (draining ones included)")
+                     .Register(r)
+                     .Add({});
+}
+
+void RouterMetrics::SetDiscovery(bool connected, std::uint64_t failures, std::uint64_t malformed,
+                                 double workers) {
+  etcd_connected_->Set(connected ? 1 : 0);
+  // Counters mirror the watcher's own totals (monotonic), so only the difference is added.
+  if (const double f = static_cast<double>(failures); f > etcd_failures_->Value()) {
+    etcd_failures_->Increment(f - etcd_failures_->Value());
+  }
+  if (const double m = static_cast<double>(malformed); m > etcd_malformed_->Value()) {
+    etcd_malformed_->Increment(m - etcd_malformed_->Value());
+  }
+  discovered_->Set(workers);
+}
+
+void RouterMetrics::ForgetWorker(std::string_view worker) {
+  const std::map<std::string, std::string> labels{{"worker", S(worker)}};
+  for (auto* family : {worker_healthy_, worker_draining_, worker_inflight_, wait_correction_,
+                       ttft_drift_, event_lag_, parity_}) {
+    if (family->Has(labels)) family->Remove(&family->Add(labels));
+  }
 }
 
 void RouterMetrics::OnRequestDone(std::string_view model, std::string_view worker, int status) {

@@ -31,6 +31,10 @@
 //                                                         blocks (block_size, tokenizer,
 //                                                         chat_template, hash, kv_events)
 //   ready                                        gauge    1 when /ready answers 200
+//   discovery_etcd_connected                     gauge    1 while the etcd watch is open
+//   discovery_etcd_failures_total                counter  failed etcd calls / broken watches
+//   discovery_malformed_records_total            counter  worker records skipped as malformed
+//   discovery_workers                            gauge    workers known from etcd
 //
 // Thread safety: prometheus-cpp metrics are thread-safe; every method may be called from any
 // thread. Ownership: owns the registry; metric handles live as long as this object.
@@ -42,6 +46,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -77,6 +82,11 @@ class RouterMetrics {
   void SetParity(std::string_view worker, double ratio);
   void SetParityMismatch(std::string_view worker, std::string_view setting, bool mismatch);
   void SetReady(bool ready);
+  // etcd discovery: watch open, the watcher's failure and malformed-record totals, workers.
+  void SetDiscovery(bool connected, std::uint64_t failures, std::uint64_t malformed,
+                    double workers);
+  // A worker left the fleet: its per-worker gauges go (requests_total keeps its history).
+  void ForgetWorker(std::string_view worker);
 
   // The text exposition of every metric.
   std::string Expose() const;
@@ -105,6 +115,10 @@ class RouterMetrics {
   prometheus::Family<prometheus::Gauge>* parity_;
   prometheus::Family<prometheus::Gauge>* parity_mismatch_;
   prometheus::Gauge* ready_;
+  prometheus::Gauge* etcd_connected_;
+  prometheus::Counter* etcd_failures_;
+  prometheus::Counter* etcd_malformed_;
+  prometheus::Gauge* discovered_;
 };
 
 }  // namespace kvroute::gateway

@@ -1,0 +1,101 @@
+// Gateway::Parts: every component `kvroute serve` owns, shared by gateway.cc (build, start,
+// stop) and membership.cc (workers joining and leaving at run time). Private to those files.
+//
+// Thread safety: the components are thread-safe as their headers say; `names` is guarded by
+// `names_mu`; joins and leaves hold `membership_mu`; the rest is written only by Start/Stop.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <expected>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "gateway/config.h"
+#include "gateway/engine_metrics.h"
+#include "gateway/etcd_discovery.h"
+#include "gateway/gateway.h"
+#include "gateway/health_checker.h"
+#include "gateway/kv_feed.h"
+#include "gateway/model_catalog.h"
+#include "gateway/parity.h"
+#include "gateway/parity_watch.h"
+#include "gateway/proxy/proxy.h"
+#include "gateway/request_pipeline.h"
+#include "gateway/router_metrics.h"
+#include "fleet/router_state.h"
+#include "kv/index/approx_predicted.h"
+#include "kv/index/index.h"
+#include "net/http_server.h"
+#include "net/lane_pool.h"
+#include "tokenize/tokenizer.h"
+
+namespace kvroute::client {
+class BlockingHttpClient;
+}
+
+namespace kvroute::gateway {
+
+struct Gateway::Parts {
+  GatewayConfig config;
+  std::shared_ptr<const sched::Policy> policy;
+  tokenize::TokenizerPtr tokenizer;
+  SteadyClock clock;
+  RouterMetrics metrics;
+  ModelCatalog catalog;
+  std::atomic<bool> draining{false};
+  std::uint32_t block_size = kv::kDefaultBlockSize;
+
+  std::unique_ptr<fleet::RouterState> router_state;
+  std::unique_ptr<kv::KvIndex> index;
+  std::unique_ptr<kv::PredictedBlocks> predicted;
+  std::unique_ptr<KvFeed> feed;
+  std::unique_ptr<ParityChecker> parity;
+  std::unique_ptr<EngineMetricsScraper> scraper;
+  std::unique_ptr<HealthChecker> health;
+  std::unique_ptr<RequestPipeline> pipeline;
+  // The server's and the proxy's lanes (threads): a request's client connection and its
+  // upstream exchange share one, so relayed chunks stay on one thread. Declared before both:
+  // destroyed after them (their sockets live on its io_contexts).
+  std::shared_ptr<net::LanePool> lanes;
+  std::unique_ptr<Proxy> proxy;
+  std::unique_ptr<net::HttpServer> server;
+  // Worker names by id, for logs and metric labels of components that know only ids.
+  mutable std::mutex names_mu;
+  std::map<WorkerId, std::string> names;  // guarded by names_mu
+  std::optional<std::string> NameOf(WorkerId id) const {
+    std::lock_guard lock(names_mu);
+    auto it = names.find(id);
+    if (it == names.end()) return std::nullopt;
+    return it->second;
+  }
+  // Discovery (etcd) feeding JoinWorker/DrainWorker/LeaveWorker; null without --etcd.
+  std::unique_ptr<EtcdDiscovery> discovery;
+  // Serialises joins and leaves (the table, the feed, the catalog and `names` change together).
+  std::mutex membership_mu;
+  // membership.cc: the one path a worker enters by, static (Start) or discovered.
+  std::expected<WorkerId, std::string> Join(fleet::WorkerSpec spec);
+  bool Leave(WorkerId id);
+  ParityWatch parity_watch{&metrics};  // kvroute_parity_mismatch and its warnings
+
+  // Maintenance thread: model catalog, parity check, prediction expiry.
+  std::thread maintenance;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;  // guarded by mu
+  std::atomic<bool> stopped{false};  // read by membership calls from discovery threads
+
+  std::uint32_t LearnBlockSize();
+  void RefreshCatalog(client::BlockingHttpClient& http);
+  void Maintain();
+  void RefreshMetrics();
+  ParityIndexView IndexView() const;
+  void RunParityProbe();
+};
+
+}  // namespace kvroute::gateway

@@ -1,0 +1,178 @@
+"""kvroute serve --etcd following `kvroute sim --etcd` workers, with a real etcd on loopback.
+Each case (argv[2]) starts its own etcd, one static sim (w0, from workers[]) and serve, runs a
+bounded streaming load loop, and asserts what the clients saw:
+
+  join      a sim registering mid-run gets traffic (the time from its ready line, at which it
+            is registered, to its first routed request is printed, not asserted)
+  kill9     kill -9 of a registered sim: its lease expires and it leaves serve's fleet; after
+            that no request goes to it and none fails
+  sigterm   SIGTERM of a registered sim under load: draining first, then it drains and exits;
+            zero failed client requests
+  outage    etcd stopped for 30 s and restarted under load: no request fails; a sim started and
+            a sim killed during the outage are joined and removed after it
+
+Usage: etcd_test.py <kvroute binary> <case>
+"""
+import os
+import signal
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from etcd_cluster import (Etcd, EtcdServe, EtcdSim, Load, failures, wait_until,  # noqa: E402
+                          one_request)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
+from cluster import Sim, metric_sum  # noqa: E402
+
+BINARY, CASE = sys.argv[1], sys.argv[2]
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def routed_to(results, name, after=0.0):
+    return [r for r in results if r[3] == name and r[0] >= after]
+
+
+def case_join(etcd, serve, static):
+    load = Load(serve.port, threads=3)
+    time.sleep(1.0)
+    s1 = EtcdSim(BINARY, etcd, "s1")
+    try:
+        got = wait_until(lambda: routed_to(load.snapshot(), "s1"), 30)
+        results = load.stop()
+        check(got, "s1 never got a request; serve saw %s" % serve.workers())
+        first = min(r[0] for r in routed_to(results, "s1"))
+        print("join: first request routed to s1 %.3f s after its ready line (registered)"
+              % (first - s1.ready_at), flush=True)
+        check(not failures(results), "failed requests: %s" % failures(results)[:3])
+        check(routed_to(results, "w0"), "the static worker got nothing")
+    finally:
+        s1.proc.kill()
+
+
+def case_kill9(etcd, serve, static):
+    s1 = EtcdSim(BINARY, etcd, "s1", ttl=2)
+    check(wait_until(lambda: "s1" in serve.workers(), 10), "s1 never joined")
+    load = Load(serve.port, threads=3)
+    check(wait_until(lambda: routed_to(load.snapshot(), "s1"), 30), "s1 got no traffic")
+    killed_at = time.time()
+    s1.proc.kill()  # SIGKILL: no draining, no revoke; the lease must expire
+    gone = wait_until(lambda: "s1" not in serve.workers(), 20)
+    left_at = time.time()
+    check(gone, "s1 still in the fleet 20 s after kill -9")
+    print("kill9: s1 left serve's fleet %.2f s after kill -9 (lease TTL 2 s)"
+          % (left_at - killed_at), flush=True)
+    time.sleep(2.0)
+    results = load.stop()
+    after = [r for r in results if r[0] > left_at]
+    check(len(after) >= 5, "too few requests after s1 left: %d" % len(after))
+    check(not routed_to(after, "s1"), "requests routed to s1 after it left")
+    check(not failures(after), "failures after s1 left: %s" % failures(after)[:3])
+    window = [r for r in failures(results) if r[0] <= left_at]
+    print("kill9: %d request(s) failed between the kill and the lease expiry (in flight on "
+          "s1, or streams cut after their first byte)" % len(window), flush=True)
+    check(metric_sum(serve.metrics(), "kvroute_discovery_workers") == 0, "discovery count")
+
+
+def case_sigterm(etcd, serve, static):
+    s1 = EtcdSim(BINARY, etcd, "s1", extra=("--shutdown-timeout", "20",
+                                             "--etcd-drain-delay", "1"))
+    check(wait_until(lambda: "s1" in serve.workers(), 10), "s1 never joined")
+    load = Load(serve.port, threads=4)
+    check(wait_until(lambda: routed_to(load.snapshot(), "s1"), 30), "s1 got no traffic")
+    time.sleep(0.5)
+    term_at = time.time()
+    s1.proc.signal(signal.SIGTERM)
+    code = s1.proc.wait(30)
+    exited_at = time.time()
+    check(code == 0, "s1 exit status %s: %s" % (code, s1.proc.stderr()[-500:]))
+    time.sleep(1.0)
+    results = load.stop()
+    check(not failures(results), "failed requests: %s" % failures(results)[:3])
+    late = [r for r in routed_to(results, "s1") if r[0] > term_at + 1.0]
+    print("sigterm: s1 drained and exited %.2f s after SIGTERM; %d request(s) in all, %d to s1 "
+          "(%d started later than 1 s after SIGTERM)" % (exited_at - term_at, len(results),
+                                                         len(routed_to(results, "s1")), len(late)),
+          flush=True)
+    check(wait_until(lambda: "s1" not in serve.workers(), 5), "s1 still in the fleet")
+
+
+def case_outage(etcd, serve, static):
+    doomed = EtcdSim(BINARY, etcd, "doomed", ttl=3)
+    check(wait_until(lambda: "doomed" in serve.workers(), 10), "doomed never joined")
+    load = Load(serve.port, threads=3)
+    time.sleep(1.0)
+    etcd.stop()
+    down_at = time.time()
+    check(wait_until(lambda: metric_sum(serve.metrics(), "kvroute_discovery_etcd_connected") == 0,
+                     10), "serve does not report etcd down")
+    # Changes while etcd is away: a new sim comes up (it cannot register yet) and a
+    # registered one dies (its lease cannot expire while etcd is down).
+    newcomer = EtcdSim(BINARY, etcd, "newcomer")
+    doomed.proc.kill()
+    time.sleep(max(0.0, 30.0 - (time.time() - down_at)))
+    check("doomed" in serve.workers(), "the last known fleet was not kept during the outage")
+    etcd.start()
+    up_at = time.time()
+    try:
+        check(wait_until(lambda: "newcomer" in serve.workers(), 30), "newcomer never joined")
+        joined_at = time.time()
+        check(wait_until(lambda: "doomed" not in serve.workers(), 30), "doomed never left")
+        left_at = time.time()
+        print("outage: etcd down %.1f s; after restart newcomer joined in %.2f s, doomed left "
+              "in %.2f s (lease TTL 3 s)" % (up_at - down_at, joined_at - up_at,
+                                             left_at - up_at), flush=True)
+        check(wait_until(lambda: routed_to(load.snapshot(), "newcomer", after=joined_at), 20),
+              "newcomer got no traffic")
+        time.sleep(1.0)
+        results = load.stop()
+        m = serve.metrics()
+        check(metric_sum(m, "kvroute_discovery_etcd_connected") == 1, "not reconnected")
+        check(metric_sum(m, "kvroute_discovery_etcd_failures_total") >= 1, "no failure counted")
+        # Requests in flight on `doomed` when it was killed are a dead worker's (the kill, not
+        # the outage); every other request must have succeeded.
+        bad = [r for r in failures(results) if r[3] != "doomed"]
+        check(not bad, "failed requests: %s" % bad[:3])
+        print("outage: %d requests, %d failed (all in flight on the killed sim)"
+              % (len(results), len(failures(results))), flush=True)
+    finally:
+        newcomer.proc.kill()
+
+
+CASES = {"join": case_join, "kill9": case_kill9, "sigterm": case_sigterm, "outage": case_outage}
+
+
+def main():
+    if not os.access("/usr/bin/etcd", os.X_OK):
+        print("skip: no /usr/bin/etcd")
+        return 0
+    with tempfile.TemporaryDirectory() as workdir:
+        etcd = Etcd(workdir)
+        etcd.start()
+        static = Sim(BINARY, "w0", ["--speedup", "20"])
+        serve = None
+        try:
+            serve = EtcdServe(BINARY, etcd, workdir, "workers:\n" + static.worker_yaml())
+            CASES[CASE](etcd, serve, static)
+            print("ok   " + CASE, flush=True)
+            return 0
+        except Exception as e:  # noqa: BLE001
+            import traceback
+            traceback.print_exc()
+            if serve:
+                print("--- serve stderr (tail)\n" + serve.proc.stderr()[-3000:])
+            print("FAIL " + CASE + ": " + str(e))
+            return 1
+        finally:
+            if serve:
+                serve.proc.kill()
+            static.proc.kill()
+            etcd.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
