@@ -23,6 +23,11 @@ void AddGatewayConfigFlags(CLI::App* cmd, std::string* config_path, gateway::Con
   cmd->add_option("--log-level", o->log_level, "trace|debug|info|warn|error|off");
   cmd->add_option("--drain-timeout", o->drain_timeout_s,
                   "Seconds in-flight requests may run after SIGTERM (overrides drain_timeout_s)");
+  cmd->add_option("--epp", o->epp_address,
+                  "Also serve Envoy ext_proc as the Gateway API Inference Extension's Endpoint "
+                  "Picker, on host:port (default 0.0.0.0:9002; enables epp, overrides "
+                  "epp.address)")
+      ->expected(0, 1);
 }
 
 void RegisterConfigCommand(CLI::App& app, int* exit_code) {

@@ -113,9 +113,10 @@ std::vector<pb::ProcessingResponse> EppStream::Pick(bool with_body) {
   picked_ = endpoints;
   destination_pending_ = true;
   std::vector<pb::ProcessingResponse> out;
-  out.push_back(DestinationResponse(endpoints, with_body ? std::optional(request_.body.size()) : std::nullopt));
+  const std::string& body = result.body ? *result.body : request_.body;
+  out.push_back(DestinationResponse(endpoints, with_body ? std::optional(body.size()) : std::nullopt));
   if (with_body) {
-    for (auto& chunk : StreamedBody(request_.body, /*request=*/true)) out.push_back(std::move(chunk));
+    for (auto& chunk : StreamedBody(body, /*request=*/true)) out.push_back(std::move(chunk));
   }
   return out;
 }

@@ -34,6 +34,9 @@ struct PickResult {
   // Non-zero: answer with an ImmediateResponse of this status (429 to shed, 503) instead.
   int reject_status = 0;
   std::string reject_message;
+  // The body to forward, when the picker rewrote it (kvroute adds a tenant's cache_salt or
+  // image uuids); nullopt: the client's, unchanged. Content-Length follows it.
+  std::optional<std::string> body;
 };
 
 // Token counts of the response, from OpenAI's `usage` object: the last SSE `data:` event
