@@ -28,7 +28,7 @@ from cluster import Cluster
 with Cluster(sys.argv[1], n=2, speedup=50, serve_args=["--epp", "127.0.0.1:0"], extra_yaml=sys.argv[2]) as c:
     epp = re.search(rb"epp listening on (\\S+):(\\d+)", c.serve.match.string)
     print("CLUSTER " + json.dumps({"http": c.port, "epp": int(epp.group(2)) if epp else 0,
-                                   "sims": [{"name": s.name, "port": s.port} for s in c.sims]}), flush=True)
+                                   "sims": [{"name": s.name, "port": s.port} for s in c.sims], "serve_pid": c.serve.p.pid}), flush=True)
     sys.stdin.read()
 `, binary, extraYaml], { stdio: ['pipe', 'pipe', 'inherit'] });
   const info = await new Promise((resolve, reject) => {
