@@ -53,7 +53,9 @@ class RouterSession final : public PickSession {
     std::optional<api::Endpoint> endpoint;
     if (path == "/v1/chat/completions") endpoint = api::Endpoint::kChatCompletions;
     if (path == "/v1/completions") endpoint = api::Endpoint::kCompletions;
-    if (!endpoint || r.body.empty()) return AnyRoutable(r, now);
+    // Not an inference request: nothing to prepare or book. (An inference path without a body
+    // is prepared as one, and refused 400 like the HTTP path refuses it.)
+    if (!endpoint) return AnyRoutable(r, now);
 
     const gateway::RequestPipeline& pipeline = *shared_->path.pipeline;
     net::HttpRequest http;  // what the tenancy rule reads: the headers

@@ -10,7 +10,7 @@
 //                   Route over the router state's snapshot, restricted to the subset hint
 //                   (workers outside it are excluded; none left: 503), booked at once. The
 //                   fallbacks are the policy's next choices (Route again excluding the ones
-//                   before), unbooked. Other paths (no inference body): the routable workers,
+//                   before), unbooked. Other paths (GET /v1/models, say): the routable workers,
 //                   fewest in flight first, nothing booked.
 //   response        served endpoint ≠ the pick (the gateway used a fallback): the booking
 //                   moves to the served worker. SSE chunks → first token / tokens

@@ -10,7 +10,8 @@
 //   GatewayDestinationEndpointServed   the gateway reports it served a fallback: kvroute books
 //                                      the request on the served worker, not on its pick
 //   subset hint (protocol MUST)        honoured; present but empty, or naming no pool endpoint: 503
-//   no body (headers end_of_stream)    picked at the headers, no Content-Length
+//   no body (headers end_of_stream)    GET: picked at the headers, no Content-Length; POST to
+//                                      an inference path: 400
 //   large body                         ≤ 62,000-byte chunks, the last with end_of_stream,
 //                                      Content-Length of the whole
 //   client errors                      ImmediateResponse with the status (400, 404) and
@@ -93,6 +94,14 @@ try {
         pool.includes(setHeaders(gh)['x-gateway-destination-endpoint'].split(',')[0]) && !('content-length' in setHeaders(gh)) &&
         lbOf(gh) === setHeaders(gh)['x-gateway-destination-endpoint'], JSON.stringify(setHeaders(gh)));
   g.end(); await g.done;
+
+  // An inference path without a body is a client error (400), as on the HTTP path.
+  const e = openStream(client);
+  e.send({ request_headers: hdrs([[':method', 'POST'], [':path', '/v1/chat/completions']], true) });
+  const eh = await e.next();
+  check('POST /v1/chat/completions without a body: ImmediateResponse 400', eh.immediate_response?.status?.code === 'BadRequest',
+        JSON.stringify(eh).slice(0, 200));
+  await e.done;
 
   // A large body: chunks of at most 62,000 bytes.
   // Big in bytes, short in tokens (the `user` field is not prompt), so it fits the context.
