@@ -28,6 +28,11 @@ void AddGatewayConfigFlags(CLI::App* cmd, std::string* config_path, gateway::Con
                   "discovery.etcd.endpoints; combines with workers[]; docs/etcd.md)");
   cmd->add_option("--etcd-prefix", o->etcd_prefix,
                   "Key prefix of the worker records (overrides discovery.etcd.prefix)");
+  cmd->add_option("--epp", o->epp_address,
+                  "Also serve Envoy ext_proc as the Gateway API Inference Extension's Endpoint "
+                  "Picker, on host:port (default 0.0.0.0:9002; enables epp, overrides "
+                  "epp.address)")
+      ->expected(0, 1);
 }
 
 void RegisterConfigCommand(CLI::App& app, int* exit_code) {

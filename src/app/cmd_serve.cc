@@ -3,15 +3,21 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "app/commands.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
+#ifdef KVROUTE_HAVE_EPP
+#include "extproc/epp_router.h"
+#include "extproc/epp_server.h"
+#endif
 
 namespace kvroute::app {
 namespace {
@@ -31,6 +37,17 @@ int RunServe(gateway::GatewayConfig config) {
 
   const std::string host = config.host;
   const std::size_t workers = config.workers.size();
+  const gateway::GatewayConfig::Epp epp_config = config.epp;
+  const auto epp_body_limit = static_cast<std::size_t>(config.limits.max_body_bytes);
+  const auto grace = std::chrono::milliseconds(static_cast<std::int64_t>(config.shutdown_grace_s * 1000));
+  const auto drain = std::chrono::milliseconds(static_cast<std::int64_t>(config.drain_timeout_s * 1000));
+  const std::uint64_t seed = config.scheduler_seed;
+#ifndef KVROUTE_HAVE_EPP
+  if (epp_config.enabled) {
+    std::cerr << "kvroute serve: --epp needs a build with gRPC (libgrpc++-dev; scripts/setup.sh)\n";
+    return 2;
+  }
+#endif
   auto gw = gateway::Gateway::Create(std::move(config));
   if (!gw) {
     std::cerr << "kvroute serve: " << gw.error() << "\n";
@@ -40,6 +57,26 @@ int RunServe(gateway::GatewayConfig config) {
     std::cerr << "kvroute serve: " << ok.error() << "\n";
     return 2;
   }
+#ifdef KVROUTE_HAVE_EPP
+  // The Endpoint Picker beside the HTTP gateway (not instead of it): the HTTP side keeps
+  // serving /health, /ready, /metrics and /admin, which probes, Prometheus and operators need.
+  std::unique_ptr<extproc::EppServer> epp;
+  if (epp_config.enabled) {
+    auto started = extproc::EppServer::Start(
+        {.address = epp_config.address, .max_body_bytes = epp_body_limit},
+        extproc::MakeRouterSessions((*gw)->request_path(), {.seed = seed}));
+    if (!started) {
+      std::cerr << "kvroute serve: epp: " << started.error() << "\n";
+      return 2;
+    }
+    epp = std::move(*started);
+    const std::string epp_host = epp_config.address.substr(0, epp_config.address.rfind(':'));
+    std::cout << "kvroute serve epp listening on " << epp_host << ":" << epp->port() << std::endl;
+  }
+#else
+  (void)epp_body_limit;
+  (void)seed;
+#endif
   std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   // The ready line: tests and scripts read the address from it.
   std::cout << "kvroute serve listening on http://" << shown << ":" << (*gw)->port()
@@ -47,7 +84,25 @@ int RunServe(gateway::GatewayConfig config) {
             << " block_size=" << (*gw)->block_size() << std::endl;
   const int signal_number = signals.Wait();
   std::cerr << "kvroute serve: signal " << signal_number << ", draining" << std::endl;
+#ifdef KVROUTE_HAVE_EPP
+  // The picker drains alongside: NOT_SERVING at once (Envoy's health check moves away), open
+  // streams get the same grace and drain timeout as HTTP requests.
+  std::thread epp_drain;
+  if (epp) {
+    epp->SetReady(false);
+    epp_drain = std::thread([&epp, grace, drain] {
+      std::this_thread::sleep_for(grace);
+      epp->Shutdown(drain);
+    });
+  }
+#else
+  (void)grace;
+  (void)drain;
+#endif
   std::size_t cut = (*gw)->Drain();
+#ifdef KVROUTE_HAVE_EPP
+  if (epp_drain.joinable()) epp_drain.join();
+#endif
   std::cerr << "kvroute serve: stopped (" << cut << " request(s) cut at the drain deadline)"
             << std::endl;
   return 0;

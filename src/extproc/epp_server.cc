@@ -12,23 +12,28 @@ constexpr const char* kExtProcService = "envoy.service.ext_proc.v3.ExternalProce
 
 class Service final : public pb::ExternalProcessor::Service {
  public:
-  Service(Picker picker, std::size_t max_body) : picker_(std::move(picker)), max_body_(max_body) {}
+  Service(SessionFactory sessions, std::size_t max_body)
+      : sessions_(std::move(sessions)), max_body_(max_body) {}
 
   grpc::Status Process(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<pb::ProcessingResponse, pb::ProcessingRequest>* stream) override {
-    EppStream epp(picker_, max_body_);
+    EppStream epp(sessions_(), max_body_);
     pb::ProcessingRequest request;
     while (!context->IsCancelled() && stream->Read(&request)) {
+      bool ok = true;
       for (const auto& response : epp.OnMessage(request)) {
-        if (!stream->Write(response)) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "gateway gone");
+        if (ok && !stream->Write(response)) ok = false;
       }
+      epp.MarkSent(ok);
+      if (!ok) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "gateway gone");  // ~EppStream: End()
       if (epp.finished()) break;  // an ImmediateResponse ends this request's processing
     }
+    epp.End();
     return grpc::Status::OK;
   }
 
  private:
-  Picker picker_;
+  SessionFactory sessions_;
   std::size_t max_body_;
 };
 
@@ -46,8 +51,20 @@ EppServer::~EppServer() { Shutdown(std::chrono::milliseconds(0)); }
 
 std::expected<std::unique_ptr<EppServer>, std::string> EppServer::Start(const EppServerOptions& options,
                                                                         Picker picker) {
+  return Start(options, [picker = std::move(picker)]() -> std::unique_ptr<PickSession> {
+    struct Adapter final : PickSession {
+      explicit Adapter(Picker p) : picker(std::move(p)) {}
+      PickResult Pick(const PickRequest& r) override { return picker(r); }
+      Picker picker;
+    };
+    return std::make_unique<Adapter>(picker);
+  });
+}
+
+std::expected<std::unique_ptr<EppServer>, std::string> EppServer::Start(const EppServerOptions& options,
+                                                                        SessionFactory sessions) {
   auto impl = std::make_unique<Impl>();
-  impl->service = std::make_unique<Service>(std::move(picker), options.max_body_bytes);
+  impl->service = std::make_unique<Service>(std::move(sessions), options.max_body_bytes);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &impl->port);

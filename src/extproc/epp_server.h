@@ -30,6 +30,11 @@ class EppServer {
  public:
   static std::expected<std::unique_ptr<EppServer>, std::string> Start(const EppServerOptions& options,
                                                                       Picker picker);
+  // One PickSession per stream (made on the stream's thread): a picker that books the load of
+  // what it routed and hears the response (kvroute serve --epp). `sessions` must be
+  // thread-safe; each session it makes is used by one stream only.
+  static std::expected<std::unique_ptr<EppServer>, std::string> Start(const EppServerOptions& options,
+                                                                      SessionFactory sessions);
   ~EppServer();
   EppServer(const EppServer&) = delete;
   EppServer& operator=(const EppServer&) = delete;

@@ -7,8 +7,48 @@
 
 namespace kvroute::extproc {
 
+namespace {
+
+// A plain Picker as a session that hears nothing of the response.
+class PickerSession final : public PickSession {
+ public:
+  explicit PickerSession(Picker picker) : picker_(std::move(picker)) {}
+  PickResult Pick(const PickRequest& request) override { return picker_(request); }
+
+ private:
+  Picker picker_;
+};
+
+int StatusOf(const pb::HttpHeaders& headers) {
+  auto s = HeaderValue(headers, ":status");
+  if (!s) return 0;
+  try {
+    return std::stoi(*s);
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
 EppStream::EppStream(Picker picker, std::size_t max_body_bytes)
-    : picker_(std::move(picker)), max_body_bytes_(max_body_bytes) {}
+    : EppStream(std::make_unique<PickerSession>(std::move(picker)), max_body_bytes) {}
+
+EppStream::EppStream(std::unique_ptr<PickSession> session, std::size_t max_body_bytes)
+    : session_(std::move(session)), max_body_bytes_(max_body_bytes) {}
+
+EppStream::~EppStream() { End(); }
+
+void EppStream::MarkSent(bool ok) {
+  if (destination_pending_ && ok) destination_sent_ = true;
+  destination_pending_ = false;
+}
+
+void EppStream::End() {
+  if (ended_) return;
+  ended_ = true;
+  session_->OnStreamEnd(response_complete_, destination_sent_);
+}
 
 std::vector<pb::ProcessingResponse> EppStream::Finish(pb::ProcessingResponse r) {
   finished_ = true;
@@ -59,7 +99,7 @@ std::vector<pb::ProcessingResponse> EppStream::Pick(bool with_body) {
   if (request_.subset && request_.subset->empty()) {
     return Finish(Immediate(503, "no endpoint in the subset hint", "epp_empty_subset"));
   }
-  PickResult result = picker_(request_);
+  PickResult result = session_->Pick(request_);
   if (result.reject_status != 0) {
     return Finish(Immediate(result.reject_status, result.reject_message, "epp_rejected"));
   }
@@ -71,10 +111,12 @@ std::vector<pb::ProcessingResponse> EppStream::Pick(bool with_body) {
   }
   if (endpoints.empty()) return Finish(Immediate(503, "no ready endpoint", "epp_no_endpoint"));
   picked_ = endpoints;
+  destination_pending_ = true;
   std::vector<pb::ProcessingResponse> out;
-  out.push_back(DestinationResponse(endpoints, with_body ? std::optional(request_.body.size()) : std::nullopt));
+  const std::string& body = result.body ? *result.body : request_.body;
+  out.push_back(DestinationResponse(endpoints, with_body ? std::optional(body.size()) : std::nullopt));
   if (with_body) {
-    for (auto& chunk : StreamedBody(request_.body, /*request=*/true)) out.push_back(std::move(chunk));
+    for (auto& chunk : StreamedBody(body, /*request=*/true)) out.push_back(std::move(chunk));
   }
   return out;
 }
@@ -107,6 +149,8 @@ std::vector<pb::ProcessingResponse> EppStream::OnMessage(const pb::ProcessingReq
       if (auto s = ServedEndpoint(r)) served_ = *s;
       auto ct = HeaderValue(r.response_headers(), "content-type");
       sse_ = ct && ct->starts_with("text/event-stream");
+      session_->OnResponseHeaders(StatusOf(r.response_headers()), sse_, served_);
+      if (r.response_headers().end_of_stream()) response_complete_ = true;
       pb::ProcessingResponse out;
       out.mutable_response_headers()->mutable_response();
       return {out};
@@ -115,6 +159,8 @@ std::vector<pb::ProcessingResponse> EppStream::OnMessage(const pb::ProcessingReq
       if (auto s = ServedEndpoint(r)) served_ = *s;
       const auto& b = r.response_body();
       ObserveResponse(b.body(), b.end_of_stream());
+      session_->OnResponseBody(b.body(), b.end_of_stream());
+      if (b.end_of_stream()) response_complete_ = true;
       auto chunks = StreamedBody(b.body(), /*request=*/false);
       if (!b.end_of_stream()) {
         chunks.back().mutable_response_body()->mutable_response()->mutable_body_mutation()

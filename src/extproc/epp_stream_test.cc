@@ -148,5 +148,77 @@ TEST(EppStream, JsonUsageIsReadAtTheEndOfANonStreamedAnswer) {
   EXPECT_EQ(s.usage()->prompt_tokens, 7);
 }
 
+
+// What a booking picker hears: the response's status, SSE, served endpoint, every chunk, then
+// the end — with whether the destination reached the gateway.
+struct Recorder final : PickSession {
+  struct Log {
+    int status = -1;
+    bool sse = false;
+    std::optional<std::string> served;
+    std::string body;
+    int ends = 0;
+    bool complete = false, sent = false;
+  };
+  explicit Recorder(Log* l) : log(l) {}
+  PickResult Pick(const PickRequest&) override { return PickResult{.endpoints = {"10.0.0.1:8000"}}; }
+  void OnResponseHeaders(int status, bool sse, const std::optional<std::string>& served) override {
+    log->status = status;
+    log->sse = sse;
+    log->served = served;
+  }
+  void OnResponseBody(std::string_view bytes, bool) override { log->body += bytes; }
+  void OnStreamEnd(bool complete, bool sent) override {
+    ++log->ends;
+    log->complete = complete;
+    log->sent = sent;
+  }
+  Log* log;
+};
+
+pb::ProcessingRequest StatusHeaders(const std::string& status) {
+  pb::ProcessingRequest r;
+  for (auto [k, v] : {std::pair{":status", status}, {"content-type", std::string("text/event-stream")}}) {
+    auto* hv = r.mutable_response_headers()->mutable_headers()->add_headers();
+    hv->set_key(k);
+    hv->set_raw_value(v);
+  }
+  return r;
+}
+
+TEST(EppStream, SessionHearsTheResponseInOrderAndTheEndOnce) {
+  Recorder::Log log;
+  {
+    EppStream s(std::make_unique<Recorder>(&log));
+    s.OnMessage(Headers(false));
+    EXPECT_EQ(s.OnMessage(Body("{}", true)).size(), 2u);
+    s.MarkSent(true);
+    s.OnMessage(StatusHeaders("200"));
+    s.OnMessage(Body("data: a\n\n", false, /*request=*/false));
+    s.OnMessage(Body("data: [DONE]\n\n", true, /*request=*/false));
+    s.End();
+    s.End();
+  }
+  EXPECT_EQ(log.status, 200);
+  EXPECT_TRUE(log.sse);
+  EXPECT_EQ(log.body, "data: a\n\ndata: [DONE]\n\n");
+  EXPECT_EQ(log.ends, 1);
+  EXPECT_TRUE(log.complete);
+  EXPECT_TRUE(log.sent);
+}
+
+TEST(EppStream, AStreamCutBeforeTheDestinationWasWrittenSaysSo) {
+  Recorder::Log log;
+  {
+    EppStream s(std::make_unique<Recorder>(&log));
+    s.OnMessage(Headers(false));
+    s.OnMessage(Body("{}", true));
+    s.MarkSent(false);  // the gateway was gone
+  }  // destroyed without End(): the destructor ends it
+  EXPECT_EQ(log.ends, 1);
+  EXPECT_FALSE(log.complete);
+  EXPECT_FALSE(log.sent);
+}
+
 }  // namespace
 }  // namespace kvroute::extproc

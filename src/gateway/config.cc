@@ -215,6 +215,14 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     }
     KVROUTE_TRY(d.RejectUnknown());
   }
+  YAML::Node epp = r.Get("epp");
+  if (epp && !epp.IsNull()) {
+    MapReader e(epp, "epp");
+    KVROUTE_TRY(e.CheckIsMap());
+    KVROUTE_TRY(e.Bool("enabled", &c->epp.enabled));
+    KVROUTE_TRY(e.String("address", &c->epp.address));
+    KVROUTE_TRY(e.RejectUnknown());
+  }
   YAML::Node debug = r.Get("debug");
   if (debug && !debug.IsNull()) {
     MapReader d(debug, "debug");
@@ -262,6 +270,9 @@ std::expected<GatewayConfig, std::string> LoadConfigFile(const std::string& path
 
 std::expected<void, std::string> Validate(const GatewayConfig& c) {
   if (c.port < 0 || c.port > 65535) return Error("listen.port: out of range [0, 65535]");
+  if (c.epp.enabled && c.epp.address.rfind(':') == std::string::npos) {
+    return Error("epp.address: must be host:port");
+  }
   if (c.http_threads < 1) return Error("listen.http_threads: must be >= 1");
   if (c.proxy_threads < 1) return Error("listen.proxy_threads: must be >= 1");
   if (c.workers.empty() && c.etcd.endpoints.empty()) {
@@ -341,6 +352,10 @@ void ApplyOverrides(const ConfigOverrides& o, GatewayConfig* c) {
     }
   }
   if (o.etcd_prefix) c->etcd.prefix = *o.etcd_prefix;
+  if (o.epp_address) {
+    c->epp.enabled = true;
+    if (!o.epp_address->empty()) c->epp.address = *o.epp_address;
+  }
 }
 
 std::expected<GatewayConfig, std::string> LoadConfig(const std::string& path,
@@ -441,6 +456,10 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << c.etcd.endpoints;
   out << YAML::Key << "prefix" << YAML::Value << c.etcd.prefix;
   out << YAML::EndMap;
+  out << YAML::EndMap;
+  out << YAML::Key << "epp" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "enabled" << YAML::Value << c.epp.enabled;
+  out << YAML::Key << "address" << YAML::Value << c.epp.address;
   out << YAML::EndMap;
   out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "fault" << YAML::Value << c.debug_fault;

@@ -154,6 +154,14 @@ struct GatewayConfig {
 
   std::string log_level = "info";
 
+  // epp: kvroute also serves Envoy's ext_proc (the Gateway API Inference Extension's Endpoint
+  // Picker protocol) on `epp.address`, beside the HTTP gateway, deciding and booking exactly as
+  // the HTTP path does (docs/kubernetes.md). Needs a build with Debian's gRPC.
+  struct Epp {
+    bool enabled = false;
+    std::string address = "0.0.0.0:9002";  // host:port; port 0 picks a free one
+  } epp;
+
   // Fault injection for tests and drills (documented in docs/operations.md):
   //   "" none; "schedule_error": every scheduling attempt fails as if the policy reported
   //   an error, so failure_mode decides.
@@ -177,6 +185,7 @@ struct ConfigOverrides {
   std::optional<double> drain_timeout_s;
   std::optional<std::string> etcd;         // --etcd: comma-separated endpoints
   std::optional<std::string> etcd_prefix;  // --etcd-prefix
+  std::optional<std::string> epp_address;  // --epp: enables epp at this address
 };
 void ApplyOverrides(const ConfigOverrides& overrides, GatewayConfig* config);
 

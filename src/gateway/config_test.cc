@@ -238,6 +238,35 @@ parity_probe_timeout_s: 1.5
   EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "parity_probe: maybe\n").has_value());
 }
 
+TEST(GatewayConfig, EppIsOffByDefaultReadFromYamlAndEnabledByTheFlag) {
+  auto c = ParseConfig(kMinimal);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_FALSE(c->epp.enabled);
+  EXPECT_EQ(c->epp.address, "0.0.0.0:9002");
+  auto y = ParseConfig(std::string(kMinimal) + "epp: {enabled: true, address: \"127.0.0.1:9100\"}\n");
+  ASSERT_TRUE(y.has_value()) << y.error();
+  EXPECT_TRUE(y->epp.enabled);
+  EXPECT_EQ(y->epp.address, "127.0.0.1:9100");
+  auto again = ParseConfig(EffectiveYaml(*y));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->epp.address, "127.0.0.1:9100");
+  EXPECT_TRUE(again->epp.enabled);
+  // --epp without a value: on, at the default address; with one: that address.
+  ConfigOverrides bare{.epp_address = std::string()};
+  ApplyOverrides(bare, &*c);
+  EXPECT_TRUE(c->epp.enabled);
+  EXPECT_EQ(c->epp.address, "0.0.0.0:9002");
+  ConfigOverrides at{.epp_address = std::string("127.0.0.1:0")};
+  ApplyOverrides(at, &*c);
+  EXPECT_EQ(c->epp.address, "127.0.0.1:0");
+  auto bad = ParseConfig(std::string(kMinimal) + "epp: {enabled: true, address: nowhere}\n");
+  ASSERT_TRUE(bad.has_value()) << bad.error();
+  auto refused = Validate(*bad);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().find("epp.address"), std::string::npos) << refused.error();
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "epp: {port: 1}\n").has_value());
+}
+
 TEST(GatewayConfig, CpuLoadBandwidthIsReadAndKeptByEffectiveYaml) {
   auto c = ParseConfig(R"(
 workers:

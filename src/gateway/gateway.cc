@@ -406,6 +406,9 @@ std::expected<void, std::string> Gateway::Start() {
 std::uint16_t Gateway::port() const { return parts_->server ? parts_->server->port() : 0; }
 std::uint32_t Gateway::block_size() const { return parts_->block_size; }
 const sched::Policy& Gateway::policy() const { return *parts_->policy; }
+RequestPath Gateway::request_path() const {
+  return {parts_->pipeline.get(), parts_->router_state.get(), &parts_->metrics, &parts_->clock};
+}
 
 std::size_t Gateway::Drain() {
   Parts& p = *parts_;

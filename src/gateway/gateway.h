@@ -24,7 +24,27 @@
 #include "gateway/config.h"
 #include "sched/policy.h"
 
+namespace kvroute {
+class Clock;
+namespace fleet {
+class RouterState;
+}
+}  // namespace kvroute
+
 namespace kvroute::gateway {
+
+class RequestPipeline;
+class RouterMetrics;
+
+// The parts of the running request path a second front end needs to decide and book exactly
+// as the HTTP proxy does (the ext_proc Endpoint Picker of `kvroute serve --epp`,
+// extproc/epp_router.h). Borrowed: valid from Start() until the Gateway is destroyed.
+struct RequestPath {
+  const RequestPipeline* pipeline = nullptr;
+  fleet::RouterState* router_state = nullptr;
+  RouterMetrics* metrics = nullptr;
+  const Clock* clock = nullptr;
+};
 
 class Gateway {
  public:
@@ -37,6 +57,8 @@ class Gateway {
   std::uint16_t port() const;
   std::uint32_t block_size() const;
   const sched::Policy& policy() const;
+  // REQUIRES: Start() succeeded.
+  RequestPath request_path() const;
 
   // --- Membership at run time (membership.cc): what discovery (etcd, Kubernetes) calls.
   // Any thread, after Start; joins and leaves are serialised.

@@ -122,7 +122,7 @@ asio::awaitable<void> Exchange::Attempts() {
           if (body.empty() && status == 200) {
             Nanos t = proxy_->clock_->Now();
             first_token_at_ = t;
-            proxy_->router_state_->OnFirstToken(id_, t);
+            response_tokens_.ObserveBuffered(t);
             if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, t);
           }
           body += **piece;
@@ -220,7 +220,7 @@ void Exchange::OnPiece(client::ResponseStream::NextResult piece) {
   }
   if (!*piece) {
     upstream_.reset();
-    tokens_to_book_.Flush(*proxy_->router_state_, id_);  // the last window's sample
+    response_tokens_.Flush();  // the last window's sample
     proxy_->router_state_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
     Finish(!stream_error_, 200);
     // A translated stream may still owe its closing events; the next Pull ends the body.

@@ -12,6 +12,7 @@
 #include "gateway/anthropic_bridge.h"
 #include "gateway/parity.h"
 #include "gateway/proxy/proxy_sse_count.h"
+#include "gateway/request_booking.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "fleet/router_state.h"
@@ -108,8 +109,7 @@ net::HttpResponse Exchange::ErrorReply(const api::ApiError& error) const {
 
 void Exchange::BookRoute(const PreparedRequest& request, const RouteOutcome& route,
                          Nanos now) const {
-  proxy_->router_state_->Book(id_, route.booking, now);
-  proxy_->pipeline_->OnRouted(request, route, now);
+  gateway::BookRoute(*proxy_->router_state_, *proxy_->pipeline_, id_, request, route, now);
 }
 
 void Exchange::UnbookRoute() { proxy_->router_state_->Cancel(id_, proxy_->clock_->Now()); }
@@ -221,7 +221,7 @@ void Exchange::OnRouted() {
   first_token_at_.reset();
   last_token_at_.reset();
   tokens_ = 0;
-  tokens_to_book_ = fleet::TokenBatcher();
+  response_tokens_.Reset();
   if (proxy_->parity_ != nullptr && !request_.keys.empty() &&
       proxy_->pipeline_->options().mode == RoutingMode::kPrecise) {
     proxy_->parity_->OnRouted(id_, route_.worker, request_.keys, now);
@@ -273,22 +273,17 @@ void Exchange::Finish(bool ok, int status) {
 }
 
 void Exchange::Observe(std::string_view piece) {
-  const SseTokenCounter::Counts counts = token_counter_.Feed(piece);
-  if (counts.error) stream_error_ = true;
-  const std::uint32_t n = counts.tokens;
-  if (n == 0) return;
   Nanos now = proxy_->clock_->Now();
-  if (!first_token_at_) {
+  const ResponseTokens::Step step = response_tokens_.Observe(piece, now);  // books them
+  if (step.error) stream_error_ = true;
+  const std::uint32_t n = step.tokens;
+  if (n == 0) return;
+  if (step.first) {
     first_token_at_ = now;
-    proxy_->router_state_->OnFirstToken(id_, now);
     if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, now);
     histograms_ = &lane_->HistogramsFor(*proxy_->metrics_, request_.model);
     histograms_->ttft->Observe(ToSeconds(now - arrived_));
-    // Tokens that came with the first one are KV, not an interval: booked at once.
-    if (n > 1) proxy_->router_state_->OnToken(id_, now, n - 1);
   } else {
-    // Reported in windows of a few tokens, not per piece (fleet::TokenBatcher says why).
-    tokens_to_book_.Add(*proxy_->router_state_, id_, now, n);
     histograms_->itl->Observe(ToSeconds(now - *last_token_at_) / n);
   }
   last_token_at_ = now;

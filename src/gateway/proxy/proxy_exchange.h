@@ -37,6 +37,7 @@
 #include "gateway/parity.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/proxy/proxy_sse_count.h"
+#include "gateway/request_booking.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "fleet/router_state.h"
@@ -272,8 +273,8 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
 
   void Finish(bool ok, int status);
 
-  // Counts output tokens in relayed SSE bytes (one event with a choice = one token piece).
-  // (SseTokenCounter scans the bytes in place: no event values are built for this.)
+  // Counts output tokens in relayed SSE bytes (one event with a choice = one token piece) and
+  // books them (ResponseTokens, shared with the ext_proc picker); then TTFT/ITL and parity.
   void Observe(std::string_view piece);
 
   asio::awaitable<void> Attempts();
@@ -303,8 +304,7 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::optional<asio::steady_timer> cancel_signal_;  // cancelled when the client leaves
   std::optional<std::string> preloaded_;
   Deliver pending_deliver_;                 // the Pull an upstream read is answering
-  SseTokenCounter token_counter_;           // counts the relayed tokens
-  fleet::TokenBatcher tokens_to_book_;             // decode tokens not yet reported to the tracker
+  ResponseTokens response_tokens_{proxy_->router_state_, id_};  // counts and books relayed tokens
   Lane::Histograms* histograms_ = nullptr;  // the model's, from the first token on
   // Messages API streams only: the events the translator turns into Anthropic's.
   api::SseParser sse_;
