@@ -7,6 +7,8 @@
 # Writes each run's stdout/stderr/files into OUT; summarize.py prints the table.
 #
 # Usage: scripts/pd/infera.sh KVROUTE OUT [CONCURRENCY...]   (default 4 8 16 32 48 64 96)
+#   CONFIGS="pd_cost pd_dynamo" limits the runs (default: all four); EXTRA="--pd-stall 1"
+#   adds flags to the P/D runs.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 KVROUTE="$1"
@@ -25,9 +27,18 @@ run() {  # run LABEL C ARGS...
   timeout 900 "$KVROUTE" simulate "$@" $SHAPE --concurrency "$c" --sessions "$c" \
     --label "${label}_c$c" > "$OUT/${label}_c$c.stdout" 2> "$OUT/${label}_c$c.stderr" < /dev/null
 }
+CONFIGS="${CONFIGS:-agg_tp8 pd_cost pd_dynamo pd_llmd}"
+EXTRA="${EXTRA:-}"
+PD="$HERE/infera-pd.yaml"
 for c in "${LEVELS[@]}"; do
-  run agg_tp8 "$c" --fleet "$HERE/infera-aggregated.yaml"
-  run pd_cost "$c" --fleet "$HERE/infera-pd.yaml" --pd-rule cost
-  run pd_dynamo "$c" --fleet "$HERE/infera-pd.yaml" --pd-rule dynamo_token_cap --pd-token-cap 5000
-  run pd_llmd "$c" --fleet "$HERE/infera-pd.yaml" --pd-rule llmd_non_cached --pd-non-cached-tokens 512
+  for cfg in $CONFIGS; do
+    # shellcheck disable=SC2086
+    case "$cfg" in
+      agg_tp8) run agg_tp8 "$c" --fleet "$HERE/infera-aggregated.yaml" ;;
+      pd_cost) run pd_cost "$c" --fleet "$PD" --pd-rule cost $EXTRA ;;
+      pd_dynamo) run pd_dynamo "$c" --fleet "$PD" --pd-rule dynamo_token_cap --pd-token-cap 5000 $EXTRA ;;
+      pd_llmd) run pd_llmd "$c" --fleet "$PD" --pd-rule llmd_non_cached --pd-non-cached-tokens 512 $EXTRA ;;
+      *) echo "unknown config $cfg" >&2; exit 2 ;;
+    esac
+  done
 done

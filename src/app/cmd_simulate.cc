@@ -120,6 +120,10 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--pd-non-cached-tokens", f.pd_non_cached_tokens,
                   "llmd_non_cached: split at >= this many uncached tokens (0 = never, llm-d's default)")
       ->capture_default_str();
+  cmd->add_option("--pd-stall", f.pd_stall,
+                  "P/D decision: weight of the stall a local prefill causes the running decodes\n"
+                  "(the default policy's 0.1; 1 charges each of them the whole prefill)")
+      ->capture_default_str();
   cmd->add_option("--pd-itl-slo", f.pd_itl_slo_s,
                   "P/D decision: drop options whose predicted ITL exceeds this, seconds (0: none)")
       ->capture_default_str();

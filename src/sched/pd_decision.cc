@@ -25,6 +25,7 @@ RequestProfile PrefillLeg(const RequestProfile& r) {
 // What a split costs on the prefill side, independent of D.
 struct PrefillSide {
   double ttft_s = 0;   // the prefill leg's predicted TTFT on P
+  double wait_s = 0;   // its queue-dependent part
   double stall_s = 0;  // what its chunks cost P's own decodes (mixed P only)
   std::uint64_t prefill_tokens = 0;
   std::uint32_t tp = 1;
@@ -43,6 +44,7 @@ std::expected<PrefillSide, std::string> PrefillSideOf(const RequestProfile& requ
   if (!ttft) return std::unexpected(ttft.error());
   PrefillSide side;
   side.ttft_s = ttft->total_s();
+  side.wait_s = ttft->wait_s();
   side.prefill_tokens = PlanLoad(leg, view, p).uncached_tokens;
   side.tp = std::max<std::uint32_t>(p.tp, 1);
   if (p.role == Role::kMixed && p.inflight_requests > 0 && options.slowdown.stall > 0) {
@@ -115,6 +117,8 @@ PdOption Combine(const PrefillSide& p, WorkerId p_id, const DecodeSide& d, Worke
   o.prefill = p_id;
   o.decode = d_id;
   o.prefill_tokens = p.prefill_tokens;
+  o.prefill_ttft_s = p.ttft_s;
+  o.prefill_wait_s = p.wait_s;
   o.transfer_blocks = d.lacking_blocks;
   o.transfer_bytes = d.lacking_blocks * d.bytes_per_block;
   const double lanes = std::max<std::uint32_t>(1, std::min(p.tp, d.tp));
@@ -207,6 +211,8 @@ std::expected<PdOption, std::string> CostAggregated(const RequestProfile& reques
   PdOption o;
   o.decode = o.prefill = worker.id;
   o.ttft_s = ttft->total_s();
+  o.prefill_ttft_s = o.ttft_s;
+  o.prefill_wait_s = ttft->wait_s();
   o.slowdown_s = slowdown->total_s();
   o.itl_s = *itl;
   o.prefill_tokens = PlanLoad(request, view, worker).uncached_tokens;

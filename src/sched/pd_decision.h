@@ -61,9 +61,10 @@ struct PdOptions {
   std::uint64_t token_cap = 5000;      // kTokenCap: split above this many uncached tokens
   std::uint64_t non_cached_tokens = 0;  // kNonCachedTokens: split at ≥ this; 0 = never
   TtftTerms ttft = kFullTtftModel;
-  // stall 1: each running decode waits the whole of a local prefill (every chunk step is
-  // one of theirs); the split option drops it on D.
-  SlowdownTerms slowdown{.others_share = 0.5, .stall = 1};
+  // The default policy's weights (presets.cc `predicted_latency`: stall 0.1, its prefill
+  // chunks slow the running decodes' steps far less than a full step each); the split option
+  // drops the stall on D. stall 1 charges every running decode the whole local prefill.
+  SlowdownTerms slowdown{.others_share = 0.5, .stall = 0.1};
   std::optional<double> itl_slo_s;  // seconds; the request's own override comes first
 };
 
@@ -76,6 +77,11 @@ struct PdOption {
   double slowdown_s = 0;  // decode slowdown caused and suffered (see the header)
   // The prompt tokens `prefill` computes (its uncached tokens).
   std::uint64_t prefill_tokens = 0;
+  // The prefilling worker's own predicted TTFT (the prefill leg's, when split) and its
+  // queue-dependent part (TtftPrediction::wait_s), for the caller's calibration
+  // (fleet::RoutedRequest::predicted_ttft_s / predicted_wait_s).
+  double prefill_ttft_s = 0;
+  double prefill_wait_s = 0;
   // Split only: blocks D pulls, their bytes, the transfer's predicted seconds.
   std::uint32_t transfer_blocks = 0;
   double transfer_bytes = 0;

@@ -73,6 +73,15 @@ TEST(PdDecisionTest, SplitPaysForALongUncachedPromptOnABusyDecodeWorker) {
   const double bytes = 1875 * 1.1e6;
   EXPECT_DOUBLE_EQ(d.chosen->transfer_bytes, bytes);
   EXPECT_DOUBLE_EQ(d.chosen->transfer_s, 0.001 + bytes / (2 * 49.5e9));
+  // The prefill leg's own prediction (what P's calibration is fed): the split TTFT less the
+  // transfer and D's part.
+  EXPECT_GT(d.chosen->prefill_ttft_s, 0);
+  EXPECT_LT(d.chosen->prefill_ttft_s + d.chosen->transfer_s, d.chosen->ttft_s + 1e-12);
+  EXPECT_EQ(d.chosen->prefill_wait_s, 0);  // P is idle
+  // With stall 1 (each decode waits the whole local prefill) the margin only grows.
+  PdOptions full_stall;
+  full_stall.slowdown.stall = 1;
+  EXPECT_GT(Decide(r, ws, full_stall).best_aggregated->cost_s(), d.best_aggregated->cost_s());
 }
 
 // A follow-up turn: D holds 28k of the 30k-token prompt (it decoded the previous turns), so

@@ -76,9 +76,12 @@ std::expected<void, std::string> Simulator::Impl::RoutePd(std::uint64_t id, Arri
   spec.seed = id;
   if (!o.split) {
     // Aggregated: the gateway's booking rule, one leg.
-    router.Book(id, fleet::BookingFor(profile, fleet::CachedPrefixOn(profile, o.decode), o.decode,
-                                      nullptr, rows[o.decode].wait_correction),
-                now);
+    fleet::RoutedRequest agg = fleet::BookingFor(profile, fleet::CachedPrefixOn(profile, o.decode),
+                                                 o.decode, nullptr, rows[o.decode].wait_correction);
+    agg.predicted_ttft_s = o.prefill_ttft_s;  // the tracker calibrates against the first token
+    agg.predicted_wait_s = o.prefill_wait_s;
+    agg.wait_correction = rows[o.decode].wait_correction;
+    router.Book(id, agg, now);
     spec.id = std::to_string(id);
   } else {
     // Two bookings: the prefill leg on P (its uncached tokens, the prompt's blocks, one token)
@@ -87,6 +90,10 @@ std::expected<void, std::string> Simulator::Impl::RoutePd(std::uint64_t id, Arri
     fleet::RoutedRequest leg = fleet::BookingFor(profile, on_prefill, o.prefill, nullptr,
                                                  rows[o.prefill].wait_correction);
     leg.kv_blocks = (prompt_tokens + bs - 1) / bs;
+    // P's own prediction, so P's wait correction learns how far its queue runs ahead of it.
+    leg.predicted_ttft_s = o.prefill_ttft_s;
+    leg.predicted_wait_s = o.prefill_wait_s;
+    leg.wait_correction = rows[o.prefill].wait_correction;
     router.Book(id | kPrefillLegBit, leg, now);
     lr.prefill_leg_open = true;
     fleet::RoutedRequest dec{.worker = o.decode,
