@@ -112,6 +112,22 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "llmd_sticky, predicted_latency")
       ->capture_default_str();
   cmd->add_option("--policy-file", f.policy_file, "Policy YAML (sched/registry.h format)");
+  cmd->add_option("--pd-rule", f.pd_rule,
+                  "Prefill/decode split decision (replaces --policy): cost, dynamo_token_cap,\n"
+                  "llmd_non_cached (default: off, or cost when the fleet has a prefill worker)");
+  cmd->add_option("--pd-token-cap", f.pd_token_cap,
+                  "dynamo_token_cap: split when the decode worker's uncached tokens exceed this")
+      ->capture_default_str();
+  cmd->add_option("--pd-non-cached-tokens", f.pd_non_cached_tokens,
+                  "llmd_non_cached: split at >= this many uncached tokens (0 = never, llm-d's default)")
+      ->capture_default_str();
+  cmd->add_option("--pd-stall", f.pd_stall,
+                  "P/D decision: weight of the stall a local prefill causes the running decodes\n"
+                  "(the default policy's 0.1; 1 charges each of them the whole prefill)")
+      ->capture_default_str();
+  cmd->add_option("--pd-itl-slo", f.pd_itl_slo_s,
+                  "P/D decision: drop options whose predicted ITL exceeds this, seconds (0: none)")
+      ->capture_default_str();
   cmd->add_option("--router-delay", f.router_delay,
                   "Router time per request between the client's send and the engine seeing it "
                   "(parse, tokenize, route, forward; e.g. 1ms); TTFT counts it")

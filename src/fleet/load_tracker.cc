@@ -139,7 +139,7 @@ std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now) {
   double work = static_cast<double>(r.routed.uncached_tokens + r.queued_ahead_tokens);
   const auto own = static_cast<double>(r.routed.uncached_tokens);
   const double cached = static_cast<double>(r.routed.prompt_tokens) - own;
-  if (learner_ != nullptr && now >= r.routed_at) {
+  if (learner_ != nullptr && r.routed.observe_prefill && now >= r.routed_at) {
     learner_->ObservePrefill(r.routed.worker, std::max(work, 1.0), now - r.routed_at,
                              own * std::max(0.0, cached));
   }

@@ -69,6 +69,9 @@ struct RoutedRequest {
   std::optional<double> predicted_ttft_s;
   std::optional<double> predicted_wait_s;
   double wait_correction = 1;
+  // False for a P/D decode leg: its first token waits for the KV pull, not for a prefill, so
+  // it must not become a prefill sample (its later tokens still teach the decode model).
+  bool observe_prefill = true;
 };
 
 // TTFT calibration of one worker (LoadTracker::Calibration), for metrics and reports.

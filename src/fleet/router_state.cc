@@ -1,10 +1,12 @@
 #include "fleet/router_state.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <utility>
 
 #include "engine/engine.h"
+#include "engine/kv_transfer.h"
 #include "engine/step_time.h"
 
 namespace kvroute::fleet {
@@ -41,6 +43,33 @@ std::expected<WorkerId, std::string> RouterState::Add(WorkerSpec spec,
   const std::int64_t blocks = model.NumGpuBlocks(spec.block_size);
   if (blocks > 0) entry.profile_capacity_blocks = static_cast<std::uint64_t>(blocks);
   entry.kv_bytes_per_block = model.KvBytesPerTokenTransfer() * spec.block_size;
+  // P/D: ranks, GPUs, the bytes a pull into this worker moves per block, its link's seed.
+  if (spec.tp == 0) spec.tp = profile.hardware.num_gpus;
+  if (spec.gpus == 0) spec.gpus = spec.tp;
+  if (spec.tp == 0 || spec.gpus < spec.tp) {
+    return std::unexpected("worker " + spec.name + ": gpus must be >= tp > 0");
+  }
+  entry.kv_transfer_bytes_per_block =
+      engine::KvTransferBytesPerToken(profile.model, spec.tp) * spec.block_size;
+  {
+    const engine::LinkSpec* link = profile.FindLink(spec.link);
+    if (!spec.link.empty() && link == nullptr && !spec.link_bytes_per_s) {
+      return std::unexpected("worker " + spec.name + ": link '" + spec.link +
+                             "' is not in profile " + profile.name + " and has no bandwidth");
+    }
+    double bw = spec.link_bytes_per_s.value_or(link != nullptr ? link->bandwidth_bytes_per_s : 0);
+    double latency = spec.link_latency_s.value_or(link != nullptr ? link->latency_s : 0);
+    if (spec.link_bytes_per_s && !(std::isfinite(bw) && bw > 0)) {
+      return std::unexpected("worker " + spec.name + ": link_bytes_per_s must be > 0");
+    }
+    if (!(std::isfinite(latency) && latency >= 0)) {
+      return std::unexpected("worker " + spec.name + ": link_latency_s must be >= 0");
+    }
+    if (spec.link.empty() && link != nullptr) spec.link = link->name;
+    if (bw > 0 && std::isfinite(bw)) {
+      entry.link = LinkLearner(bw * spec.profile_speedup, latency / spec.profile_speedup);
+    }
+  }
   constexpr int kCpu = static_cast<int>(Tier::kCpu);
   if (options_.default_cpu_tier_bandwidth && !spec.tier_load_bytes_per_s[kCpu]) {
     spec.tier_load_bytes_per_s[kCpu] =
@@ -140,6 +169,21 @@ void RouterState::Cancel(RequestId id, Nanos now) {
 
 void RouterState::ForgetBookings(WorkerId worker) { load_.ForgetWorker(worker); }
 
+bool RouterState::OnKvTransfer(WorkerId decode_worker, double bytes, std::uint32_t lanes,
+                               double seconds) {
+  std::unique_lock lock(mu_);
+  auto it = workers_.find(decode_worker);
+  if (it == workers_.end()) return false;
+  return it->second.link.Observe(bytes, lanes, seconds);
+}
+
+std::optional<LinkLearner> RouterState::Link(WorkerId worker) const {
+  std::shared_lock lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return std::nullopt;
+  return it->second.link;
+}
+
 void RouterState::UpdatePool(WorkerId worker) {
   // Read and applied under the exclusive lock, so two updates of one worker land in order.
   std::unique_lock lock(mu_);
@@ -153,6 +197,9 @@ void RouterState::FillSpec(WorkerId id, const Entry& e, sched::WorkerSnapshot* s
   s->role = e.spec.role;
   s->tier_load_bytes_per_s = e.spec.tier_load_bytes_per_s;
   s->kv_bytes_per_block = e.kv_bytes_per_block;
+  s->tp = e.spec.tp;
+  s->gpus = e.spec.gpus;
+  s->kv_transfer_bytes_per_block = e.kv_transfer_bytes_per_block;
 }
 
 std::pair<std::uint64_t, bool> RouterState::FillState(WorkerId id, const Entry& e, Nanos now,
@@ -182,6 +229,9 @@ std::pair<std::uint64_t, bool> RouterState::FillState(WorkerId id, const Entry& 
   } else {
     s->scraped.reset();
   }
+  // The link bandwidth moves with every observed pull (no version): rewritten at every call.
+  s->kv_link_bytes_per_s = e.link.lane_bytes_per_s();
+  s->kv_link_latency_s = e.link.latency_s();
   // Pooled rates move with every peer's sample: rewritten at every call.
   const bool lent = pools_.Apply(id, s);
   const bool reread = !known_version || *known_version != view.version || (was_lent && !lent);

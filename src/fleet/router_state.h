@@ -17,6 +17,10 @@
 //   KV capacity                                 scraped num_gpu_blocks in our block size,
 //                                               else WorkerSpec, else the profile
 //   KV bytes per block                          profile (KV bytes/token x block size)
+//   tp, gpus, KV transfer bytes per block       WorkerSpec, else the profile (Add)
+//   KV link bandwidth and latency               LinkLearner (owned), seeded from the spec's
+//                                               link, learned from OnKvTransfer; rewritten
+//                                               at every Refresh
 //
 // Booking (one API, one call per event of a routed request, from whoever sees it):
 //   Book          the decision is made (fleet/booking.h computes what to book)
@@ -43,6 +47,7 @@
 
 #include "common/types.h"
 #include "engine/profile.h"
+#include "fleet/link_learner.h"
 #include "fleet/load_tracker.h"
 #include "fleet/peer_pool.h"
 #include "fleet/rate_learner.h"
@@ -148,6 +153,12 @@ class RouterState {
   // Drops every booking on `worker` (it died); later calls for them are ignored. Rates stay.
   void ForgetBookings(WorkerId worker);
 
+  // --- P/D: one finished KV pull into `decode_worker` (bytes over `lanes` NIC lanes, its
+  // observed duration) teaches that worker's link bandwidth. False if unknown or rejected.
+  bool OnKvTransfer(WorkerId decode_worker, double bytes, std::uint32_t lanes, double seconds);
+  // The worker's link learner (a copy); nullopt if unknown.
+  std::optional<LinkLearner> Link(WorkerId worker) const;
+
   // --- Reads for metrics, admin endpoints and reports.
   const LoadTracker& load() const { return load_; }
   const RateLearner& rates() const { return rates_; }
@@ -163,6 +174,8 @@ class RouterState {
     WorkerSpec spec;
     std::optional<std::uint64_t> profile_capacity_blocks;
     std::optional<double> kv_bytes_per_block;
+    std::optional<double> kv_transfer_bytes_per_block;
+    LinkLearner link;  // seedless when the worker has no link
     std::optional<EngineMetrics> metrics;
   };
   // REQUIRES: mu_ held (shared is enough).

@@ -321,3 +321,72 @@ TEST(RouterStateTest, NonPositiveProfileSpeedupIsRejected) {
 
 }  // namespace
 }  // namespace kvroute::fleet
+
+namespace kvroute::fleet {
+namespace {
+
+// P/D inputs (issue 19): TP and GPUs from the profile unless the spec says, the bytes a pull
+// moves per block (MLA latent on every decode rank), the link seeded from the profile's first
+// entry or a named one, overrides, and a learned bandwidth after observed pulls.
+TEST(RouterStateTest, PdSpecFieldsReachTheSnapshot) {
+  RouterState r;
+  WorkerSpec d = Spec("d");
+  d.profile = "kimi-k2.6-mi355x-tp2";
+  d.role = sched::Role::kDecode;
+  ASSERT_TRUE(r.Add(d, seconds(0)).has_value());
+  WorkerSpec p = Spec("p");
+  p.profile = "kimi-k2.6-mi355x-tp4";
+  p.role = sched::Role::kPrefill;
+  p.gpus = 8;  // a node's GPUs, half idle
+  p.link = "roce-100g";
+  ASSERT_TRUE(r.Add(p, seconds(0)).has_value());
+  const auto snap = r.Snapshot(seconds(0), "");
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].role, sched::Role::kDecode);
+  EXPECT_EQ(snap[0].tp, 2u);
+  EXPECT_EQ(snap[0].gpus, 2u);
+  EXPECT_EQ(snap[1].tp, 4u);
+  EXPECT_EQ(snap[1].gpus, 8u);
+  auto profile = engine::LoadProfile("kimi-k2.6-mi355x-tp2");
+  ASSERT_TRUE(profile.has_value());
+  EXPECT_DOUBLE_EQ(*snap[0].kv_link_bytes_per_s, profile->links.front().bandwidth_bytes_per_s);
+  EXPECT_DOUBLE_EQ(snap[0].kv_link_latency_s, profile->links.front().latency_s);
+  EXPECT_DOUBLE_EQ(*snap[1].kv_link_bytes_per_s, 12.0e9);  // the named link
+  EXPECT_EQ(r.Find(1)->spec.link, "roce-100g");
+  EXPECT_EQ(r.Find(0)->spec.link, profile->links.front().name);
+  // MLA: every decode rank pulls the whole latent, so TP4 moves twice TP2's bytes.
+  EXPECT_DOUBLE_EQ(*snap[1].kv_transfer_bytes_per_block, 2 * *snap[0].kv_transfer_bytes_per_block);
+  // Pulls at a quarter of the seed's per-lane bandwidth teach the decode worker's link.
+  const double lane = *snap[0].kv_link_bytes_per_s / 4;
+  for (int i = 0; i < 300; ++i) {
+    EXPECT_TRUE(r.OnKvTransfer(0, 1e9, 2, snap[0].kv_link_latency_s + 1e9 / (2 * lane)));
+  }
+  EXPECT_NEAR(*r.Snapshot(seconds(1), "")[0].kv_link_bytes_per_s, lane, 0.1 * lane);
+  EXPECT_FALSE(r.OnKvTransfer(7, 1e9, 2, 1));  // unknown worker
+}
+
+TEST(RouterStateTest, PdSpecIsValidated) {
+  RouterState r;
+  WorkerSpec bad_gpus = Spec("a");
+  bad_gpus.tp = 4;
+  bad_gpus.gpus = 2;
+  EXPECT_FALSE(r.Add(bad_gpus, seconds(0)).has_value());
+  WorkerSpec unknown_link = Spec("b");
+  unknown_link.link = "carrier-pigeon";
+  EXPECT_FALSE(r.Add(unknown_link, seconds(0)).has_value());
+  WorkerSpec own_link = Spec("c");
+  own_link.link = "carrier-pigeon";
+  own_link.link_bytes_per_s = 1e6;
+  own_link.link_latency_s = 2;
+  own_link.profile_speedup = 10;  // a sped-up sim: 10x the bandwidth, a tenth the latency
+  ASSERT_TRUE(r.Add(own_link, seconds(0)).has_value());
+  const auto snap = r.Snapshot(seconds(0), "");
+  EXPECT_DOUBLE_EQ(*snap[0].kv_link_bytes_per_s, 1e7);
+  EXPECT_DOUBLE_EQ(snap[0].kv_link_latency_s, 0.2);
+  WorkerSpec zero_bw = Spec("d");
+  zero_bw.link_bytes_per_s = 0;
+  EXPECT_FALSE(r.Add(zero_bw, seconds(0)).has_value());
+}
+
+}  // namespace
+}  // namespace kvroute::fleet

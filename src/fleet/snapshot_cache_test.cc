@@ -52,6 +52,11 @@ void ExpectSame(const sched::WorkerSnapshot& a, const sched::WorkerSnapshot& b) 
   EXPECT_EQ(a.tier_load_bytes_per_s, b.tier_load_bytes_per_s);
   EXPECT_EQ(a.kv_bytes_per_block, b.kv_bytes_per_block);
   EXPECT_EQ(a.wait_correction, b.wait_correction);
+  EXPECT_EQ(a.tp, b.tp);
+  EXPECT_EQ(a.gpus, b.gpus);
+  EXPECT_EQ(a.kv_link_bytes_per_s, b.kv_link_bytes_per_s);
+  EXPECT_EQ(a.kv_link_latency_s, b.kv_link_latency_s);
+  EXPECT_EQ(a.kv_transfer_bytes_per_block, b.kv_transfer_bytes_per_block);
 }
 
 void ExpectRefreshEqualsSnapshot(const RouterState& state, SnapshotCache& cache, Nanos now) {
@@ -119,6 +124,11 @@ TEST(SnapshotCacheTest, RefreshEqualsAFreshSnapshotAfterAnySequenceOfEvents) {
       } else {
         state.health().OnSuccess(w, now);
       }
+    } else if (what < 98 && rng() % 3 == 0) {
+      // A finished KV pull: the link's learned bandwidth moves without a load version.
+      const auto w = static_cast<WorkerId>(rng() % workers);
+      state.OnKvTransfer(w, 1e6 * static_cast<double>(1 + rng() % 500), 2,
+                         0.002 + 0.001 * static_cast<double>(rng() % 50));
     } else if (what < 99) {
       const auto w = static_cast<WorkerId>(rng() % workers);
       EngineMetrics m;

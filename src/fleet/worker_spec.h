@@ -1,6 +1,7 @@
 // WorkerSpec: what kvroute is told about a worker before it routes there — identity, models,
 // role, labels, the engine profile its rates are seeded from, its KV block size and
-// capacity, and the bandwidth of each tier it loads cached blocks from. `kvroute serve` builds
+// capacity, the bandwidth of each tier it loads cached blocks from, and for prefill/decode
+// disaggregation its tensor-parallel size, GPUs and the KV link it pulls over. `kvroute serve` builds
 // it from the config file (gateway/config.h); `kvroute simulate` from its fleet (one per
 // simulated engine). fleet::RouterState validates it in Add.
 //
@@ -49,6 +50,21 @@ struct WorkerSpec {
   std::array<std::optional<double>, kNumTiers> tier_load_bytes_per_s{};
   // The drivers' (gateway/kv_feed), like base_url; discovery fills it (etcd, static config).
   KvEventSource kv_events;
+
+  // --- P/D (issue 19). Tensor-parallel ranks: how the worker's KV is laid out for a transfer
+  // (MLA replicates the latent on every rank; a pull uses min(TP_prefill, TP_decode) NIC
+  // lanes, engine/kv_transfer.h). 0: the profile's hardware.num_gpus.
+  std::uint32_t tp = 0;
+  // GPUs the worker occupies (per-GPU normalisation of results); 0: tp. >= tp.
+  std::uint32_t gpus = 0;
+  // The link remote KV arrives over when this worker decodes a split request: one of the
+  // profile's `links` by name (empty: the profile's first), per lane. `link_bytes_per_s` and
+  // `link_latency_s` replace the profile link's figures (a link the profile does not list
+  // needs the bandwidth). No link at all: the worker takes no decode legs. Add() scales the
+  // bandwidth by profile_speedup and divides the latency by it, as the seed rates.
+  std::string link;
+  std::optional<double> link_bytes_per_s;
+  std::optional<double> link_latency_s;
 };
 
 struct WorkerInfo {

@@ -84,7 +84,7 @@ struct WorkerSnapshot {
   std::vector<std::string> models;  // served model names (LoRA adapters included)
   bool healthy = true;
   bool draining = false;
-  Role role = Role::kMixed;  // P/D split later; today only filtered on
+  Role role = Role::kMixed;  // which legs of a split request it takes (sched/pd_decision.h)
 
   // Router-side load: what kvroute itself has routed there and not yet seen finish.
   std::uint32_t inflight_requests = 0;
@@ -109,6 +109,17 @@ struct WorkerSnapshot {
   // (the GPU entry is unused). Missing: the worker cannot load from that tier.
   std::array<std::optional<double>, kNumTiers> tier_load_bytes_per_s{};
   std::optional<double> kv_bytes_per_block;  // bytes of one KV block, all layers
+
+  // P/D (issue 19; sched/pd_decision.h). Tensor-parallel ranks and GPUs of the engine.
+  std::uint32_t tp = 1;
+  std::uint32_t gpus = 1;
+  // The link a decode leg here pulls its KV over, per NIC lane, bytes/s: learned from
+  // observed pulls, seeded from the link spec (fleet::LinkLearner). Absent: no decode legs.
+  std::optional<double> kv_link_bytes_per_s;
+  double kv_link_latency_s = 0;  // per pull, seconds
+  // Bytes one KV block moves when this worker pulls it as a decode engine (all its ranks:
+  // engine::KvTransferBytesPerToken × block size).
+  std::optional<double> kv_transfer_bytes_per_block;
 
   // Router-side calibration of the queue-dependent part of predicted TTFT (queue, decode
   // interference, KV wait), learned by the caller from measured against predicted TTFT and

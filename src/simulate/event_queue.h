@@ -23,6 +23,7 @@ enum class EventKind : std::uint8_t {
   kKvDelivery,   // a = batch slot, b = worker epoch
   kScrape,       // periodic metrics scrape of every worker
   kFleetChange,  // a = index into the fleet schedule
+  kWake,         // a = worker, b = worker epoch: its engine's NextTimedEvent (P/D)
 };
 
 struct Event {

@@ -201,13 +201,22 @@ std::expected<Fleet, std::string> ParseFleetYaml(std::string_view yaml, const Wo
       const YAML::Node& e = entries[i];
       if (!e.IsMap()) return std::unexpected(path + ": expected a map");
       int count = 1;
-      std::string profile;
+      std::string profile, role = "mixed", link;
+      std::uint32_t tp = 0, gpus = 0;
       for (const auto& kv : e) {
         const auto key = kv.first.as<std::string>();
         if (key == "count") {
           count = kv.second.as<int>();
         } else if (key == "profile") {
           profile = kv.second.as<std::string>();
+        } else if (key == "role") {
+          role = kv.second.as<std::string>();
+        } else if (key == "link") {
+          link = kv.second.as<std::string>();
+        } else if (key == "tp") {
+          tp = kv.second.as<std::uint32_t>();
+        } else if (key == "gpus") {
+          gpus = kv.second.as<std::uint32_t>();
         } else if (key != "engine") {
           return std::unexpected(path + "." + key + ": unknown key");
         }
@@ -215,6 +224,33 @@ std::expected<Fleet, std::string> ParseFleetYaml(std::string_view yaml, const Wo
       if (count <= 0) return std::unexpected(path + ".count: must be > 0");
       auto spec = SpecWithProfile(base, profile);
       if (!spec) return std::unexpected(path + ".profile: " + spec.error());
+      if (role == "mixed") {
+        spec->role = sched::Role::kMixed;
+      } else if (role == "prefill") {
+        spec->role = sched::Role::kPrefill;
+      } else if (role == "decode") {
+        spec->role = sched::Role::kDecode;
+      } else {
+        return std::unexpected(path + ".role: '" + role + "' is not one of mixed, prefill, decode");
+      }
+      // The engine model's TP is its profile's: a different tp would describe another engine.
+      if (tp != 0 && tp != spec->profile.hardware.num_gpus) {
+        return std::unexpected(path + ".tp: " + std::to_string(tp) + " but profile " +
+                               spec->profile.name + " is TP" +
+                               std::to_string(spec->profile.hardware.num_gpus));
+      }
+      if (gpus != 0 && gpus < spec->profile.hardware.num_gpus) {
+        return std::unexpected(path + ".gpus: must be >= tp");
+      }
+      spec->gpus = gpus;
+      if (!link.empty()) {
+        if (spec->profile.FindLink(link) == nullptr) {
+          return std::unexpected(path + ".link: '" + link + "' is not a link of profile " +
+                                 spec->profile.name);
+        }
+        spec->config.kv_link = engine::LinkSpec{};
+        spec->config.kv_link.name = link;
+      }
       if (auto ok = ApplyEngineNode(e["engine"], path + ".engine", &spec->config); !ok) {
         return std::unexpected(ok.error());
       }

@@ -5,7 +5,9 @@
 //   flags   --workers N --profile P (a homogeneous fleet), and schedule entries
 //           --fail "t=120s,worker=3"  --restart "t=200s,worker=3"  --add
 //           "t=300s,count=8[,profile=P]"
-//   YAML    fleet:   [{count: 4, profile: qwen3-32b-tp2-h100,
+//   YAML    fleet:   [{count: 4, profile: qwen3-32b-tp2-h100, role: mixed|prefill|decode,
+//                      link: rdma-400g (one of the profile's links), tp: 2 (must be the
+//                      profile's hardware.num_gpus), gpus: 2 (>= tp; default tp),
 //                      engine: {max_num_seqs, max_num_batched_tokens, num_gpu_blocks,
 //                               num_cpu_blocks, block_size, enable_chunked_prefill,
 //                               enable_prefix_caching}}, ...]
@@ -27,13 +29,16 @@
 #include "common/types.h"
 #include "engine/engine.h"
 #include "engine/profile.h"
+#include "sched/types.h"
 
 namespace kvroute::simulate {
 
 // One worker's model server: a profile and the engine settings it runs with.
 struct WorkerSpec {
   engine::Profile profile;
-  engine::EngineConfig config;
+  engine::EngineConfig config;  // config.kv_link.name: the YAML's `link`
+  sched::Role role = sched::Role::kMixed;
+  std::uint32_t gpus = 0;  // 0: the profile's num_gpus
 };
 
 struct FleetChange {

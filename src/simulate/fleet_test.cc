@@ -37,6 +37,38 @@ TEST(FleetTest, BadFlagsSayWhatIsWrong) {
   EXPECT_NE(unknown.error().find("'x'"), std::string::npos);
 }
 
+// P/D fleets (issue 19): role, link, tp and gpus per entry; the engine's TP is its profile's.
+TEST(FleetTest, YamlCarriesRolesLinksTpAndGpus) {
+  auto f = ParseFleetYaml(R"(
+fleet:
+  - {count: 1, profile: kimi-k2.6-mi355x-tp4, role: prefill, tp: 4, gpus: 8, link: roce-100g}
+  - {count: 2, profile: kimi-k2.6-mi355x-tp2, role: decode}
+)",
+                          Base());
+  ASSERT_TRUE(f.has_value()) << f.error();
+  ASSERT_EQ(f->workers.size(), 3u);
+  EXPECT_EQ(f->workers[0].role, sched::Role::kPrefill);
+  EXPECT_EQ(f->workers[0].gpus, 8u);
+  EXPECT_EQ(f->workers[0].config.kv_link.name, "roce-100g");
+  EXPECT_EQ(f->workers[1].role, sched::Role::kDecode);
+  EXPECT_EQ(f->workers[1].gpus, 0u);              // the profile's
+  EXPECT_EQ(f->workers[1].config.kv_link.name, "");  // the profile's first link
+  auto base = ParseFleetYaml("fleet: [{count: 1}]", Base());
+  ASSERT_TRUE(base.has_value());
+  EXPECT_EQ(base->workers[0].role, sched::Role::kMixed);
+}
+
+TEST(FleetTest, YamlPdKeysAreValidated) {
+  for (const char* bad : {"fleet: [{role: router}]", "fleet: [{tp: 3}]", "fleet: [{gpus: 1}]",
+                          "fleet: [{link: carrier-pigeon}]"}) {
+    auto f = ParseFleetYaml(bad, Base());  // the base profile is TP2
+    EXPECT_FALSE(f.has_value()) << bad;
+    if (!f) {
+      EXPECT_NE(f.error().find("fleet[0]."), std::string::npos) << f.error();
+    }
+  }
+}
+
 TEST(FleetTest, YamlBuildsHeterogeneousFleetAndSchedule) {
   auto f = ParseFleetYaml(R"(
 fleet:

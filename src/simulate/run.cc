@@ -1,5 +1,6 @@
 #include "simulate/run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -81,6 +82,25 @@ std::expected<RunOutput, std::string> RunSimulation(
   SimOptions base;
   base.fleet = std::move(*fleet);
   base.policy = *policy;
+  const bool has_prefill_worker =
+      std::any_of(base.fleet.workers.begin(), base.fleet.workers.end(),
+                  [](const WorkerSpec& w) { return w.role == sched::Role::kPrefill; });
+  if (!f.pd_rule.empty() || has_prefill_worker) {
+    const std::string rule_name = f.pd_rule.empty() ? "cost" : f.pd_rule;
+    auto rule = sched::ParsePdRule(rule_name);
+    if (!rule) {
+      return fail("--pd-rule: '" + rule_name + "' is not one of cost, dynamo_token_cap, llmd_non_cached");
+    }
+    sched::PdOptions pd;
+    pd.rule = *rule;
+    pd.token_cap = f.pd_token_cap;
+    pd.non_cached_tokens = f.pd_non_cached_tokens;
+    if (f.pd_itl_slo_s < 0) return fail("--pd-itl-slo must be >= 0");
+    if (f.pd_itl_slo_s > 0) pd.itl_slo_s = f.pd_itl_slo_s;
+    if (!(f.pd_stall >= 0)) return fail("--pd-stall must be >= 0");
+    pd.slowdown.stall = f.pd_stall;
+    base.pd = pd;
+  }
   base.seed = f.seed;
   base.max_requests = f.max_requests;
   base.predicted_overlay = !f.no_overlay;
@@ -170,6 +190,16 @@ std::expected<RunOutput, std::string> RunSimulation(
   if (f.max_model_len > 0) {
     report.config.push_back({"max_model_len", static_cast<double>(f.max_model_len)});
   }
+  if (base.pd) {  // only P/D runs name it: aggregated runs' files stay as they were
+    report.config.push_back({"pd_rule", std::string(sched::PdRuleName(base.pd->rule))});
+    report.config.push_back({"pd_stall", base.pd->slowdown.stall});
+    if (base.pd->rule == sched::PdRule::kTokenCap) {
+      report.config.push_back({"pd_token_cap", static_cast<double>(base.pd->token_cap)});
+    } else if (base.pd->rule == sched::PdRule::kNonCachedTokens) {
+      report.config.push_back(
+          {"pd_non_cached_tokens", static_cast<double>(base.pd->non_cached_tokens)});
+    }
+  }
   const auto append = [&](std::vector<workload::ConfigEntry> entries) {
     report.config.insert(report.config.end(), entries.begin(), entries.end());
   };
@@ -198,6 +228,8 @@ std::expected<RunOutput, std::string> RunSimulation(
     log(RunLine(extras.back(), n));
     const std::string calibration = CalibrationLine(report.levels.back(), extras.back());
     if (!calibration.empty()) log(calibration);
+    const std::string pd = PdLine(report.levels.back(), extras.back());
+    if (!pd.empty()) log(pd);
   }
   return RunOutput{std::move(report), std::move(extras)};
 }

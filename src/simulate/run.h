@@ -36,6 +36,14 @@ struct RunOptions {
   std::string event_delay = "0", scrape_interval = "1s", predicted_ttl = "5s";
   std::string router_delay = "0", router_delay_per_1k = "0";
   bool no_overlay = false;
+  // P/D orchestration (SimOptions::pd): empty = off (the policy places every request);
+  // "cost", "dynamo_token_cap" or "llmd_non_cached" (sched/pd_decision.h). Also on, as
+  // "cost", for a fleet with a prefill worker when empty.
+  std::string pd_rule;
+  std::uint64_t pd_token_cap = 5000;
+  std::uint64_t pd_non_cached_tokens = 0;
+  double pd_itl_slo_s = 0;  // 0: none
+  double pd_stall = 0.1;    // sched::SlowdownTerms::stall of the P/D decision
   // Workload.
   std::string workload = "agentic";
   workload::AgenticOptions agentic = DefaultAgenticShape();  // fits the default profile

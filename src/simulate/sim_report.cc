@@ -36,6 +36,8 @@ SimLevelExtras AppendLevel(SimResult result, const std::string& name, workload::
   x.steps = result.steps;
   x.rejected = result.rejected;
   x.first_rejection = std::move(result.first_rejection);
+  x.pd = std::move(result.pd);
+  x.pins_expired = result.pins_expired;
   result.level.name = name;
   report->levels.push_back(std::move(result.level));
   return x;
@@ -101,6 +103,37 @@ std::string RunLine(const SimLevelExtras& l, std::size_t requests) {
       "%llu engine steps",
       l.level.c_str(), requests, l.virtual_s, l.wall_s, l.wall_s > 0 ? l.virtual_s / l.wall_s : 0.0,
       static_cast<unsigned long long>(l.events), static_cast<unsigned long long>(l.steps));
+  return buf;
+}
+
+std::string PdLine(const workload::LevelResult& level, const SimLevelExtras& extras) {
+  if (extras.pd.empty()) return "";
+  std::vector<double> bytes, seconds, share;
+  std::size_t split = 0, served = 0;
+  for (const PdRecord& p : extras.pd) {
+    if (p.request >= level.requests.size() || !level.requests[p.request].result.ok) continue;
+    ++served;
+    if (!p.split) continue;
+    ++split;
+    if (!p.transferred) continue;
+    bytes.push_back(p.transfer_bytes);
+    seconds.push_back(p.transfer_s);
+    const double ttft = level.requests[p.request].result.ttft_s;
+    if (ttft > 0) share.push_back(p.transfer_s / ttft);
+  }
+  const auto q = [](std::vector<double>& v, double p) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+  };
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "level %s: P/D split %zu of %zu served requests; transfer per split request: "
+                "%.1f MB p50 / %.1f MB p99, %.2f ms p50 / %.2f ms p99, %.2f %% p50 / %.2f %% p99 "
+                "of its TTFT; pins expired %llu",
+                extras.level.c_str(), split, served, q(bytes, 0.5) / 1e6, q(bytes, 0.99) / 1e6,
+                q(seconds, 0.5) * 1e3, q(seconds, 0.99) * 1e3, q(share, 0.5) * 100,
+                q(share, 0.99) * 100, static_cast<unsigned long long>(extras.pins_expired));
   return buf;
 }
 

@@ -6,89 +6,10 @@
 #include <cstdio>
 
 #include "fleet/booking.h"
-#include "fleet/router_state.h"
-#include "kv/index/approx_predicted.h"
-#include "kv/index/index.h"
-#include "kv/index/index_overlay.h"
-#include "simulate/event_queue.h"
+#include "simulate/simulator_impl.h"
 
 namespace kvroute::simulate {
 namespace {
-
-// Arrival event operand bits.
-constexpr std::uint64_t kFromNext = 1;  // pulled from Workload::Next
-constexpr std::uint64_t kRouted = 2;    // sent earlier; now past the router delay: route it
-
-struct WorkerState {
-  WorkerSpec spec;
-  std::unique_ptr<engine::Engine> engine;
-  bool alive = false;
-  std::uint64_t epoch = 0;  // bumped on failure: stale step ends and deliveries are dropped
-  bool stepping = false;
-  engine::StepResult pending;  // the step in flight, visible at its end
-  engine::EngineStats past;    // counters of earlier lives
-  std::uint64_t routed = 0;
-  std::uint32_t restarts = 0;
-};
-
-// The router state as kvroute serve configures it, except that each worker's CPU-tier
-// bandwidth is its engine's own (none without a CPU tier), not the gateway's default.
-fleet::RouterStateOptions SimRouterOptions() {
-  fleet::RouterStateOptions o;
-  o.default_cpu_tier_bandwidth = false;
-  return o;
-}
-
-struct LiveRequest {
-  bool active = false;
-  SimRequest request;
-  WorkerId worker = 0;
-  Nanos arrival{0};
-  Nanos last_token{0};
-  bool first_token_seen = false;
-  std::vector<TokenId> output;  // only when the workload wants it
-};
-
-// In-flight requests by id. Ids are dense (arrival order), so a vector beats a hash map here
-// (one lookup per token); finished rows are reset, which frees their vectors.
-class LiveTable {
- public:
-  LiveRequest* Find(std::uint64_t id) {
-    return id < rows_.size() && rows_[id].active ? &rows_[id] : nullptr;
-  }
-  void Insert(std::uint64_t id, LiveRequest lr) {
-    if (rows_.size() <= id) rows_.resize(id + 1);
-    lr.active = true;
-    rows_[id] = std::move(lr);
-    ++size_;
-  }
-  // REQUIRES: Find(id) != nullptr.
-  LiveRequest Take(std::uint64_t id) {
-    LiveRequest lr = std::move(rows_[id]);
-    rows_[id] = LiveRequest{};
-    --size_;
-    return lr;
-  }
-  // Ids of the in-flight requests on `worker`, ascending.
-  std::vector<std::uint64_t> OnWorker(WorkerId worker) const {
-    std::vector<std::uint64_t> ids;
-    for (std::uint64_t id = 0; id < rows_.size(); ++id) {
-      if (rows_[id].active && rows_[id].worker == worker) ids.push_back(id);
-    }
-    return ids;
-  }
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-
- private:
-  std::vector<LiveRequest> rows_;
-  std::size_t size_ = 0;
-};
-
-struct KvDelivery {
-  WorkerId worker = 0;
-  std::vector<kv::KvEvent> events;
-};
 
 void AddCounters(const engine::EngineStats& from, engine::EngineStats* to) {
   to->prefix_cache_queries += from.prefix_cache_queries;
@@ -100,66 +21,6 @@ void AddCounters(const engine::EngineStats& from, engine::EngineStats* to) {
 }
 
 }  // namespace
-
-struct Simulator::Impl {
-  Impl(SimOptions o, std::unique_ptr<Workload> w)
-      : options(std::move(o)),
-        workload(std::move(w)),
-        keyer(options.fleet.workers.empty() ? kv::kDefaultBlockSize
-                                            : options.fleet.workers.front().config.block_size),
-        index(keyer),
-        predicted(kv::PredictedOptions{options.predicted_ttl, 1 << 16}),
-        policy_state(options.seed),
-        router(SimRouterOptions()) {}
-
-  std::expected<SimResult, std::string> Run();
-  std::expected<void, std::string> AddWorker(const WorkerSpec& spec, Nanos now);
-  void StartWorker(WorkerId w);
-  void StartStep(WorkerId w, Nanos now);
-  void OnStepEnd(WorkerId w, Nanos now);
-  // `routed`: the router delay has passed (the request was sent at its Arrival::at).
-  std::expected<void, std::string> OnArrival(std::uint32_t slot, bool from_next, bool routed,
-                                             Nanos now);
-  Nanos RouterDelay(const SimRequest& r) const {
-    return options.router_delay + Nanos(options.router_delay_per_1k_tokens.count() *
-                                        static_cast<Nanos::rep>(r.prompt.size()) / 1000);
-  }
-  void Finish(std::uint64_t id, bool ok, const char* error_kind, Nanos now);
-  void FailWorker(WorkerId w, Nanos now);
-  void RestartWorker(WorkerId w, Nanos now);
-  void Scrape(Nanos now);
-  void Schedule(std::optional<Arrival> a, bool from_next);
-  void PullNext();
-  void Progress(Nanos now, bool final_line);
-  bool NeedsScrape() const { return (inputs & sched::kScrapedMetrics) != 0; }
-
-  SimOptions options;
-  std::unique_ptr<Workload> workload;
-  kv::BlockKeyer keyer;
-  kv::KvIndex index;
-  kv::PredictedBlocks predicted;
-  sched::PolicyState policy_state;
-  sched::Inputs inputs = sched::kNoInputs;
-  EventQueue queue;
-  // The router's knowledge of the workers (load, rates, health, scrapes): the same object
-  // kvroute serve keeps; `snapshots` is what each decision reads, refreshed in place.
-  fleet::RouterState router;
-  fleet::SnapshotCache snapshots;
-  std::vector<WorkerState> workers;
-  LiveTable live;
-  std::vector<Arrival> arrival_slots;
-  std::vector<std::uint32_t> free_arrival_slots;
-  std::vector<KvDelivery> delivery_slots;
-  std::vector<std::uint32_t> free_delivery_slots;
-  std::size_t pending_arrivals = 0;
-  int admitted = 0;  // arrivals accepted under the bounds
-  SimResult result;
-  Nanos first_arrival{-1};
-  Nanos last_done{0};
-  std::chrono::steady_clock::time_point wall_start;
-  std::chrono::steady_clock::time_point last_progress;
-  std::vector<kv::BlockKey> keys;  // scratch
-};
 
 std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& spec, Nanos now) {
   const auto w = static_cast<WorkerId>(workers.size());
@@ -177,6 +38,14 @@ std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& sp
   fs.profile = spec.profile.name;
   fs.block_size = keyer.block_size();
   fs.kv_capacity_blocks = static_cast<std::uint64_t>(c.num_gpu_blocks_override);
+  // P/D: the role, GPUs and the link the engine pulls remote KV over (its resolved kv_link).
+  fs.role = spec.role;
+  fs.gpus = spec.gpus;
+  if (c.kv_link.bandwidth_bytes_per_s > 0) {
+    fs.link = c.kv_link.name;
+    fs.link_bytes_per_s = c.kv_link.bandwidth_bytes_per_s;
+    fs.link_latency_s = c.kv_link.latency_s;
+  }
   if (c.num_cpu_blocks > 0) {
     fs.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = c.cpu_to_gpu_bandwidth_bytes_per_s;
   }
@@ -196,9 +65,13 @@ void Simulator::Impl::StartWorker(WorkerId w) {
   router.health().SetDown(w, false);  // a restart; a new worker is not in the table yet
 }
 
-void Simulator::Impl::StartStep(WorkerId w, Nanos now) {
+void Simulator::Impl::StartStep(WorkerId w, Nanos now, bool force) {
   WorkerState& ws = workers[w];
-  if (!ws.alive || ws.stepping || !ws.engine->HasWork()) return;
+  if (!ws.alive || ws.stepping) return;
+  if (!force && !ws.engine->HasWork()) {
+    ArmWake(w, now);  // only remote KV or pins wait (P/D): wake at their time
+    return;
+  }
   if (options.full_trace) {
     ws.pending = ws.engine->Step(now);
   } else {
@@ -206,9 +79,12 @@ void Simulator::Impl::StartStep(WorkerId w, Nanos now) {
   }
   ++result.steps;
   const auto& p = ws.pending;
+  // Pulls that finished and pins that expired by the step's start are known now.
+  if (!p.kv_transfers_done.empty() || !p.pins_expired.empty()) OnTimedResults(w, p, now);
   if (p.duration.count() == 0 && p.tokens.empty() && p.kv_events.empty() &&
       p.finished_without_token.empty()) {
-    return;  // nothing could run (the engine waits for memory it will never get)
+    ArmWake(w, now);
+    return;  // nothing could run (the engine waits for memory it will never get, or KV)
   }
   ws.stepping = true;
   queue.Push(now + p.duration, EventKind::kStepEnd, w, ws.epoch);
@@ -222,14 +98,19 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
   const bool keep_output = workload->wants_output();
   for (const engine::TokenEvent& t : r.tokens) {
     std::uint64_t id = 0;
-    std::from_chars(t.request_id.data(), t.request_id.data() + t.request_id.size(), id);
+    const char* end = t.request_id.data() + t.request_id.size();
+    if (std::from_chars(t.request_id.data(), end, id).ptr != end) {
+      OnPrefillLegToken(w, id, t, now);  // "<id>p": a split request's prefill leg
+      continue;
+    }
     LiveRequest* found = live.Find(id);
     if (found == nullptr) continue;
     LiveRequest& lr = *found;
     workload::RequestResult& rec = result.level.requests[id].result;
     if (t.is_first) {
       rec.ttft_s = ToSeconds(now - lr.arrival);
-      rec.cached_tokens = t.cached_tokens;
+      // A decode leg reports the prefill leg's cached tokens (llm-d's usage merge).
+      rec.cached_tokens = lr.split ? lr.prefill_cached_tokens : t.cached_tokens;
       lr.first_token_seen = true;
       router.OnFirstToken(id, now);
     } else {
@@ -273,6 +154,7 @@ void Simulator::Impl::Finish(std::uint64_t id, bool ok, const char* error_kind, 
   if (live.Find(id) == nullptr) return;
   LiveRequest lr = live.Take(id);
   router.OnDone(id, now, ok);
+  if (lr.prefill_leg_open) router.OnDone(id | kPrefillLegBit, now, false);
   workload::RequestResult& rec = result.level.requests[id].result;
   rec.ok = ok;
   rec.error_kind = ok ? "" : error_kind;
@@ -363,6 +245,13 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
     }
   }
   router.Refresh(now, &snapshots);  // re-reads only the workers that changed
+  if (options.pd) {
+    DecisionRecord pd_record;
+    pd_record.request = id;
+    pd_record.at_s = ToSeconds(now);
+    pd_record.prompt_tokens = profile.prompt_tokens;
+    return RoutePd(id, std::move(a), profile, pd_record, sent, now);
+  }
   const std::vector<sched::WorkerSnapshot>& rows = snapshots.workers();
   auto decision = options.policy->Decide(
       profile, rows, policy_state,
@@ -442,6 +331,7 @@ void Simulator::Impl::FailWorker(WorkerId w, Nanos now) {
   ws.alive = false;
   ws.stepping = false;
   ws.pending = {};
+  ws.wake_at.reset();
   ++ws.epoch;
   router.ForgetBookings(w);
   router.health().SetDown(w, true);  // the gateway's health checker would eject it
@@ -485,11 +375,13 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
   SortChanges(&options.fleet);
   if (auto ok = ValidateFleet(options.fleet); !ok) return std::unexpected(ok.error());
   inputs = options.policy->RequiredInputs();
+  // The P/D decision reads the cost model's every input (DecidePd, not the policy).
+  if (options.pd) inputs = sched::kCacheView | sched::kRouterLoad | sched::kScrapedMetrics | sched::kRates;
   wall_start = std::chrono::steady_clock::now();
   last_progress = wall_start;
   for (const WorkerSpec& spec : options.fleet.workers) {
     if (auto ok = AddWorker(spec, Nanos(0)); !ok) return std::unexpected(ok.error());
-    result.gpus += static_cast<int>(spec.profile.hardware.num_gpus);
+    result.gpus += static_cast<int>(spec.gpus > 0 ? spec.gpus : spec.profile.hardware.num_gpus);
   }
   for (std::size_t i = 0; i < options.fleet.changes.size(); ++i) {
     queue.Push(options.fleet.changes[i].at, EventKind::kFleetChange, static_cast<std::uint32_t>(i));
@@ -522,6 +414,12 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
         if (workers[d.worker].alive && workers[d.worker].epoch == e.b) {
           for (const kv::KvEvent& ev : d.events) index.ApplyEvent(d.worker, ev);
         }
+        break;
+      }
+      case EventKind::kWake: {
+        WorkerState& ws = workers[e.a];
+        if (ws.wake_at && *ws.wake_at == now) ws.wake_at.reset();
+        if (ws.alive && ws.epoch == e.b) StartStep(e.a, now, /*force=*/true);
         break;
       }
       case EventKind::kScrape:
@@ -558,8 +456,9 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
     WorkerReport rep;
     rep.id = static_cast<WorkerId>(w);
     rep.profile = ws.spec.profile.name;
+    rep.role = ws.spec.role;
     rep.alive = ws.alive;
-    rep.gpus = static_cast<int>(ws.spec.profile.hardware.num_gpus);
+    rep.gpus = static_cast<int>(ws.spec.gpus > 0 ? ws.spec.gpus : ws.spec.profile.hardware.num_gpus);
     rep.routed = ws.routed;
     rep.restarts = ws.restarts;
     rep.stats = ws.alive ? ws.engine->Stats() : engine::EngineStats{};

@@ -35,6 +35,7 @@
 
 #include "workload/report.h"
 #include "engine/engine.h"
+#include "sched/pd_decision.h"
 #include "sched/policy.h"
 #include "simulate/fleet.h"
 #include "simulate/workload.h"
@@ -73,6 +74,11 @@ struct SimOptions {
   // the chosen worker's trace is recorded and step results are reused: same results, a
   // fraction of the CPU at 1,000 workers.
   bool full_trace = false;
+  // Prefill/decode orchestration (issue 19): when set, each arrival is placed by
+  // sched::DecidePd (aggregated on W, or a prefill leg on P then a decode leg on D pulling
+  // P's pinned blocks) instead of the policy; the policy is unused. Unset: the policy decides
+  // and no request is split (aggregated fleets run exactly as before).
+  std::optional<sched::PdOptions> pd;
   // Test hook: called after each step end is processed (its tokens visible, its KV events
   // applied when the delay is 0).
   std::function<void(WorkerId, Nanos)> on_step_end;
@@ -93,11 +99,25 @@ struct DecisionRecord {
 struct WorkerReport {
   WorkerId id = 0;
   std::string profile;
+  sched::Role role = sched::Role::kMixed;
   bool alive = true;
   int gpus = 1;
   std::uint64_t routed = 0;  // requests routed here
   std::uint32_t restarts = 0;
   engine::EngineStats stats;  // summed over the worker's lives (counters), last life (gauges)
+};
+
+// One request's P/D placement (SimOptions::pd runs only).
+struct PdRecord {
+  std::uint64_t request = 0;
+  bool split = false;
+  WorkerId prefill = 0;  // == decode when not split
+  WorkerId decode = 0;
+  std::uint32_t transfer_blocks = 0;  // what the decode engine pulled (its KvTransferDone)
+  double transfer_bytes = 0;
+  double transfer_s = 0;   // the modelled pull, link sharing included
+  double predicted_transfer_s = 0;
+  bool transferred = false;  // the pull finished
 };
 
 struct SimResult {
@@ -114,6 +134,10 @@ struct SimResult {
   // run that fails them can say why.
   std::uint64_t rejected = 0;
   std::string first_rejection;
+  // P/D (SimOptions::pd): one record per routed request, request order; pinned prefills the
+  // prefill engines freed at their timeout (no decoder read them).
+  std::vector<PdRecord> pd;
+  std::uint64_t pins_expired = 0;
 };
 
 class Simulator {
