@@ -26,7 +26,9 @@
 #include "kv/index.h"
 #include "net/http_server.h"
 #include "net/lane_pool.h"
+#include "engine/engine.h"
 #include "sched/registry.h"
+#include "sched/tier_pricing.h"
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -322,6 +324,13 @@ std::expected<void, std::string> Gateway::Start() {
     if (w.cpu_load_bytes_per_s > 0) {
       spec.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kCpu)] = w.cpu_load_bytes_per_s;
     }
+    if (c.kv_store) {
+      // The shared store's blocks load at the store's bandwidth, the same on every worker.
+      spec.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kShared)] =
+          c.kv_store->load_bytes_per_s > 0
+              ? c.kv_store->load_bytes_per_s
+              : engine::EngineConfig{}.shared.read_bytes_per_s * w.profile_speedup;
+    }
     std::optional<KvEventSpec> kv_events;  // the feed's, not the router state's
     if (!w.kv_events.endpoint.empty()) {
       kv_events = KvEventSpec{w.kv_events.endpoint, w.kv_events.replay_endpoint, w.kv_events.topic};
@@ -336,6 +345,17 @@ std::expected<void, std::string> Gateway::Start() {
       if (!ok)
         return std::unexpected("workers[" + std::to_string(i) + "].kv_events: " + ok.error());
     }
+  }
+
+  if (p.feed && c.kv_store) {
+    // The shared store publishes like an engine; the index holds its blocks once, under an id
+    // no worker has, and the request path credits them to every worker (sched/tier_pricing.h).
+    const KvEventsConfig& e = c.kv_store->kv_events;
+    auto ok = p.feed->AddWorker(sched::kSharedStoreWorker,
+                                KvEventSpec{e.endpoint, e.replay_endpoint, e.topic},
+                                c.kv_store->host);
+    if (!ok) return std::unexpected("kv_store.kv_events: " + ok.error());
+    spdlog::info("shared KV store: events from {}", e.endpoint);
   }
 
   fleet::RouterState* router_state = p.router_state.get();
