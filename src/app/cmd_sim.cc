@@ -161,6 +161,22 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--num-cpu-blocks", c->num_cpu_blocks, "KV blocks of the CPU tier; 0 = none")
       ->capture_default_str();
+  cmd->add_option("--num-disk-blocks", c->num_disk_blocks,
+                  "KV blocks of the local disk tier (below the CPU tier); 0 = none")
+      ->capture_default_str();
+  cmd->add_option("--disk-read-bandwidth", c->disk_read_bandwidth,
+                  "Disk tier read bytes/s; 0 = the engine model's 6.5e9 (PCIe 4 NVMe)");
+  cmd->add_option("--disk-write-bandwidth", c->disk_write_bandwidth,
+                  "Disk tier write bytes/s (offloads queued past 1 s are dropped); 0 = 3.5e9");
+  cmd->add_option("--disk-latency", c->disk_latency_s,
+                  "Seconds per disk load; negative = the engine model's 100e-6");
+  cmd->add_option("--kv-store", c->kv_store,
+                  "HOST:PORT of a `kvroute store`: the cluster's shared KV tier (every computed "
+                  "block is written through; a prefix no local tier holds is looked up there)");
+  cmd->add_option("--kv-store-bandwidth", c->kv_store_bandwidth,
+                  "Bytes/s loading from the store; 0 = the engine model's 12.5e9 (100 Gb/s)");
+  cmd->add_option("--kv-store-latency", c->kv_store_latency_s,
+                  "Seconds per store load; negative = the engine model's 1e-3");
   cmd->add_option("--max-model-len", c->max_model_len, "Context length; 0 = the profile's")
       ->capture_default_str();
   cmd->add_option("--seed", c->seed, "Output seed for requests without one")->capture_default_str();

@@ -102,6 +102,16 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--num-cpu-blocks", f.num_cpu_blocks, "CPU-tier KV blocks per worker (0: none)")
       ->capture_default_str();
+  cmd->add_option("--num-disk-blocks", f.num_disk_blocks,
+                  "Local disk-tier KV blocks per worker, below the CPU tier (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-gb", f.kv_store_gb,
+                  "Capacity in GB of the cluster's shared KV store (`kvroute store`, in virtual "
+                  "time): every worker writes through to it and loads from it (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-ttl", f.kv_store_ttl,
+                  "Idle time after which the store deletes a block, e.g. 10m (0: never)")
+      ->capture_default_str();
   cmd->add_option("--max-model-len", f.max_model_len,
                   "Context length of every worker, as `kvroute sim --max-model-len` (0: the "
                   "profile's; Infera's agentic shape needs 131072)")

@@ -22,5 +22,6 @@ void AddGatewayConfigFlags(CLI::App* cmd, std::string* config_path,
                            gateway::ConfigOverrides* overrides);
 void RegisterSimulateCommand(CLI::App& app, int* exit_code);
 void RegisterDemoCommand(CLI::App& app, int* exit_code);
+void RegisterStoreCommand(CLI::App& app, int* exit_code);
 
 }  // namespace kvroute::app

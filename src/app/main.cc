@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   kvroute::app::RegisterConfigCommand(app, &exit_code);
   kvroute::app::RegisterSimulateCommand(app, &exit_code);
   kvroute::app::RegisterDemoCommand(app, &exit_code);
+  kvroute::app::RegisterStoreCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -19,7 +19,7 @@ std::uint32_t KeyHash(kv::BlockKey key) {
 
 }  // namespace
 
-BlockPool::BlockPool(std::int64_t num_blocks, std::uint32_t block_size, CpuTier* cpu_tier)
+BlockPool::BlockPool(std::int64_t num_blocks, std::uint32_t block_size, LruTier* cpu_tier)
     : block_size_(block_size), cpu_tier_(cpu_tier), blocks_(num_blocks < 0 ? 0 : num_blocks) {
   for (BlockId id = 0; id < static_cast<BlockId>(blocks_.size()); ++id) PushBack(id);
   // At most half full: every cached key is a distinct block.
@@ -112,6 +112,7 @@ void BlockPool::Evict(BlockId id, std::vector<kv::KvEvent>* events) {
   EraseKey(b.meta.key);
   b.cached = false;
   b.meta = BlockMeta{};
+  ++num_evicted_;
 }
 
 void BlockPool::ClearCache() {

@@ -18,7 +18,7 @@
 // simulation evicts and caches a block per computed block once the caches are full, and a
 // node-based map there cost a hash division and a pointer chase per call.
 //
-// Ownership: owns block metadata; the CpuTier (optional) is owned by the caller and must
+// Ownership: owns block metadata; the offload LruTier (optional) is owned by the caller and must
 // outlive the pool. Thread safety: none (the engine's single owner thread).
 #pragma once
 
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "engine/block_meta.h"
-#include "engine/cpu_tier.h"
+#include "engine/lru_tier.h"
 #include "kv/kv_event.h"
 
 namespace kvroute::engine {
@@ -37,14 +37,16 @@ using BlockId = std::int32_t;
 
 class BlockPool {
  public:
-  // `cpu_tier` may be null (no second tier).
-  BlockPool(std::int64_t num_blocks, std::uint32_t block_size, CpuTier* cpu_tier);
+  // `cpu_tier`: the tier evictions are offloaded to (host memory, or disk without one); may
+  // be null (no lower local tier).
+  BlockPool(std::int64_t num_blocks, std::uint32_t block_size, LruTier* cpu_tier);
 
   std::int64_t num_blocks() const { return static_cast<std::int64_t>(blocks_.size()); }
   // Blocks with ref_count 0, cached or not: what Allocate can hand out.
   std::int64_t num_free() const { return num_free_; }
   std::int64_t num_used() const { return num_blocks() - num_free_; }
   std::int64_t num_cached() const { return num_cached_; }
+  std::uint64_t num_evicted() const { return num_evicted_; }  // cached blocks evicted so far
   int ref_count(BlockId id) const { return blocks_[id].ref_count; }
   bool is_cached(BlockId id) const { return blocks_[id].cached; }
 
@@ -97,7 +99,8 @@ class BlockPool {
   void Evict(BlockId id, std::vector<kv::KvEvent>* events);
 
   std::uint32_t block_size_;
-  CpuTier* cpu_tier_;
+  LruTier* cpu_tier_;  // where evicted blocks are offloaded (host, else disk); may be null
+  std::uint64_t num_evicted_ = 0;
   std::vector<Block> blocks_;
   BlockId head_ = kNone;  // least recently freed: evicted first
   BlockId tail_ = kNone;

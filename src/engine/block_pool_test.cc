@@ -134,7 +134,7 @@ TEST(BlockPoolTest, DuplicateKeyIsNotCachedTwice) {
 }
 
 TEST(BlockPoolTest, EvictionOffloadsToTheCpuTierBeforeRemovingFromGpu) {
-  CpuTier tier(4, 16);
+  LruTier tier(4, 16);
   BlockPool pool(1, 16, &tier);
   std::vector<kv::KvEvent> events;
   std::vector<BlockId> ids;
@@ -174,7 +174,7 @@ TEST(BlockPoolTest, ClearCacheForgetsKeysButKeepsAllocations) {
 }
 
 TEST(CpuTierTest, EvictsLeastRecentlyUsedAndEmitsCpuRemoval) {
-  CpuTier tier(2, 16);
+  LruTier tier(2, 16);
   std::vector<kv::KvEvent> events;
   tier.Insert(Meta(1), &events);
   tier.Insert(Meta(2), &events);
@@ -192,7 +192,7 @@ TEST(CpuTierTest, EvictsLeastRecentlyUsedAndEmitsCpuRemoval) {
 }
 
 TEST(CpuTierTest, InsertingAPresentBlockOnlyRefreshesIt) {
-  CpuTier tier(2, 16);
+  LruTier tier(2, 16);
   std::vector<kv::KvEvent> events;
   tier.Insert(Meta(1), &events);
   tier.Insert(Meta(2), &events);
@@ -204,7 +204,7 @@ TEST(CpuTierTest, InsertingAPresentBlockOnlyRefreshesIt) {
 }
 
 TEST(CpuTierTest, ZeroCapacityStoresNothing) {
-  CpuTier tier(0, 16);
+  LruTier tier(0, 16);
   std::vector<kv::KvEvent> events;
   tier.Insert(Meta(1), &events);
   EXPECT_TRUE(events.empty());

@@ -72,6 +72,13 @@ EngineConfig ResolveConfig(const Profile& profile, EngineConfig config) {
   if (config.max_model_len == 0) config.max_model_len = profile.max_model_len;
   if (config.num_cpu_blocks < 0) config.num_cpu_blocks = 0;
   if (config.cpu_to_gpu_bandwidth_bytes_per_s <= 0) config.cpu_to_gpu_bandwidth_bytes_per_s = 25e9;
+  const EngineConfig defaults;
+  if (config.disk.num_blocks < 0) config.disk.num_blocks = 0;
+  if (!(config.disk.read_bytes_per_s > 0)) config.disk.read_bytes_per_s = defaults.disk.read_bytes_per_s;
+  if (!(config.disk.write_bytes_per_s > 0)) config.disk.write_bytes_per_s = defaults.disk.write_bytes_per_s;
+  if (!(config.disk.latency_s >= 0)) config.disk.latency_s = defaults.disk.latency_s;
+  if (!(config.shared.read_bytes_per_s > 0)) config.shared.read_bytes_per_s = defaults.shared.read_bytes_per_s;
+  if (!(config.shared.latency_s >= 0)) config.shared.latency_s = defaults.shared.latency_s;
   if (config.output_vocabulary.empty()) config.output_vocabulary = DefaultOutputVocabulary();
   if (!(config.kv_link.bandwidth_bytes_per_s > 0)) {
     if (const LinkSpec* link = profile.FindLink(config.kv_link.name)) config.kv_link = *link;

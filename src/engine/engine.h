@@ -16,6 +16,7 @@
 // Thread safety: none. One owner thread (or the simulator's event loop) calls every method.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,7 @@
 
 #include "common/types.h"
 #include "engine/profile.h"
+#include "engine/shared_tier.h"
 #include "kv/kv_event.h"
 
 namespace kvroute::engine {
@@ -40,6 +42,20 @@ struct EngineConfig {
   std::int64_t num_gpu_blocks_override = 0;  // >0 replaces the profile-derived capacity
   std::int64_t num_cpu_blocks = 0;           // host-memory tier capacity in blocks; 0 = no tier
   double cpu_to_gpu_bandwidth_bytes_per_s = 25e9;  // cost of loading a CPU-tier hit
+  // Local disk tier (per worker) and the cluster's shared store, below the CPU tier; both
+  // off by default (README.md "KV tiers": policy, load time, events, sources of defaults).
+  struct DiskTier {
+    std::int64_t num_blocks = 0;        // capacity in blocks; 0 = no disk tier
+    double read_bytes_per_s = 6.5e9;    // PCIe 4.0 x4 datacenter NVMe, sequential read
+    double write_bytes_per_s = 3.5e9;   // the same drive, sequential write
+    double latency_s = 100e-6;          // per load: one NVMe read round trip
+    Nanos max_write_backlog = std::chrono::seconds(1);  // offloads queued longer are dropped
+  } disk;
+  struct SharedTier {
+    std::shared_ptr<SharedKvStore> store;  // null = no shared tier
+    double read_bytes_per_s = 12.5e9;      // a 100 Gb/s NIC
+    double latency_s = 1e-3;               // per load: a store round trip
+  } shared;
   std::uint32_t max_model_len = 0;                 // 0 = from the profile
   // Block hashes in KV events: vLLM sha256_cbor with this PYTHONHASHSEED (low 64 bits).
   std::string python_hash_seed = "0";
@@ -147,6 +163,15 @@ struct EngineStats {
   std::uint64_t prefix_cache_queries = 0;  // tokens (vLLM counts tokens)
   std::uint64_t prefix_cache_hits = 0;     // tokens
   std::uint64_t cpu_cache_hits = 0;        // tokens served from the CPU tier
+  // Per tier (indexed by Tier; README "KV tiers"): prompt tokens served from it, blocks it
+  // holds now, blocks it evicted, bytes loaded from it to GPU (GPU: 0). The shared entry of
+  // blocks/evictions stays 0: the store keeps those.
+  std::array<std::uint64_t, kNumTiers> tier_hit_tokens{};
+  std::array<std::int64_t, kNumTiers> tier_blocks{};
+  std::array<std::uint64_t, kNumTiers> tier_evictions{};
+  std::array<double, kNumTiers> tier_load_bytes{};
+  std::int64_t num_disk_blocks = 0;           // disk tier capacity
+  std::uint64_t disk_dropped_writes = 0;      // offloads the disk's write backlog refused
   std::uint64_t num_preemptions = 0;
   std::uint64_t prompt_tokens = 0;
   std::uint64_t generation_tokens = 0;

@@ -10,11 +10,22 @@ Scheduler::Scheduler(const Profile& profile, const EngineConfig& config,
       config_(config),
       step_time_(profile_),
       hasher_(config_.block_size, config_.event_hash, config_.python_hash_seed),
-      cpu_tier_(config_.num_cpu_blocks, config_.block_size),
-      pool_(num_gpu_blocks, config_.block_size, config_.num_cpu_blocks > 0 ? &cpu_tier_ : nullptr),
+      disk_tier_(config_.disk.num_blocks, config_.block_size, "DISK"),
+      cpu_tier_(config_.num_cpu_blocks, config_.block_size, "CPU",
+                config_.disk.num_blocks > 0 ? &disk_tier_ : nullptr),
+      // Evictions go to the host tier, or straight to disk when there is no host tier.
+      pool_(num_gpu_blocks, config_.block_size,
+            config_.num_cpu_blocks > 0    ? &cpu_tier_
+            : config_.disk.num_blocks > 0 ? &disk_tier_
+                                          : nullptr),
       link_(config_.kv_link, profile_.hardware.num_gpus) {
   stats_.num_gpu_blocks = pool_.num_blocks();
   stats_.num_cpu_blocks = cpu_tier_.capacity();
+  stats_.num_disk_blocks = disk_tier_.capacity();
+  lower_tiers_ = cpu_tier_.capacity() > 0 || disk_tier_.capacity() > 0 ||
+                 config_.shared.store != nullptr;
+  disk_tier_.SetWriteModel(config_.block_size * step_time_.KvBytesPerTokenTransfer(),
+                           config_.disk.write_bytes_per_s, config_.disk.max_write_backlog);
 }
 
 std::optional<std::string> Scheduler::Add(RequestSpec spec) {
@@ -130,7 +141,7 @@ BlockMeta Scheduler::MetaFor(const Request& req, std::size_t i) const {
   m.key = req.keys[i];
   m.hash = req.hashes[i];
   if (i > 0) m.parent_hash = req.hashes[i - 1];
-  if (cpu_tier_.capacity() > 0) {
+  if (lower_tiers_) {
     const auto begin = req.tokens.begin() + i * config_.block_size;
     BlockPayload payload{.tokens = {begin, begin + config_.block_size},
                          .lora_name = req.spec.lora_name};
@@ -165,15 +176,19 @@ void Scheduler::EmitStored(const Request& req, std::size_t first, std::size_t en
 }
 
 void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Scheduled>* out,
-                                std::vector<kv::KvEvent>* events, double* load_bytes) {
+                                std::vector<kv::KvEvent>* events,
+                                std::array<double, kNumTiers>* load_bytes) {
   const std::uint32_t bs = config_.block_size;
+  SharedKvStore* store = config_.shared.store.get();
   while (!waiting_.empty() && *budget > 0 && running_.size() < config_.max_num_seqs) {
     Request* req = waiting_.front();
-    // Prefix hit: consecutive full blocks held by GPU or CPU. vLLM always recomputes at least
-    // the last token (its logits are needed), so the hit stops one token short of the end.
+    // Prefix hit: consecutive full blocks held by GPU, CPU or disk, then the shared store's
+    // run from the first block no local tier holds. vLLM always recomputes at least the last
+    // token (its logits are needed), so the hit stops one token short of the end.
     struct Hit {
       std::optional<BlockId> gpu;
-      const BlockMeta* cpu = nullptr;
+      const BlockMeta* local = nullptr;  // CPU or disk tier entry
+      Tier tier = Tier::kGpu;
     };
     std::vector<Hit> hits;
     if (config_.enable_prefix_caching) {
@@ -183,10 +198,18 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
         if (auto id = pool_.Lookup(req->keys[i])) {
           hits.push_back({.gpu = id});
         } else if (const BlockMeta* m = cpu_tier_.Find(req->keys[i])) {
-          hits.push_back({.cpu = m});
+          hits.push_back({.local = m, .tier = Tier::kCpu});
+        } else if (const BlockMeta* d = disk_tier_.Find(req->keys[i])) {
+          hits.push_back({.local = d, .tier = Tier::kDisk});
         } else {
           break;
         }
+      }
+      if (store != nullptr && hits.size() < max_blocks) {
+        const std::size_t from = hits.size();
+        const std::size_t n = store->Match(
+            std::span<const kv::EngineHash>(req->hashes).subspan(from, max_blocks - from), now);
+        for (std::size_t i = 0; i < n; ++i) hits.push_back({.tier = Tier::kShared});
       }
     }
     const std::uint64_t hit_tokens = hits.size() * std::uint64_t{bs};
@@ -198,26 +221,31 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
       num_new = std::min<std::uint64_t>(num_new, *budget);
     }
     std::int64_t gpu_hits_free = 0;
-    std::int64_t cpu_hits = 0;
+    std::int64_t lower_hits = 0;
+    std::array<std::uint64_t, kNumTiers> tier_hits{};
     for (const Hit& h : hits) {
       if (h.gpu) gpu_hits_free += pool_.ref_count(*h.gpu) == 0 ? 1 : 0;
-      if (h.cpu) ++cpu_hits;
+      if (!h.gpu) ++lower_hits;
+      ++tier_hits[static_cast<int>(h.tier)];
     }
     const std::uint64_t total_blocks = (hit_tokens + num_new + bs - 1) / bs;
     const auto new_blocks =
         static_cast<std::int64_t>(total_blocks) - static_cast<std::int64_t>(hits.size());
     // Touching free GPU hits removes them from the free queue, so they do not count as free.
-    if (cpu_hits + new_blocks > pool_.num_free() - gpu_hits_free) break;
+    if (lower_hits + new_blocks > pool_.num_free() - gpu_hits_free) break;
 
-    // Commit. CPU-tier metas are copied now: the allocation below may evict them.
+    // Commit. Lower-tier metas are copied now: the allocation below may evict them (a
+    // shared block's meta is rebuilt from the request: the store keeps no tokens for us).
     std::vector<BlockMeta> loaded;
-    for (const Hit& h : hits) {
+    for (std::size_t i = 0; i < hits.size(); ++i) {
+      const Hit& h = hits[i];
       if (h.gpu) pool_.Touch(*h.gpu);
-      if (h.cpu) loaded.push_back(*h.cpu);
+      if (h.local) loaded.push_back(*h.local);
+      if (h.tier == Tier::kShared) loaded.push_back(MetaFor(*req, i));
     }
     std::vector<BlockId>& fresh = fresh_;
     fresh.clear();
-    pool_.Allocate(cpu_hits + new_blocks, events, &fresh);
+    pool_.Allocate(lower_hits + new_blocks, events, &fresh);
     std::size_t next_fresh = 0;
     std::size_t next_loaded = 0;
     // Loaded blocks are announced on GPU again, one BlockStored per consecutive run.
@@ -231,17 +259,23 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
       }
       const BlockId id = fresh[next_fresh++];
       BlockMeta& meta = loaded[next_loaded++];
-      cpu_tier_.Touch(meta.key);
+      if (hits[i].tier == Tier::kCpu) cpu_tier_.Touch(meta.key);
+      if (hits[i].tier == Tier::kDisk) disk_tier_.Touch(meta.key);
       pool_.Cache(id, std::move(meta));
       req->blocks.push_back(id);
     }
     EmitStored(*req, run_start, hits.size(), events);
     req->blocks.insert(req->blocks.end(), fresh.begin() + next_fresh, fresh.end());
-    *load_bytes += static_cast<double>(cpu_hits) * bs * step_time_.KvBytesPerTokenTransfer();
+    const double block_bytes = static_cast<double>(bs) * step_time_.KvBytesPerTokenTransfer();
+    for (int t = 1; t < kNumTiers; ++t) {
+      (*load_bytes)[t] += static_cast<double>(tier_hits[t]) * block_bytes;
+      stats_.tier_load_bytes[t] += static_cast<double>(tier_hits[t]) * block_bytes;
+    }
+    for (int t = 0; t < kNumTiers; ++t) stats_.tier_hit_tokens[t] += tier_hits[t] * bs;
 
     stats_.prefix_cache_queries += req->num_tokens();
     stats_.prefix_cache_hits += hit_tokens;
-    stats_.cpu_cache_hits += cpu_hits * std::uint64_t{bs};
+    stats_.cpu_cache_hits += tier_hits[static_cast<int>(Tier::kCpu)] * std::uint64_t{bs};
     req->num_computed = hit_tokens;
     req->num_cached_blocks = static_cast<std::uint32_t>(hits.size());
     if (remote) {
@@ -258,13 +292,31 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
   }
 }
 
+double Scheduler::LoadSeconds(const std::array<double, kNumTiers>& load_bytes) const {
+  // Each tier's copy runs on its own path (host DMA over PCIe, the NVMe drive, the NIC), so
+  // they proceed in parallel and the step waits for the slowest. A tier with nothing to load
+  // costs nothing, not even its latency. The host tier keeps its historic form (bandwidth
+  // only) so results without the new tiers stay digit-identical.
+  double s = load_bytes[static_cast<int>(Tier::kCpu)] / config_.cpu_to_gpu_bandwidth_bytes_per_s;
+  const double disk = load_bytes[static_cast<int>(Tier::kDisk)];
+  if (disk > 0) s = std::max(s, config_.disk.latency_s + disk / config_.disk.read_bytes_per_s);
+  const double shared = load_bytes[static_cast<int>(Tier::kShared)];
+  if (shared > 0) {
+    s = std::max(s, config_.shared.latency_s + shared / config_.shared.read_bytes_per_s);
+  }
+  return s;
+}
+
 void Scheduler::CacheFullBlocks(Request* req, std::vector<kv::KvEvent>* events) {
   if (!config_.enable_prefix_caching) return;
   const std::size_t full =
       std::min<std::size_t>(req->num_computed / config_.block_size, req->keys.size());
   std::size_t run_start = req->num_cached_blocks;
+  const bool write_through = config_.shared.store != nullptr;
   for (std::size_t i = req->num_cached_blocks; i < full; ++i) {
-    if (!pool_.Cache(req->blocks[i], MetaFor(*req, i))) {
+    BlockMeta meta = MetaFor(*req, i);
+    if (write_through) shared_puts_.push_back(meta);  // the store dedups what it has
+    if (!pool_.Cache(req->blocks[i], std::move(meta))) {
       // Another request cached this block first: this copy stays private, and the event
       // for the blocks after it names it as parent (the chain is the same).
       EmitStored(*req, run_start, i, events);
@@ -289,11 +341,12 @@ void Scheduler::Step(Nanos now, StepResult* out) {
 
   ExpirePins(now, out);
   TakeArrivedKv(now, out);
+  disk_tier_.SetNow(now);
 
   std::uint32_t budget = config_.max_num_batched_tokens;
   std::vector<Scheduled>& scheduled = scheduled_;
   scheduled.clear();
-  double load_bytes = 0;
+  std::array<double, kNumTiers> load_bytes{};
   const bool preempted = ScheduleRunning(&budget, &scheduled, &events);
   if (!preempted) {
     ScheduleLoaded(&budget, &scheduled);
@@ -304,8 +357,7 @@ void Scheduler::Step(Nanos now, StepResult* out) {
   std::vector<SeqWork>& work = work_;
   work.clear();
   for (const Scheduled& s : scheduled) work.push_back({s.num_new, s.context});
-  result.duration = step_time_.StepTime(work) +
-                    FromSeconds(load_bytes / config_.cpu_to_gpu_bandwidth_bytes_per_s);
+  result.duration = step_time_.StepTime(work) + FromSeconds(LoadSeconds(load_bytes));
 
   const auto palette = std::span<const TokenId>(config_.output_vocabulary);
   std::vector<Request*>& finished = finished_;
@@ -349,6 +401,10 @@ void Scheduler::Step(Nanos now, StepResult* out) {
     const std::string id = req->spec.id;  // the key must outlive the node it names
     requests_.erase(id);
   }
+  if (!shared_puts_.empty()) {
+    config_.shared.store->Put(shared_puts_, now);
+    shared_puts_.clear();
+  }
 }
 
 EngineStats Scheduler::Stats() const {
@@ -360,6 +416,13 @@ EngineStats Scheduler::Stats() const {
   s.num_pinned_blocks = num_pinned_blocks_;
   s.num_pinned_requests = static_cast<std::uint32_t>(pinned_.size());
   s.num_loading = static_cast<std::uint32_t>(loading_.size());
+  s.tier_blocks[static_cast<int>(Tier::kGpu)] = pool_.num_cached();
+  s.tier_blocks[static_cast<int>(Tier::kCpu)] = cpu_tier_.size();
+  s.tier_blocks[static_cast<int>(Tier::kDisk)] = disk_tier_.size();
+  s.tier_evictions[static_cast<int>(Tier::kGpu)] = pool_.num_evicted();
+  s.tier_evictions[static_cast<int>(Tier::kCpu)] = cpu_tier_.counters().evicted;
+  s.tier_evictions[static_cast<int>(Tier::kDisk)] = disk_tier_.counters().evicted;
+  s.disk_dropped_writes = disk_tier_.counters().dropped_writes;
   return s;
 }
 
@@ -368,6 +431,7 @@ bool Scheduler::ResetPrefixCache() {
   if (pool_.num_used() > 0) return false;
   pool_.ClearCache();
   cpu_tier_.Clear();
+  disk_tier_.Clear();
   pending_clear_ = true;
   return true;
 }
@@ -378,6 +442,8 @@ std::vector<kv::EngineHash> Scheduler::CachedBlockHashes(kv::Tier tier) const {
       return pool_.CachedHashes();
     case kv::Tier::kCpu:
       return cpu_tier_.Hashes();
+    case kv::Tier::kDisk:
+      return disk_tier_.Hashes();
     default:
       return {};
   }

@@ -7,8 +7,8 @@
 //      stay cached; it goes back to the front of the waiting queue), possibly itself.
 //   2. if nobody was preempted: waiting requests FCFS while max_num_seqs, the budget and free
 //      blocks allow. A newly scheduled request first takes its prefix hit (GPU blocks touched,
-//      CPU-tier blocks loaded back, capped at prompt − 1 tokens as in vLLM).
-//   3. the step's duration from the StepTimeModel, plus CPU→GPU load time of tier hits.
+//      CPU-, disk- and shared-tier blocks loaded back, capped at prompt − 1 tokens as in vLLM).
+//   3. the step's duration from the StepTimeModel, plus the slowest tier's load time.
 //   4. KV becomes computed; newly full blocks are cached (one BlockStored per request);
 //      requests whose whole sequence is computed sample one token; finished ones free their
 //      blocks tail first (a P/D prefill leg pins them instead).
@@ -20,9 +20,11 @@
 // transfer instead of computing: it leaves the waiting queue, takes no token budget and no
 // max_num_seqs slot while its KV is in flight (vLLM's WAITING_FOR_REMOTE_KVS).
 //
-// Ownership: owns requests, the block pool and the CPU tier. Thread safety: none.
+// Ownership: owns requests, the block pool and the local tiers (CPU, disk); shares the
+// store (EngineConfig::shared). Thread safety: none.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -32,7 +34,7 @@
 #include <vector>
 
 #include "engine/block_pool.h"
-#include "engine/cpu_tier.h"
+#include "engine/lru_tier.h"
 #include "engine/engine.h"
 #include "engine/kv_transfer.h"
 #include "engine/request.h"
@@ -70,8 +72,12 @@ class Scheduler {
 
   bool ScheduleRunning(std::uint32_t* budget, std::vector<Scheduled>* out,
                        std::vector<kv::KvEvent>* events);
+  // `load_bytes`: bytes loaded this step into GPU from each lower tier (indexed by Tier).
   void ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Scheduled>* out,
-                       std::vector<kv::KvEvent>* events, double* load_bytes);
+                       std::vector<kv::KvEvent>* events,
+                       std::array<double, kNumTiers>* load_bytes);
+  // Seconds the step waits for this step's lower-tier loads (README "KV tiers").
+  double LoadSeconds(const std::array<double, kNumTiers>& load_bytes) const;
   // P/D (scheduler_pd.cc).
   void ExpirePins(Nanos now, StepResult* out);
   void TakeArrivedKv(Nanos now, StepResult* out);
@@ -94,8 +100,11 @@ class Scheduler {
   EngineConfig config_;
   StepTimeModel step_time_;
   BlockHasher hasher_;
-  CpuTier cpu_tier_;
+  LruTier disk_tier_;  // before cpu_tier_: the host tier spills into it
+  LruTier cpu_tier_;
   BlockPool pool_;
+  bool lower_tiers_ = false;           // any tier below GPU: metas carry their payload
+  std::vector<BlockMeta> shared_puts_;  // blocks cached this step, offered to the store
 
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::deque<Request*> waiting_;

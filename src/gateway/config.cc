@@ -107,6 +107,26 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
       c->workers.push_back(std::move(*w));
     }
   }
+  YAML::Node store = r.Get("kv_store");
+  if (store && !store.IsNull()) {
+    MapReader st(store, "kv_store");
+    KVROUTE_TRY(st.CheckIsMap());
+    KvStoreConfig k;
+    KVROUTE_TRY(st.String("host", &k.host));
+    KVROUTE_TRY(st.Number("load_bytes_per_s", &k.load_bytes_per_s, 0, 1e15));
+    YAML::Node ev = st.Get("kv_events");
+    if (ev && !ev.IsNull()) {
+      MapReader e(ev, "kv_store.kv_events");
+      KVROUTE_TRY(e.CheckIsMap());
+      KVROUTE_TRY(e.String("endpoint", &k.kv_events.endpoint));
+      KVROUTE_TRY(e.String("replay_endpoint", &k.kv_events.replay_endpoint));
+      KVROUTE_TRY(e.String("topic", &k.kv_events.topic));
+      KVROUTE_TRY(e.RejectUnknown());
+    }
+    KVROUTE_TRY(st.RejectUnknown());
+    if (k.kv_events.endpoint.empty()) return Error("kv_store.kv_events.endpoint: required");
+    c->kv_store = std::move(k);
+  }
   YAML::Node sched = r.Get("scheduler");
   if (sched && !sched.IsNull()) {
     MapReader s(sched, "scheduler");

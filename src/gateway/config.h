@@ -44,6 +44,16 @@ struct WorkerConfig {
   std::map<std::string, std::string> labels;
 };
 
+// The cluster's shared KV store (`kvroute store`, src/store/): its KV events are indexed once
+// and credited to every worker as the SHARED tier (issue 20).
+struct KvStoreConfig {
+  std::string host = "127.0.0.1";  // where "tcp://*:port" endpoints are connected to
+  KvEventsConfig kv_events;
+  // Bandwidth a worker loads a shared block at, bytes/s; 0: the engine model's 12.5e9
+  // (engine::EngineConfig::shared), multiplied by each worker's profile_speedup.
+  double load_bytes_per_s = 0;
+};
+
 enum class RoutingMode { kPrecise, kApproximate };
 enum class FailureMode { kFailOpen, kFailClose };
 std::string_view RoutingModeName(RoutingMode mode);
@@ -111,6 +121,7 @@ struct GatewayConfig {
 
   std::vector<WorkerConfig> workers;  // may be empty when discovery.etcd is set
   EtcdDiscoveryConfig etcd;
+  std::optional<KvStoreConfig> kv_store;  // the shared KV store; none: no shared tier
 
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).
   std::string policy_yaml = "preset: predicted_latency";

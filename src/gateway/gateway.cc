@@ -29,7 +29,9 @@
 #include "kv/index/index.h"
 #include "net/http_server.h"
 #include "net/lane_pool.h"
+#include "engine/engine.h"
 #include "sched/registry.h"
+#include "sched/tier_pricing.h"
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -288,6 +290,17 @@ std::expected<void, std::string> Gateway::Start() {
     if (!discovery) return std::unexpected(discovery.error());
     p.discovery = std::move(*discovery);
     p.discovery->Start();
+  }
+
+  if (p.feed && c.kv_store) {
+    // The shared store publishes like an engine; the index holds its blocks once, under an id
+    // no worker has, and the request path credits them to every worker (sched/tier_pricing.h).
+    const KvEventsConfig& e = c.kv_store->kv_events;
+    auto ok = p.feed->AddWorker(sched::kSharedStoreWorker,
+                                KvEventSpec{e.endpoint, e.replay_endpoint, e.topic},
+                                c.kv_store->host);
+    if (!ok) return std::unexpected("kv_store.kv_events: " + ok.error());
+    spdlog::info("shared KV store: events from {}", e.endpoint);
   }
 
   fleet::RouterState* router_state = p.router_state.get();

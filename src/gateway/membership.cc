@@ -8,6 +8,7 @@
 #include "gateway/gateway.h"
 #include "gateway/gateway_parts.h"
 #include "gateway/membership.h"
+#include "engine/engine.h"  // EngineConfig: the shared tier's default bandwidth
 
 namespace kvroute::gateway {
 namespace {
@@ -54,6 +55,13 @@ fleet::WorkerSpec SpecFromRecord(const etcd::WorkerRecord& r, std::uint32_t bloc
 
 std::expected<WorkerId, std::string> Gateway::Parts::Join(fleet::WorkerSpec spec) {
   std::lock_guard membership(membership_mu);
+  auto& shared = spec.tier_load_bytes_per_s[static_cast<int>(kv::Tier::kShared)];
+  if (config.kv_store && !shared) {
+    // The shared store's blocks load at the store's bandwidth, the same on every worker.
+    shared = config.kv_store->load_bytes_per_s > 0
+                 ? config.kv_store->load_bytes_per_s
+                 : engine::EngineConfig{}.shared.read_bytes_per_s * spec.profile_speedup;
+  }
   auto url = client::ParseUrl(spec.base_url);
   if (!url) return std::unexpected("url: " + url.error());
   if (router_state->FindByName(spec.name)) {

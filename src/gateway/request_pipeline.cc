@@ -1,5 +1,7 @@
 #include "gateway/request_pipeline.h"
 
+#include "sched/tier_pricing.h"
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cstring>
@@ -316,6 +318,8 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
   if (options_.itl_slo_s > 0) profile.itl_slo_s = options_.itl_slo_s;
   if (deps_.policy->RequiredInputs() & sched::kCacheView) {
     profile.cache_views = CacheViews(request.keys, now);
+    // The shared store's blocks (indexed once, under its own id) count for every worker.
+    sched::MergeSharedTier(workers, &profile.cache_views);
   }
   auto decision = deps_.policy->Decide(profile, workers, state);
   if (!decision)

@@ -5,6 +5,7 @@
 // while workers idled (live, session 4: ITL p50 24.2 vs 19.7 ms for round robin at c = 8).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "sched/latency_model.h"
@@ -223,13 +224,14 @@ TEST_F(DefaultPlacementTest, AFollowUpTurnStaysWithTheSessionsHolder) {
   EXPECT_EQ(Decide(*Default(), r).chosen, WorkerId{0});
 }
 
-// The default's `pending` term: a long prompt is not put on the worker that was just given a
+// The `pending` term (off in the default preset: on the policy matrix it traded cells, see
+// docs/bench/policy-matrix.md): a long prompt is not put on the worker that was just given a
 // short one, whose first token would then wait for the long prefill's first chunk. Worker 0
 // decodes 4 requests and has just been routed a 400-token prompt; worker 1 decodes 6. By its
 // own TTFT and slowdown the 8,000-token prompt costs less on worker 0 (fewer decodes; 20 ms of
-// queue): the preset without the term sends it there. The term charges worker 0 the short
+// queue): the policy without the term sends it there. The term charges worker 0 the short
 // request's wait for the 7,792 tokens of ours in its step (0.39 s at 20,000 tok/s).
-TEST_F(DefaultPlacementTest, ALongPromptIsNotStackedOnAShortOneWaitingForItsFirstToken) {
+TEST_F(DefaultPlacementTest, ThePendingTermKeepsALongPromptOffAShortOneWaitingForItsFirstToken) {
   std::vector<WorkerSnapshot> ws{RatedWorker(0, 20000), RatedWorker(1, 20000)};
   ws[0].inflight_requests = 5;
   ws[0].pending_prefill_requests = 1;
@@ -240,20 +242,27 @@ TEST_F(DefaultPlacementTest, ALongPromptIsNotStackedOnAShortOneWaitingForItsFirs
   RequestProfile r = Turn(8000);
   r.predicted_output_tokens = 100;
   r.cache_views = {View(0, 0), View(1, 0)};
-  auto without = Registry::Builtin().ParsePolicy(R"(
-name: predicted_latency_without_pending
+  const auto policy = [](const char* pending) {
+    return Registry::Builtin().ParsePolicy(std::string(R"(
+name: with_or_without_pending
 filters: [{name: healthy}]
 scorers:
   - {name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}
-  - {name: decode_slowdown, others_share: 0.5, stall: 0.1}
+  - {name: decode_slowdown, others_share: 0.5, stall: 0.1, chunk_tokens: 8192, pending: )") +
+                                           pending + R"(}
 picker: {name: softmax, temperature: 0.0}
 )");
+  };
+  auto without = policy("0");
+  auto with = policy("1");
   ASSERT_TRUE(without.has_value()) << without.error().message;
+  ASSERT_TRUE(with.has_value()) << with.error().message;
   PolicyState state(5);
   auto d = (*without)->Decide(r, ws, state);
   ASSERT_TRUE(d.has_value()) << d.error().message;
   EXPECT_EQ(d->chosen, WorkerId{0});
-  d = Default()->Decide(r, ws, state);
+  EXPECT_EQ(Default()->Decide(r, ws, state)->chosen, WorkerId{0});  // the default: term off
+  d = (*with)->Decide(r, ws, state);
   ASSERT_TRUE(d.has_value()) << d.error().message;
   EXPECT_EQ(d->chosen, WorkerId{1});
 }

@@ -164,7 +164,7 @@ std::expected<double, std::string> PredictItl(const RequestProfile& request, con
 struct SlowdownTerms {
   double others_share = 0.5;
   double stall = 1;
-  double pending = 0;  // 0: the term is off (it is on in the predicted_latency preset)
+  double pending = 0;  // 0: the term is off (also in the default preset: docs/bench/policy-matrix.md)
   std::uint32_t chunk_tokens = 8192;
 };
 struct DecodeSlowdown {

@@ -256,6 +256,7 @@ void EngineLoop::UpdateMetrics(const engine::StepResult& result) {
   }
   if (options_.pinned_blocks != nullptr) options_.pinned_blocks->Set(static_cast<double>(s.num_pinned_blocks));
   if (options_.pinned_requests != nullptr) options_.pinned_requests->Set(s.num_pinned_requests);
+  if (options_.on_stats) options_.on_stats(s);
   telemetry::VllmMetrics* m = options_.metrics;
   if (m == nullptr) return;
   m->num_requests_running.Set(s.num_running);
@@ -264,13 +265,13 @@ void EngineLoop::UpdateMetrics(const engine::StepResult& result) {
   telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_queries,
                                     static_cast<double>(s.prefix_cache_queries));
   if (options_.external_queries != nullptr && options_.external_hits != nullptr) {
-    // CPU-tier hits are the connector's, not the local (GPU) prefix cache's.
-    telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_hits,
-                                      static_cast<double>(s.prefix_cache_hits - s.cpu_cache_hits));
+    // Lower-tier hits are the connector's, not the local (GPU) prefix cache's.
+    const std::uint64_t gpu_hits = s.tier_hit_tokens[static_cast<int>(kv::Tier::kGpu)];
+    telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_hits, static_cast<double>(gpu_hits));
     telemetry::VllmMetrics::AdvanceTo(*options_.external_queries,
                                       static_cast<double>(s.prefix_cache_queries));
     telemetry::VllmMetrics::AdvanceTo(*options_.external_hits,
-                                      static_cast<double>(s.cpu_cache_hits));
+                                      static_cast<double>(s.prefix_cache_hits - gpu_hits));
   } else {
     telemetry::VllmMetrics::AdvanceTo(m->prefix_cache_hits,
                                       static_cast<double>(s.prefix_cache_hits));

@@ -66,10 +66,11 @@ struct EngineLoopOptions {
   std::function<void(kv::KvEventBatch)> publish;
   // Scheduler gauges and token counters are updated after every step when set.
   telemetry::VllmMetrics* metrics = nullptr;
-  // With a CPU tier: vLLM's KV-connector counters (vllm:external_prefix_cache_{queries,hits}),
-  // both in prompt tokens. When set, `metrics->prefix_cache_hits` counts GPU hits only and
-  // these count every prompt token queried and the tokens loaded from the CPU tier, as vLLM
-  // counts its local prefix cache apart from an offloading connector.
+  // With a lower tier (CPU, disk, store): vLLM's KV-connector counters
+  // (vllm:external_prefix_cache_{queries,hits}), both in prompt tokens. When set,
+  // `metrics->prefix_cache_hits` counts GPU hits only and these count every prompt token
+  // queried and the tokens loaded from the lower tiers, as vLLM counts its local prefix cache
+  // apart from an offloading connector.
   prometheus::Counter* external_queries = nullptr;
   prometheus::Counter* external_hits = nullptr;
   // P/D: called on the loop thread after a step in which remote KV arrived or pins expired
@@ -78,6 +79,9 @@ struct EngineLoopOptions {
   // P/D: the pinned-block gauges, updated after every step when set.
   prometheus::Gauge* pinned_blocks = nullptr;
   prometheus::Gauge* pinned_requests = nullptr;
+  // Called on the loop thread after every step with the engine's stats (the KV tiers'
+  // gauges and counters, sim_server.cc); must only update metrics.
+  std::function<void(const engine::EngineStats&)> on_stats;
 };
 
 class EngineLoop {

@@ -13,11 +13,32 @@ engine::EngineConfig SimConfig::ToEngineConfig() const {
   c.max_num_batched_tokens = max_num_batched_tokens;
   c.num_gpu_blocks_override = num_gpu_blocks;
   c.num_cpu_blocks = num_cpu_blocks;
+  c.disk.num_blocks = num_disk_blocks;
+  if (disk_read_bandwidth > 0) c.disk.read_bytes_per_s = disk_read_bandwidth;
+  if (disk_write_bandwidth > 0) c.disk.write_bytes_per_s = disk_write_bandwidth;
+  if (disk_latency_s >= 0) c.disk.latency_s = disk_latency_s;
+  if (kv_store_bandwidth > 0) c.shared.read_bytes_per_s = kv_store_bandwidth;
+  if (kv_store_latency_s >= 0) c.shared.latency_s = kv_store_latency_s;
   c.max_model_len = max_model_len;
   c.seed = seed;
   c.pinned_kv_timeout = FromSeconds(nixl_abort_request_timeout_s);
   c.kv_link.name = kv_link;
   return c;
+}
+
+std::optional<std::pair<std::string, std::uint16_t>> ParseHostPort(std::string_view s) {
+  const std::size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 >= s.size()) return std::nullopt;
+  std::string host(s.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  unsigned port = 0;
+  for (char ch : s.substr(colon + 1)) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    port = port * 10 + static_cast<unsigned>(ch - '0');
+    if (port > 65535) return std::nullopt;
+  }
+  if (port == 0) return std::nullopt;
+  return std::pair{host, static_cast<std::uint16_t>(port)};
 }
 
 std::expected<void, std::string> Validate(const SimConfig& c) {
@@ -38,6 +59,10 @@ std::expected<void, std::string> Validate(const SimConfig& c) {
   if (c.max_num_batched_tokens < 1) return fail("--max-num-batched-tokens must be >= 1");
   if (c.num_gpu_blocks < 0) return fail("--num-gpu-blocks must be >= 0");
   if (c.num_cpu_blocks < 0) return fail("--num-cpu-blocks must be >= 0");
+  if (c.num_disk_blocks < 0) return fail("--num-disk-blocks must be >= 0");
+  if (!c.kv_store.empty() && !ParseHostPort(c.kv_store)) {
+    return fail("--kv-store must be HOST:PORT (got '" + c.kv_store + "')");
+  }
   if (c.kv_events_encoding != "map" && c.kv_events_encoding != "array") {
     return fail("--kv-events-encoding must be 'map' or 'array'");
   }

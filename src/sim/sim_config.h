@@ -38,6 +38,16 @@ struct SimConfig {
   std::uint32_t max_num_batched_tokens = 8192;
   std::int64_t num_gpu_blocks = 0;  // 0: from the profile's memory arithmetic
   std::int64_t num_cpu_blocks = 0;  // 0: no CPU tier
+  // Lower KV tiers (engine README "KV tiers"): a local disk per sim, and the cluster's shared
+  // store (`kvroute store` at HOST:PORT; empty = none). 0 / negative bandwidths: the engine
+  // model's defaults (EngineConfig::disk, ::shared).
+  std::int64_t num_disk_blocks = 0;
+  double disk_read_bandwidth = 0;   // bytes/s
+  double disk_write_bandwidth = 0;  // bytes/s
+  double disk_latency_s = -1;       // < 0: default
+  std::string kv_store;             // HOST:PORT
+  double kv_store_bandwidth = 0;    // bytes/s
+  double kv_store_latency_s = -1;   // < 0: default
   std::uint32_t max_model_len = 0;  // 0: from the profile
   std::uint64_t seed = 0;           // output text when the request has no seed
   double speedup = 1.0;             // simulated time runs this many times faster than real time
@@ -88,6 +98,9 @@ struct SimConfig {
 
 // Checks ranges and enumerations. The message names the flag.
 std::expected<void, std::string> Validate(const SimConfig& config);
+
+// "host:port" or "[v6]:port" → (host, port); nullopt unless the port is in 1..65535.
+std::optional<std::pair<std::string, std::uint16_t>> ParseHostPort(std::string_view s);
 
 // A YAML mapping of scalars (or lists of scalars) read as key → values, keys normalised to
 // flag spelling (underscores become dashes), in file order. What `--config sim.yaml` feeds

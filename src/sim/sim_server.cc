@@ -1,9 +1,11 @@
 #include "sim/sim_server.h"
 
 #include <prometheus/counter.h>
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -12,6 +14,8 @@
 #include "engine/engine.h"
 #include "engine/profile.h"
 #include "kv/wire/zmq_publisher.h"
+#include "engine/step_time.h"
+#include "store/store_client.h"
 #include "net/http_server.h"
 #include "sim/engine_loop.h"
 #include "sim/kv_puller.h"
@@ -89,6 +93,17 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
   auto s = std::make_unique<State>(config, tokenizer);
   engine::EngineConfig engine_config = config.ToEngineConfig();
   engine_config.output_vocabulary = BuildOutputPalette(*tokenizer);
+  if (!config.kv_store.empty()) {
+    // The shared tier: `kvroute store` at --kv-store (README "KV tiers").
+    const auto where = ParseHostPort(config.kv_store);
+    engine_config.shared.store = std::make_shared<store::HttpSharedStore>(
+        store::HttpSharedStoreOptions{
+            .host = where->first,
+            .port = where->second,
+            .block_size = engine_config.block_size,
+            .block_bytes = engine_config.block_size *
+                           engine::StepTimeModel(*profile).KvBytesPerTokenTransfer()});
+  }
   engine_config = engine::ResolveConfig(*profile, engine_config);
   s->served_model_name =
       config.served_model_name.empty() ? profile->served_model_name : config.served_model_name;
@@ -128,8 +143,9 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
 
   EngineLoopOptions loop_options;
   loop_options.metrics = s->metrics.get();
-  if (engine_config.num_cpu_blocks > 0) {
-    // vLLM's KV-connector prefix-cache counters, for the host-memory tier (see EngineLoopOptions).
+  if (engine_config.num_cpu_blocks > 0 || engine_config.disk.num_blocks > 0 ||
+      engine_config.shared.store != nullptr) {
+    // vLLM's KV-connector prefix-cache counters, for the lower tiers (see EngineLoopOptions).
     const std::map<std::string, std::string> labels = {{"model_name", s->served_model_name},
                                                        {"engine", "0"}};
     loop_options.external_queries =
@@ -148,6 +164,60 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
                  "in terms of number of cached tokens.")
              .Register(s->registry)
              .Add(labels);
+  }
+  if (loop_options.external_hits != nullptr) {
+    // Per-tier occupancy, evictions, hits and bytes loaded (kvroute's names: vLLM exports
+    // only the connector's hit counters above). Registered only with a lower tier, so the
+    // /metrics of a GPU-only sim is what it always was.
+    const std::map<std::string, std::string> base = {{"model_name", s->served_model_name},
+                                                     {"engine", "0"}};
+    auto& blocks = prometheus::BuildGauge()
+                       .Name("kvroute:kv_tier_blocks")
+                       .Help("KV blocks cached in each tier now (the store's own are its).")
+                       .Register(s->registry);
+    auto& capacity = prometheus::BuildGauge()
+                         .Name("kvroute:kv_tier_capacity_blocks")
+                         .Help("KV block capacity of each local tier.")
+                         .Register(s->registry);
+    auto& evictions = prometheus::BuildCounter()
+                          .Name("kvroute:kv_tier_evictions_total")
+                          .Help("Cached KV blocks each local tier evicted for room.")
+                          .Register(s->registry);
+    auto& hits = prometheus::BuildCounter()
+                     .Name("kvroute:kv_tier_hit_tokens_total")
+                     .Help("Prompt tokens served from each tier's cache.")
+                     .Register(s->registry);
+    auto& loaded = prometheus::BuildCounter()
+                       .Name("kvroute:kv_tier_load_bytes_total")
+                       .Help("Bytes loaded into GPU memory from each lower tier (modelled).")
+                       .Register(s->registry);
+    struct TierMetrics {
+      prometheus::Gauge* blocks;
+      prometheus::Gauge* capacity;
+      prometheus::Counter* evictions;
+      prometheus::Counter* hits;
+      prometheus::Counter* loaded;
+    };
+    auto tiers = std::make_shared<std::array<TierMetrics, kv::kNumTiers>>();
+    for (int t = 0; t < kv::kNumTiers; ++t) {
+      auto labels = base;
+      labels["tier"] = kv::TierName(static_cast<kv::Tier>(t));
+      (*tiers)[t] = {&blocks.Add(labels), &capacity.Add(labels), &evictions.Add(labels),
+                     &hits.Add(labels), &loaded.Add(labels)};
+    }
+    loop_options.on_stats = [tiers](const engine::EngineStats& st) {
+      const double caps[kv::kNumTiers] = {static_cast<double>(st.num_gpu_blocks),
+                                          static_cast<double>(st.num_cpu_blocks),
+                                          static_cast<double>(st.num_disk_blocks), 0};
+      for (int t = 0; t < kv::kNumTiers; ++t) {
+        TierMetrics& m = (*tiers)[t];
+        m.blocks->Set(static_cast<double>(st.tier_blocks[t]));
+        m.capacity->Set(caps[t]);
+        telemetry::VllmMetrics::AdvanceTo(*m.evictions, static_cast<double>(st.tier_evictions[t]));
+        telemetry::VllmMetrics::AdvanceTo(*m.hits, static_cast<double>(st.tier_hit_tokens[t]));
+        telemetry::VllmMetrics::AdvanceTo(*m.loaded, st.tier_load_bytes[t]);
+      }
+    };
   }
   if (config.kv_transfer) {
     const KvTransferConfig& kt = *config.kv_transfer;

@@ -26,6 +26,7 @@ std::expected<Fleet, std::string> BuildFleet(const RunOptions& f) {
   base.config.max_num_batched_tokens = f.max_num_batched_tokens;
   base.config.num_gpu_blocks_override = f.num_gpu_blocks;
   base.config.num_cpu_blocks = f.num_cpu_blocks;
+  base.config.disk.num_blocks = f.num_disk_blocks;
   base.config.max_model_len = f.max_model_len;
   Fleet fleet;
   if (!f.fleet_file.empty()) {
@@ -117,6 +118,13 @@ std::expected<RunOutput, std::string> RunSimulation(
     *out = *d;
   }
   if (base.scrape_interval.count() <= 0) return fail("--scrape-interval must be positive");
+  if (f.kv_store_gb < 0) return fail("--kv-store-gb must be >= 0");
+  if (f.kv_store_gb > 0) {
+    auto ttl = ParseDuration(f.kv_store_ttl);
+    if (!ttl) return fail("--kv-store-ttl: " + ttl.error());
+    base.shared_store = store::StoreOptions{
+        .capacity_bytes = f.kv_store_gb * 1e9, .ttl = *ttl, .block_size = f.block_size};
+  }
   auto think = ParseDuration(f.think_time);
   if (!think) return fail("--think-time: " + think.error());
   auto jitter = ParseDuration(f.turn_jitter);
@@ -199,6 +207,14 @@ std::expected<RunOutput, std::string> RunSimulation(
       report.config.push_back(
           {"pd_non_cached_tokens", static_cast<double>(base.pd->non_cached_tokens)});
     }
+  }
+  // Tier settings only when used, so reports of runs without them are what they were.
+  if (f.num_disk_blocks > 0) {
+    report.config.push_back({"num_disk_blocks", static_cast<double>(f.num_disk_blocks)});
+  }
+  if (f.kv_store_gb > 0) {
+    report.config.push_back({"kv_store_gb", f.kv_store_gb});
+    report.config.push_back({"kv_store_ttl_s", ToSeconds(base.shared_store->ttl)});
   }
   const auto append = [&](std::vector<workload::ConfigEntry> entries) {
     report.config.insert(report.config.end(), entries.begin(), entries.end());

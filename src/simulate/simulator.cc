@@ -15,6 +15,11 @@ void AddCounters(const engine::EngineStats& from, engine::EngineStats* to) {
   to->prefix_cache_queries += from.prefix_cache_queries;
   to->prefix_cache_hits += from.prefix_cache_hits;
   to->cpu_cache_hits += from.cpu_cache_hits;
+  for (int t = 0; t < kNumTiers; ++t) {
+    to->tier_hit_tokens[t] += from.tier_hit_tokens[t];
+    to->tier_evictions[t] += from.tier_evictions[t];
+    to->tier_load_bytes[t] += from.tier_load_bytes[t];
+  }
   to->num_preemptions += from.num_preemptions;
   to->prompt_tokens += from.prompt_tokens;
   to->generation_tokens += from.generation_tokens;
@@ -29,6 +34,7 @@ std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& sp
   // The simulator keys blocks with kvroute's own BlockKey (no SHA-256 per block).
   workers.back().spec.config.event_hash = engine::EventHash::kBlockKey;
   workers.back().spec.config.seed = options.seed;
+  workers.back().spec.config.shared.store = store;
   StartWorker(w);
   // What the router is told about it: the engine's own capacity and CPU-tier bandwidth.
   const engine::EngineConfig& c = workers[w].engine->config();
@@ -49,6 +55,10 @@ std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& sp
   if (c.num_cpu_blocks > 0) {
     fs.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = c.cpu_to_gpu_bandwidth_bytes_per_s;
   }
+  if (c.disk.num_blocks > 0) {
+    fs.tier_load_bytes_per_s[static_cast<int>(Tier::kDisk)] = c.disk.read_bytes_per_s;
+  }
+  if (store) fs.tier_load_bytes_per_s[static_cast<int>(Tier::kShared)] = c.shared.read_bytes_per_s;
   auto id = router.Add(std::move(fs), spec.profile, now);
   if (!id) return std::unexpected("worker " + std::to_string(w) + ": " + id.error());
   if (*id != w) return std::unexpected("router state numbered worker " + std::to_string(w) +
@@ -146,6 +156,7 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
       queue.Push(now + options.event_delay, EventKind::kKvDelivery, slot, ws.epoch);
     }
   }
+  DrainStoreEvents();
   if (options.on_step_end) options.on_step_end(w, now);
   StartStep(w, now);
 }
@@ -253,6 +264,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
     return RoutePd(id, std::move(a), profile, pd_record, sent, now);
   }
   const std::vector<sched::WorkerSnapshot>& rows = snapshots.workers();
+  if (use_cache && store) sched::MergeSharedTier(rows, &profile.cache_views);
   auto decision = options.policy->Decide(
       profile, rows, policy_state,
       options.full_trace ? sched::TraceDetail::kFull : sched::TraceDetail::kChosenOnly);
@@ -450,7 +462,8 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
   workload::LevelResult& level = result.level;
   level.duration_s = first_arrival.count() < 0 ? 0 : ToSeconds(last_done - first_arrival);
   std::uint64_t queries = 0, hits = 0, cpu_hits = 0;
-  bool any_cpu = false;
+  std::array<std::uint64_t, kNumTiers> tier_hits{};
+  bool any_cpu = false, any_lower = false;
   for (std::size_t w = 0; w < workers.size(); ++w) {
     WorkerState& ws = workers[w];
     WorkerReport rep;
@@ -465,18 +478,38 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
     engine::EngineStats counters = rep.stats;
     rep.stats.prefix_cache_queries = rep.stats.prefix_cache_hits = rep.stats.cpu_cache_hits = 0;
     rep.stats.num_preemptions = rep.stats.prompt_tokens = rep.stats.generation_tokens = 0;
+    rep.stats.tier_hit_tokens = {};
+    rep.stats.tier_evictions = {};
+    rep.stats.tier_load_bytes = {};
     AddCounters(ws.past, &rep.stats);
     AddCounters(counters, &rep.stats);
     queries += rep.stats.prefix_cache_queries;
     hits += rep.stats.prefix_cache_hits;
     cpu_hits += rep.stats.cpu_cache_hits;
+    for (int t = 0; t < kNumTiers; ++t) tier_hits[t] += rep.stats.tier_hit_tokens[t];
     any_cpu = any_cpu || ws.spec.config.num_cpu_blocks > 0;
+    any_lower = any_lower || ws.spec.config.disk.num_blocks > 0 || store != nullptr;
     result.workers.push_back(std::move(rep));
   }
   if (queries > 0) {
     level.hit_rate = static_cast<double>(hits) / static_cast<double>(queries);
     if (any_cpu)
       level.external_hit_rate = static_cast<double>(cpu_hits) / static_cast<double>(queries);
+    // Hit rate by tier: only with a disk tier or a store, so reports of runs without them
+    // keep their old fields (and bytes).
+    if (any_lower) {
+      level.tier_hit_rate.emplace();
+      for (int t = 0; t < kNumTiers; ++t) {
+        (*level.tier_hit_rate)[t] = static_cast<double>(tier_hits[t]) / static_cast<double>(queries);
+      }
+      level.external_hit_rate =
+          static_cast<double>(hits - tier_hits[0]) / static_cast<double>(queries);
+    }
+  }
+  if (store) {
+    const store::StoreCounters& sc = store->core().counters();
+    result.store_stored = sc.stored;
+    result.store_evicted = sc.evicted + sc.expired;
   }
   return std::move(result);
 }

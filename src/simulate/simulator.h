@@ -37,6 +37,7 @@
 #include "engine/engine.h"
 #include "sched/pd_decision.h"
 #include "sched/policy.h"
+#include "store/store_core.h"
 #include "simulate/fleet.h"
 #include "simulate/workload.h"
 
@@ -82,6 +83,10 @@ struct SimOptions {
   // Test hook: called after each step end is processed (its tokens visible, its KV events
   // applied when the delay is 0).
   std::function<void(WorkerId, Nanos)> on_step_end;
+  // The cluster's shared KV store (src/store/, in process, virtual time), one per level: every
+  // worker writes through to it and reads from it; its events reach the index at once (no
+  // event_delay) under sched::kSharedStoreWorker and count for every worker. Unset: none.
+  std::optional<store::StoreOptions> shared_store;
 };
 
 // What the router predicted at decision time, and what happened (fidelity hooks).
@@ -138,6 +143,9 @@ struct SimResult {
   // prefill engines freed at their timeout (no decoder read them).
   std::vector<PdRecord> pd;
   std::uint64_t pins_expired = 0;
+  // The shared store (SimOptions::shared_store): blocks it stored, and deleted (LRU + TTL).
+  std::uint64_t store_stored = 0;
+  std::uint64_t store_evicted = 0;
 };
 
 class Simulator {

@@ -16,7 +16,10 @@
 #include "kv/index/approx_predicted.h"
 #include "kv/index/index.h"
 #include "kv/index/index_overlay.h"
+#include "engine/step_time.h"
+#include "sched/tier_pricing.h"
 #include "simulate/event_queue.h"
+#include "store/in_process_store.h"
 #include "simulate/simulator.h"
 
 namespace kvroute::simulate {
@@ -131,7 +134,19 @@ struct Simulator::Impl {
         index(keyer),
         predicted(kv::PredictedOptions{options.predicted_ttl, 1 << 16}),
         policy_state(options.seed),
-        router(SimRouterOptions()) {}
+        router(SimRouterOptions()) {
+    if (options.shared_store && !options.fleet.workers.empty()) {
+      const WorkerSpec& first = options.fleet.workers.front();
+      store = std::make_shared<store::InProcessSharedStore>(
+          *options.shared_store,
+          first.config.block_size * engine::StepTimeModel(first.profile).KvBytesPerTokenTransfer());
+    }
+  }
+  // The store's events since the last call, into the index as one more publisher.
+  void DrainStoreEvents() {
+    if (!store) return;
+    for (const kv::KvEvent& e : store->TakeEvents()) index.ApplyEvent(sched::kSharedStoreWorker, e);
+  }
 
   std::expected<SimResult, std::string> Run();
   std::expected<void, std::string> AddWorker(const WorkerSpec& spec, Nanos now);
@@ -168,6 +183,7 @@ struct Simulator::Impl {
   bool NeedsScrape() const { return (inputs & sched::kScrapedMetrics) != 0; }
 
   SimOptions options;
+  std::shared_ptr<store::InProcessSharedStore> store;  // SimOptions::shared_store; may be null
   std::unique_ptr<Workload> workload;
   kv::BlockKeyer keyer;
   kv::KvIndex index;

@@ -162,6 +162,11 @@ std::string RunJson(const RunReport& run) {
     lj["cache"] = json::object{{"hit_rate", Opt(l.hit_rate)},
                                {"external_hit_rate", Opt(l.external_hit_rate)},
                                {"client_cached_fraction", Opt(s.client_cached_fraction)}};
+    if (l.tier_hit_rate) {
+      const auto& t = *l.tier_hit_rate;
+      lj["cache"].as_object()["by_tier"] =
+          json::object{{"GPU", t[0]}, {"CPU", t[1]}, {"DISK", t[2]}, {"SHARED", t[3]}};
+    }
     lj["slo_attainment"] = Opt(s.slo_attainment);
     levels.push_back(std::move(lj));
   }

@@ -20,6 +20,7 @@
 // Thread safety: pure functions over values.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <expected>
 #include <map>
@@ -52,6 +53,9 @@ struct LevelResult {
   std::vector<RequestRecord> requests;
   std::optional<double> hit_rate;           // engine prefix-cache hit rate over the level
   std::optional<double> external_hit_rate;  // a lower cache tier, when the engines export it
+  // Prompt tokens served from each tier (GPU, CPU, DISK, SHARED) / prompt tokens queried,
+  // when the engines have a disk tier or a shared store (JSON "cache.by_tier"; absent else).
+  std::optional<std::array<double, 4>> tier_hit_rate;
 };
 
 using ConfigValue = std::variant<double, std::string>;

@@ -1,0 +1,93 @@
+#include "store/store_client.h"
+
+#include <boost/json.hpp>
+
+#include "client/blocking_http_client.h"
+#include "store/store_wire.h"
+
+namespace kvroute::store {
+namespace {
+
+client::ClientRequest Post(const HttpSharedStoreOptions& o, std::string target, std::string body) {
+  client::ClientRequest r;
+  r.method = "POST";
+  r.host = o.host;
+  r.port = o.port;
+  r.target = std::move(target);
+  r.body = std::move(body);
+  r.content_type = "application/json";
+  r.timeouts = client::Timeouts{
+      .connect = o.timeout, .first_byte = o.timeout, .idle = o.timeout, .total = o.timeout};
+  return r;
+}
+
+}  // namespace
+
+HttpSharedStore::HttpSharedStore(HttpSharedStoreOptions options)
+    : options_(std::move(options)), client_(std::make_unique<client::BlockingHttpClient>()) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+HttpSharedStore::~HttpSharedStore() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::size_t HttpSharedStore::Match(std::span<const kv::EngineHash> hashes, Nanos) {
+  if (hashes.empty()) return 0;
+  ++matches_;
+  auto r = client_->Send(Post(options_, "/v1/kv/match", EncodeMatch(hashes)));
+  if (!r || r->status != 200) {
+    ++match_failures_;
+    return 0;
+  }
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(r->body, ec);
+  const boost::json::value* n = (!ec && v.is_object()) ? v.as_object().if_contains("matched") : nullptr;
+  if (n == nullptr || !n->is_number()) {
+    ++match_failures_;
+    return 0;
+  }
+  const auto matched = n->to_number<std::uint64_t>();
+  return matched > hashes.size() ? hashes.size() : static_cast<std::size_t>(matched);
+}
+
+void HttpSharedStore::Put(std::span<const engine::BlockMeta> blocks, Nanos) {
+  if (blocks.empty()) return;
+  std::string body = EncodePut(blocks, options_.block_size, options_.block_bytes);
+  {
+    std::lock_guard lock(mu_);
+    if (queue_.size() >= options_.max_queued_puts) {
+      ++puts_dropped_;
+      return;
+    }
+    queue_.push_back(std::move(body));
+  }
+  cv_.notify_one();
+}
+
+void HttpSharedStore::Run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and drained
+    std::string body = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    auto r = client_->Send(Post(options_, "/v1/kv/put", std::move(body)));
+    ++put_batches_;
+    if (!r || r->status != 200) ++put_failures_;
+    lock.lock();
+  }
+}
+
+HttpSharedStoreCounters HttpSharedStore::counters() const {
+  return {.matches = matches_, .match_failures = match_failures_, .put_batches = put_batches_,
+          .put_failures = put_failures_, .puts_dropped = puts_dropped_};
+}
+
+}  // namespace kvroute::store

@@ -1,0 +1,141 @@
+// StoreServer over loopback with the sims' client (HttpSharedStore): a put is matched, the
+// store evicts at capacity and the replayed ZMQ events (AllBlocksCleared first, then SHARED
+// stores and removals) say so; an unreachable store is a miss, not a stall.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "kv/wire/event_decode.h"
+#include "kv/wire/zmq_publisher.h"
+#include "store/store_client.h"
+#include "store/store_server.h"
+
+namespace kvroute::store {
+namespace {
+
+using std::chrono::milliseconds;
+
+engine::BlockMeta Meta(kv::EngineHash hash, std::optional<kv::EngineHash> parent = std::nullopt) {
+  engine::BlockMeta m;
+  m.key = hash;
+  m.hash = hash;
+  m.parent_hash = parent;
+  m.payload = std::make_shared<const engine::BlockPayload>(
+      engine::BlockPayload{.tokens = std::vector<TokenId>(4, 9)});
+  return m;
+}
+
+// Waits (bounded) until `done` holds; the test then asserts on state, not on time.
+template <typename F>
+bool WaitFor(F done) {
+  for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  return done();
+}
+
+std::vector<kv::KvEventBatch> Replay(const std::string& endpoint) {
+  zmq::context_t ctx(1);
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(endpoint);
+  const std::uint8_t start[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(start, 8), zmq::send_flags::none);
+  std::vector<kv::KvEventBatch> out;
+  for (int i = 0; i < 1000; ++i) {
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, milliseconds(5000)) <= 0) break;
+    std::vector<zmq::message_t> frames;
+    (void)zmq::recv_multipart(dealer, std::back_inserter(frames));
+    if (frames.size() != 3 || frames[2].size() == 0) break;  // the end marker
+    kv::KvEventBatch b;
+    EXPECT_TRUE(kv::DecodeEventBatch(frames[2].data<std::uint8_t>(), frames[2].size(), &b).ok());
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+TEST(StoreServerTest, PutMatchEvictAndTheEventStreamAgree) {
+  StoreServerOptions o;
+  o.port = 0;
+  o.store = {.capacity_bytes = 300, .block_size = 4};
+  o.kv_events_endpoint = "tcp://127.0.0.1:*";
+  o.kv_events_replay_endpoint = "tcp://127.0.0.1:*";
+  o.sweep_interval = std::chrono::hours(1);  // no heartbeat batches in the count below
+  auto server = StoreServer::Start(o);
+  ASSERT_TRUE(server.has_value()) << server.error();
+  {
+    HttpSharedStore client(
+        {.port = (*server)->port(), .block_size = 4, .block_bytes = 100, .timeout = milliseconds(2000)});
+    client.Put(std::vector<engine::BlockMeta>{Meta(1), Meta(2, 1), Meta(3, 2)}, Nanos(0));
+    ASSERT_TRUE(WaitFor([&] { return client.counters().put_batches == 1; }));
+    EXPECT_EQ(client.Match(std::vector<kv::EngineHash>{1, 2, 3, 4}, Nanos(0)), 3u);
+    client.Put(std::vector<engine::BlockMeta>{Meta(4, 3)}, Nanos(0));  // evicts 1 (LRU)
+    ASSERT_TRUE(WaitFor([&] { return client.counters().put_batches == 2; }));
+    EXPECT_EQ(client.Match(std::vector<kv::EngineHash>{1, 2}, Nanos(0)), 0u);
+    EXPECT_EQ(client.counters().match_failures, 0u);
+    EXPECT_EQ(client.counters().put_failures, 0u);
+  }
+  EXPECT_EQ((*server)->counters().evicted, 1u);
+  EXPECT_EQ((*server)->size(), 3u);
+
+  // The publisher numbers batches on its own thread: wait until all three were numbered.
+  const auto batches = [&] {
+    std::vector<kv::KvEventBatch> b;
+    WaitFor([&] {
+      b = Replay((*server)->replay_endpoint());
+      return b.size() >= 3;
+    });
+    return b;
+  }();
+  ASSERT_EQ(batches.size(), 3u);
+  ASSERT_EQ(batches[0].events.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<kv::AllBlocksCleared>(batches[0].events[0]));
+  EXPECT_EQ(batches[1].events.size(), 3u);  // three SHARED stores
+  ASSERT_EQ(batches[2].events.size(), 2u);  // removal of 1, then store of 4
+  const auto& removed = std::get<kv::BlockRemoved>(batches[2].events[0]);
+  EXPECT_EQ(removed.medium, std::optional<std::string>("SHARED"));
+  EXPECT_EQ(removed.block_hashes, std::vector<kv::EngineHash>{1});
+  const auto& stored = std::get<kv::BlockStored>(batches[2].events[1]);
+  EXPECT_EQ(stored.parent_block_hash, std::optional<kv::EngineHash>(3));
+  (*server)->Shutdown();
+}
+
+TEST(StoreServerTest, RefusesBadBodiesWithAnOpenAiError) {
+  StoreServerOptions o;
+  o.port = 0;
+  o.store = {.capacity_bytes = 300, .block_size = 4};
+  o.kv_events_endpoint = "tcp://127.0.0.1:*";
+  auto server = StoreServer::Start(o);
+  ASSERT_TRUE(server.has_value()) << server.error();
+  // A client whose block size differs: every put is refused (400), nothing is stored.
+  HttpSharedStore client({.port = (*server)->port(), .block_size = 8, .block_bytes = 100,
+                          .timeout = milliseconds(2000)});
+  std::vector<engine::BlockMeta> metas = {Meta(1)};
+  auto payload = std::make_shared<const engine::BlockPayload>(
+      engine::BlockPayload{.tokens = std::vector<TokenId>(8, 1)});
+  metas[0].payload = payload;
+  client.Put(metas, Nanos(0));
+  ASSERT_TRUE(WaitFor([&] { return client.counters().put_batches == 1; }));
+  EXPECT_EQ(client.counters().put_failures, 1u);
+  EXPECT_EQ((*server)->size(), 0u);
+}
+
+TEST(StoreServerTest, AnUnreachableStoreIsAMissAndPutsAreDroppedNotBlocking) {
+  // Port 1 on loopback: nothing listens there, so connect is refused at once.
+  HttpSharedStore client({.port = 1, .block_size = 4, .block_bytes = 100,
+                          .timeout = milliseconds(500), .max_queued_puts = 1});
+  EXPECT_EQ(client.Match(std::vector<kv::EngineHash>{1}, Nanos(0)), 0u);
+  EXPECT_EQ(client.counters().match_failures, 1u);
+  for (int i = 0; i < 50; ++i) client.Put(std::vector<engine::BlockMeta>{Meta(1)}, Nanos(0));
+  const auto c = client.counters();
+  // Every put was sent (and failed), dropped, or is the one queued or in flight: Put returned
+  // each time without waiting for the store.
+  EXPECT_GE(c.put_batches + c.puts_dropped, 48u);
+  EXPECT_EQ(c.put_failures, c.put_batches);
+}
+
+}  // namespace
+}  // namespace kvroute::store
