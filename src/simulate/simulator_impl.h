@@ -125,6 +125,9 @@ using internal::kRouted;
 using internal::kPrefillLegBit;
 using internal::SimRouterOptions;
 
+// Adds `from`'s monotonic counters to `to` (a worker's past lives, simulator_report.cc).
+void AddCounters(const engine::EngineStats& from, engine::EngineStats* to);
+
 struct Simulator::Impl {
   Impl(SimOptions o, std::unique_ptr<Workload> w)
       : options(std::move(o)),
@@ -149,6 +152,9 @@ struct Simulator::Impl {
   }
 
   std::expected<SimResult, std::string> Run();
+  // The end of Run: engine counters, hit rates and the store's counters into `result`
+  // (simulator_report.cc).
+  void ReportCounters();
   std::expected<void, std::string> AddWorker(const WorkerSpec& spec, Nanos now);
   void StartWorker(WorkerId w);
   // `force`: step even without HasWork (a timed event is due: remote KV, a pin's expiry).
