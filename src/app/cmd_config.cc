@@ -28,6 +28,10 @@ void AddGatewayConfigFlags(CLI::App* cmd, std::string* config_path, gateway::Con
                   "discovery.etcd.endpoints; combines with workers[]; docs/etcd.md)");
   cmd->add_option("--etcd-prefix", o->etcd_prefix,
                   "Key prefix of the worker records (overrides discovery.etcd.prefix)");
+  cmd->add_option("--inference-pool", o->inference_pool,
+                  "Follow the pods of this Gateway API InferencePool (overrides "
+                  "discovery.kubernetes.pool; its namespace, api_url and models come from the "
+                  "config; docs/kubernetes.md)");
   cmd->add_option("--epp", o->epp_address,
                   "Also serve Envoy ext_proc as the Gateway API Inference Extension's Endpoint "
                   "Picker, on host:port (default 0.0.0.0:9002; enables epp, overrides "

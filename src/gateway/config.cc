@@ -233,6 +233,17 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
       KVROUTE_TRY(e.String("prefix", &c->etcd.prefix));
       KVROUTE_TRY(e.RejectUnknown());
     }
+    YAML::Node k8s = d.Get("kubernetes");
+    if (k8s && !k8s.IsNull()) {
+      MapReader k(k8s, "discovery.kubernetes");
+      KVROUTE_TRY(k.CheckIsMap());
+      KVROUTE_TRY(k.String("pool", &c->kubernetes.pool));
+      KVROUTE_TRY(k.String("namespace", &c->kubernetes.namespace_name));
+      KVROUTE_TRY(k.String("api_url", &c->kubernetes.api_url));
+      KVROUTE_TRY(k.String("token_file", &c->kubernetes.token_file));
+      KVROUTE_TRY(k.StringList("models", &c->kubernetes.models));
+      KVROUTE_TRY(k.RejectUnknown());
+    }
     KVROUTE_TRY(d.RejectUnknown());
   }
   YAML::Node epp = r.Get("epp");
@@ -295,8 +306,19 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   }
   if (c.http_threads < 1) return Error("listen.http_threads: must be >= 1");
   if (c.proxy_threads < 1) return Error("listen.proxy_threads: must be >= 1");
-  if (c.workers.empty() && c.etcd.endpoints.empty()) {
-    return Error("workers: at least one worker is required (or discovery.etcd)");
+  if (!c.kubernetes.pool.empty()) {
+    const KubernetesDiscoveryConfig& k = c.kubernetes;
+    if (k.api_url.rfind("http://", 0) != 0) {
+      return Error("discovery.kubernetes.api_url: '" + k.api_url +
+                   "' is not http://host:port (kvroute has no TLS: reach the API through a "
+                   "kubectl proxy sidecar, docs/kubernetes.md)");
+    }
+    if (k.namespace_name.empty()) return Error("discovery.kubernetes.namespace: required");
+    if (k.models.empty()) return Error("discovery.kubernetes.models: at least one model name");
+  }
+  if (c.workers.empty() && c.etcd.endpoints.empty() && c.kubernetes.pool.empty()) {
+    return Error(
+        "workers: at least one worker is required (or discovery.etcd, discovery.kubernetes)");
   }
   for (const auto& e : c.etcd.endpoints) {
     auto url = client::ParseUrl(e.find("://") == std::string::npos ? "http://" + e : e);
@@ -372,6 +394,7 @@ void ApplyOverrides(const ConfigOverrides& o, GatewayConfig* c) {
     }
   }
   if (o.etcd_prefix) c->etcd.prefix = *o.etcd_prefix;
+  if (o.inference_pool) c->kubernetes.pool = *o.inference_pool;
   if (o.epp_address) {
     c->epp.enabled = true;
     if (!o.epp_address->empty()) c->epp.address = *o.epp_address;
@@ -475,6 +498,13 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "etcd" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << c.etcd.endpoints;
   out << YAML::Key << "prefix" << YAML::Value << c.etcd.prefix;
+  out << YAML::EndMap;
+  out << YAML::Key << "kubernetes" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "pool" << YAML::Value << c.kubernetes.pool;
+  out << YAML::Key << "namespace" << YAML::Value << c.kubernetes.namespace_name;
+  out << YAML::Key << "api_url" << YAML::Value << c.kubernetes.api_url;
+  out << YAML::Key << "token_file" << YAML::Value << c.kubernetes.token_file;
+  out << YAML::Key << "models" << YAML::Value << YAML::Flow << c.kubernetes.models;
   out << YAML::EndMap;
   out << YAML::EndMap;
   out << YAML::Key << "epp" << YAML::Value << YAML::BeginMap;

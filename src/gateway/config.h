@@ -105,6 +105,17 @@ struct EtcdDiscoveryConfig {
   std::string prefix = "/kvroute/workers/";    // every key under it is a worker record
 };
 
+// discovery.kubernetes: the pods of a Gateway API InferencePool, followed through the
+// Kubernetes API (src/k8s PoolWatcher; docs/kubernetes.md). Plain HTTP only (a `kubectl proxy`
+// sidecar on loopback in a cluster): kvroute's HTTP client has no TLS.
+struct KubernetesDiscoveryConfig {
+  std::string pool;            // the InferencePool's name; empty: no Kubernetes discovery
+  std::string namespace_name;  // its namespace
+  std::string api_url;         // http://host:port of the API (e.g. kubectl proxy's)
+  std::string token_file;      // bearer token, re-read per request; empty: none
+  std::vector<std::string> models;  // model names every pod serves (the catalog learns the rest)
+};
+
 // CPUs in this process's affinity mask, clamped to [1, 64].
 int DefaultLaneCount();
 
@@ -119,8 +130,9 @@ struct GatewayConfig {
   int http_threads = DefaultLaneCount();
   int proxy_threads = 1;  // kept for older configs; only the larger of the two counts
 
-  std::vector<WorkerConfig> workers;  // may be empty when discovery.etcd is set
+  std::vector<WorkerConfig> workers;  // may be empty when discovery.etcd or .kubernetes is set
   EtcdDiscoveryConfig etcd;
+  KubernetesDiscoveryConfig kubernetes;
   std::optional<KvStoreConfig> kv_store;  // the shared KV store; none: no shared tier
 
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).
@@ -196,6 +208,7 @@ struct ConfigOverrides {
   std::optional<double> drain_timeout_s;
   std::optional<std::string> etcd;         // --etcd: comma-separated endpoints
   std::optional<std::string> etcd_prefix;  // --etcd-prefix
+  std::optional<std::string> inference_pool;  // --inference-pool: discovery.kubernetes.pool
   std::optional<std::string> epp_address;  // --epp: enables epp at this address
 };
 void ApplyOverrides(const ConfigOverrides& overrides, GatewayConfig* config);

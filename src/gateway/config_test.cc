@@ -126,7 +126,7 @@ TEST(GatewayConfig, NoWorkersFailsValidation) {
   ASSERT_TRUE(c.has_value());
   auto ok = Validate(*c);
   ASSERT_FALSE(ok.has_value());
-  EXPECT_EQ(ok.error(), "workers: at least one worker is required (or discovery.etcd)");
+  EXPECT_EQ(ok.error(), "workers: at least one worker is required (or discovery.etcd, discovery.kubernetes)");
 }
 
 TEST(GatewayConfig, EtcdDiscoveryAloneIsAFleetAndIsKeptByEffectiveYaml) {
@@ -141,6 +141,30 @@ TEST(GatewayConfig, EtcdDiscoveryAloneIsAFleetAndIsKeptByEffectiveYaml) {
   ASSERT_TRUE(again.has_value()) << again.error() << "\n" << EffectiveYaml(*c);
   EXPECT_EQ(again->etcd.endpoints, c->etcd.endpoints);
   EXPECT_EQ(again->etcd.prefix, "/x/");
+}
+
+TEST(GatewayConfig, KubernetesDiscoveryAloneIsAFleetAndBadValuesAreNamed) {
+  auto c = ParseConfig(
+      "discovery: {kubernetes: {pool: qwen-pool, namespace: llm, "
+      "api_url: 'http://127.0.0.1:8001', models: [m]}}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_TRUE(Validate(*c).has_value());
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error() << "\n" << EffectiveYaml(*c);
+  EXPECT_EQ(again->kubernetes.pool, "qwen-pool");
+  EXPECT_EQ(again->kubernetes.namespace_name, "llm");
+  EXPECT_EQ(again->kubernetes.models, std::vector<std::string>{"m"});
+  ApplyOverrides(ConfigOverrides{.inference_pool = "other"}, &*c);
+  EXPECT_EQ(c->kubernetes.pool, "other");
+  c->kubernetes.api_url = "https://10.0.0.1:443";
+  EXPECT_TRUE(Validate(*c).error().starts_with("discovery.kubernetes.api_url: 'https://10.0.0.1:443' is not http://host:port"))
+      << Validate(*c).error();
+  c->kubernetes.api_url = "http://127.0.0.1:8001";
+  c->kubernetes.models.clear();
+  EXPECT_EQ(Validate(*c).error(), "discovery.kubernetes.models: at least one model name");
+  auto unknown = ParseConfig("discovery: {kubernetes: {poll: x}}\n");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_NE(unknown.error().find("discovery.kubernetes.poll"), std::string::npos) << unknown.error();
 }
 
 TEST(GatewayConfig, EtcdFlagsOverrideTheFileAndBadValuesAreNamed) {

@@ -413,6 +413,33 @@ std::expected<void, std::string> Gateway::Start() {
   if (auto ok = p.server->Start(); !ok) return std::unexpected(ok.error());
 
   p.maintenance = std::thread([raw] { raw->Maintain(); });
+  if (!c.kubernetes.pool.empty()) {
+    // Started last, once every part a join touches exists. The pool's pods join by the same path (k8s/pool_discovery.h: ready → join, terminating →
+    // drain at once, deleted or not ready → leave).
+    class Sink final : public k8s::MembershipSink {
+     public:
+      explicit Sink(Gateway* g) : g_(g) {}
+      std::expected<void, std::string> JoinWorker(fleet::WorkerSpec spec) override {
+        return g_->JoinWorker(std::move(spec));
+      }
+      bool DrainWorker(std::string_view name) override { return g_->DrainWorker(name); }
+      bool LeaveWorker(std::string_view name) override { return g_->LeaveWorker(name); }
+
+     private:
+      Gateway* g_;
+    };
+    p.pool_sink = std::make_unique<Sink>(this);
+    k8s::PoolWatcherOptions o;
+    o.api_url = c.kubernetes.api_url;
+    o.token_file = c.kubernetes.token_file;
+    o.namespace_name = c.kubernetes.namespace_name;
+    o.pool_name = c.kubernetes.pool;
+    o.models = c.kubernetes.models;
+    o.on_step = [](const std::string& step) { spdlog::info("inferencepool: {}", step); };
+    auto watcher = k8s::PoolWatcher::Start(std::move(o), p.pool_sink.get());
+    if (!watcher) return std::unexpected("discovery.kubernetes: " + watcher.error());
+    p.pool_watcher = std::move(*watcher);
+  }
   return {};
 }
 
@@ -446,6 +473,7 @@ void Gateway::Stop() {
   p.stopped = true;
   p.draining = true;
   if (p.discovery) p.discovery->Stop();  // no joins or leaves while the parts stop
+  if (p.pool_watcher) p.pool_watcher->Stop();
   if (p.server) p.server->Shutdown(std::chrono::milliseconds(0));
   {
     std::lock_guard lock(p.mu);

@@ -19,6 +19,7 @@
 #include "gateway/config.h"
 #include "gateway/engine_metrics.h"
 #include "gateway/etcd_discovery.h"
+#include "k8s/pool_watcher.h"
 #include "gateway/gateway.h"
 #include "gateway/health_checker.h"
 #include "gateway/kv_feed.h"
@@ -76,6 +77,10 @@ struct Gateway::Parts {
   }
   // Discovery (etcd) feeding JoinWorker/DrainWorker/LeaveWorker; null without --etcd.
   std::unique_ptr<EtcdDiscovery> discovery;
+  // InferencePool discovery (discovery.kubernetes): the watcher and the sink it calls (which
+  // forwards to JoinWorker/DrainWorker/LeaveWorker); null without it.
+  std::unique_ptr<k8s::MembershipSink> pool_sink;
+  std::unique_ptr<k8s::PoolWatcher> pool_watcher;
   // Serialises joins and leaves (the table, the feed, the catalog and `names` change together).
   std::mutex membership_mu;
   // membership.cc: the one path a worker enters by, static (Start) or discovered.

@@ -26,7 +26,7 @@ TEST(Gateway, CreateRefusesAnInvalidConfig) {
   c.workers.clear();
   auto gw = Gateway::Create(c);
   ASSERT_FALSE(gw.has_value());
-  EXPECT_EQ(gw.error(), "workers: at least one worker is required (or discovery.etcd)");
+  EXPECT_EQ(gw.error(), "workers: at least one worker is required (or discovery.etcd, discovery.kubernetes)");
 }
 
 TEST(Gateway, CreateNamesTheTokenizerDirWhenItCannotLoad) {
