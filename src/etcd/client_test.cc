@@ -143,15 +143,16 @@ TEST_F(EtcdTest, UnreachableEndpointIsSkippedAndReportedUnavailable) {
 }
 
 TEST_F(EtcdTest, RegistrationKeepsItsKeyAndDeletesItOnRevoke) {
-  Registration reg(client_.get(), RegistrationOptions{.key = "/r/w1", .ttl_s = 2}, "v1");
+  Registration reg(client_.get(), RegistrationOptions{.key = "/r/w1", .ttl_s = 4}, "v1");
   ASSERT_TRUE(reg.Start().has_value());
   auto r = client_->RangePrefix("/r/");
   ASSERT_EQ(r->kvs.size(), 1u);
   EXPECT_EQ(r->kvs[0].value, "v1");
   const std::int64_t lease = r->kvs[0].lease;
   EXPECT_NE(lease, 0);
-  // Longer than the TTL: keepalives hold the key.
-  std::this_thread::sleep_for(std::chrono::milliseconds(3'500));
+  // Longer than the TTL: keepalives (every TTL/3) hold the key. TTL 4 s, not 2: on a loaded
+  // 2-core machine one late keepalive at TTL 2 let the lease lapse.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5'000));
   ASSERT_EQ(client_->RangePrefix("/r/")->kvs.size(), 1u);
   ASSERT_TRUE(reg.Update("v2").has_value());
   EXPECT_EQ(client_->RangePrefix("/r/")->kvs[0].value, "v2");

@@ -37,7 +37,7 @@ def start(name):
     events = json.dumps({"enable_kv_cache_events": True, "publisher": "zmq",
                          "endpoint": "tcp://127.0.0.1:*", "topic": f"kv@{name}"})
     proc = subprocess.Popen(
-        [BINARY, "sim", "--host", "127.0.0.1", "--port", "0", "--speedup", "100",
+        [BINARY, "sim", "--host", "127.0.0.1", "--port", "0", "--speedup", "20",  # pins expire after 480 s / 20 = 24 s: ample for node to start
          "--served-model-name", "m", "--kv-transfer-config", KV_TRANSFER,
          "--kv-events-config", events, "--kv-side-channel-host", "127.0.0.1",
          "--kv-side-channel-port", "0"],
@@ -123,6 +123,12 @@ def main():
             fail(f"prefill usage {u1}")
         if first["choices"][0]["finish_reason"] != "length":
             fail(f"prefill finish_reason {first['choices'][0]['finish_reason']}")
+        # The gauge is published just after the answer is sent: give it a moment on a loaded
+        # machine rather than read it once.
+        for _ in range(100):
+            if metric(p_port, "kvroute:nixl_pinned_blocks") == 6:
+                break
+            time.sleep(0.05)
         if metric(p_port, "kvroute:nixl_pinned_blocks") != 6:
             fail("prefill sim does not report 6 pinned blocks")
         print(f"ok   prefill leg: {u1}, 6 blocks pinned on {p_engine}")
