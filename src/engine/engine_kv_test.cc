@@ -13,6 +13,7 @@
 namespace kvroute::engine {
 namespace {
 
+using enginetest::BlocksConfig;
 using enginetest::Drive;
 using enginetest::EventsOf;
 using enginetest::Req;
@@ -20,13 +21,6 @@ using enginetest::Seq;
 using enginetest::StepOnce;
 using enginetest::TestProfile;
 using enginetest::Trace;
-
-EngineConfig SmallConfig(std::int64_t gpu_blocks, std::int64_t cpu_blocks = 0) {
-  EngineConfig c;
-  c.num_gpu_blocks_override = gpu_blocks;
-  c.num_cpu_blocks = cpu_blocks;
-  return c;
-}
 
 std::vector<kv::EngineHash> VllmLow64(const std::vector<TokenId>& tokens,
                                       std::string_view lora = {}, std::string_view salt = {}) {
@@ -39,7 +33,7 @@ std::vector<kv::EngineHash> VllmLow64(const std::vector<TokenId>& tokens,
 }
 
 TEST(EngineKvTest, RepeatedPromptHitsThePrefixCacheUpToOneTokenShort) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64));
   ASSERT_FALSE(engine->Add(Req("a", Seq(64), 1)));
   Trace run;
   Drive(*engine, &run);
@@ -54,7 +48,7 @@ TEST(EngineKvTest, RepeatedPromptHitsThePrefixCacheUpToOneTokenShort) {
 }
 
 TEST(EngineKvTest, PromptBlockStoredCarriesEveryVllmField) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64));
   ASSERT_FALSE(engine->Add(Req("a", Seq(40), 1)));  // 2 full blocks + 8 tokens
   Trace run;
   Drive(*engine, &run);
@@ -77,7 +71,7 @@ TEST(EngineKvTest, PromptBlockStoredCarriesEveryVllmField) {
 }
 
 TEST(EngineKvTest, DecodeTokensThatFillABlockAreStoredToo) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64));
   ASSERT_FALSE(engine->Add(Req("a", Seq(10), 20)));
   Trace run;
   Drive(*engine, &run);
@@ -92,7 +86,7 @@ TEST(EngineKvTest, DecodeTokensThatFillABlockAreStoredToo) {
 }
 
 TEST(EngineKvTest, ExtendingRequestStoresOnlyNewBlocksWithTheParentHash) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64));
   ASSERT_FALSE(engine->Add(Req("a", Seq(32), 1)));
   Trace run;
   Drive(*engine, &run);
@@ -109,7 +103,7 @@ TEST(EngineKvTest, ExtendingRequestStoresOnlyNewBlocksWithTheParentHash) {
 }
 
 TEST(EngineKvTest, LoraNameAndCacheSaltEnterHashesAndEvents) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64));
   auto spec = Req("a", Seq(32), 1);
   spec.lora_name = "sql-adapter";
   spec.cache_salt = "tenant-7";
@@ -134,7 +128,7 @@ TEST(EngineKvTest, LoraNameAndCacheSaltEnterHashesAndEvents) {
 }
 
 TEST(EngineKvTest, AnImageEntersTheBlocksItOverlapsAndOnlyTheSameImageHits) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64));
   auto with = [](std::string id, std::string image) {
     auto spec = Req(std::move(id), Seq(49), 1);
     spec.mm_items = {{.identifier = std::move(image), .offset = 20, .length = 12}};
@@ -163,7 +157,7 @@ TEST(EngineKvTest, AnImageEntersTheBlocksItOverlapsAndOnlyTheSameImageHits) {
 }
 
 TEST(EngineKvTest, PythonHashSeedChangesEventHashes) {
-  EngineConfig c = SmallConfig(64);
+  EngineConfig c = BlocksConfig(64);
   c.python_hash_seed = "42";
   auto engine = NewEngine(TestProfile(), c);
   ASSERT_FALSE(engine->Add(Req("a", Seq(17), 1)));
@@ -176,7 +170,7 @@ TEST(EngineKvTest, PythonHashSeedChangesEventHashes) {
 }
 
 TEST(EngineKvTest, BlockKeyModePutsKvrouteKeysInEvents) {
-  EngineConfig c = SmallConfig(64);
+  EngineConfig c = BlocksConfig(64);
   c.event_hash = EventHash::kBlockKey;
   auto engine = NewEngine(TestProfile(), c);
   ASSERT_FALSE(engine->Add(Req("a", Seq(33), 1)));
@@ -194,7 +188,7 @@ TEST(EngineKvTest, BlockKeyModePutsKvrouteKeysInEvents) {
 
 TEST(EngineKvTest, EvictsTailBlocksBeforeHeadBlocks) {
   // 5 blocks: "a" caches 4 and finishes; one block was never used.
-  auto engine = NewEngine(TestProfile(), SmallConfig(5));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(5));
   ASSERT_FALSE(engine->Add(Req("a", Seq(64), 1)));
   Trace run;
   Drive(*engine, &run);
@@ -215,7 +209,7 @@ TEST(EngineKvTest, EvictsTailBlocksBeforeHeadBlocks) {
 }
 
 TEST(EngineKvTest, SharedPrefixBlocksAreReferencedNotCopied) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64));
   ASSERT_FALSE(engine->Add(Req("a", Seq(48), 8)));
   Trace run;
   StepOnce(*engine, &run);  // a prefilled: 3 blocks cached and held
@@ -232,7 +226,7 @@ TEST(EngineKvTest, SharedPrefixBlocksAreReferencedNotCopied) {
 }
 
 TEST(EngineKvTest, GpuEvictionMovesBlocksToCpuAndCpuHitsComeBack) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(4, 8));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(4, 8));
   ASSERT_FALSE(engine->Add(Req("a", Seq(48), 1)));  // caches 3 blocks
   Trace run;
   Drive(*engine, &run);
@@ -276,7 +270,7 @@ TEST(EngineKvTest, GpuEvictionMovesBlocksToCpuAndCpuHitsComeBack) {
 
 TEST(EngineKvTest, CpuHitAddsLoadTimeToTheStep) {
   const Profile profile = TestProfile();
-  EngineConfig c = SmallConfig(4, 8);
+  EngineConfig c = BlocksConfig(4, 8);
   c.cpu_to_gpu_bandwidth_bytes_per_s = 1e9;  // slow link: the load dominates
   auto engine = NewEngine(profile, c);
   Trace run;
@@ -293,7 +287,7 @@ TEST(EngineKvTest, CpuHitAddsLoadTimeToTheStep) {
 }
 
 TEST(EngineKvTest, CpuTierEvictsItsOwnLruWithCpuRemovals) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(4, 1));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(4, 1));
   Trace run;
   ASSERT_FALSE(engine->Add(Req("a", Seq(48), 1)));  // caches 3 blocks
   Drive(*engine, &run);
@@ -311,13 +305,13 @@ TEST(EngineKvTest, CapacityComesFromTheProfileUnlessOverridden) {
   auto engine = NewEngine(profile, EngineConfig{});
   EXPECT_EQ(engine->Stats().num_gpu_blocks, StepTimeModel(profile).NumGpuBlocks(16));
   EXPECT_EQ(engine->config().num_gpu_blocks_override, engine->Stats().num_gpu_blocks);
-  auto small = NewEngine(profile, SmallConfig(10, 3));
+  auto small = NewEngine(profile, BlocksConfig(10, 3));
   EXPECT_EQ(small->Stats().num_gpu_blocks, 10);
   EXPECT_EQ(small->Stats().num_cpu_blocks, 3);
 }
 
 TEST(EngineKvTest, ResetPrefixCacheIsRefusedWhileRunningThenClearsAndAnnounces) {
-  auto engine = NewEngine(TestProfile(), SmallConfig(64, 8));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(64, 8));
   ASSERT_FALSE(engine->Add(Req("a", Seq(40), 4)));
   Trace run;
   StepOnce(*engine, &run);
@@ -336,7 +330,7 @@ TEST(EngineKvTest, ResetPrefixCacheIsRefusedWhileRunningThenClearsAndAnnounces) 
 }
 
 TEST(EngineKvTest, NoEventsAndNoHitsWithPrefixCachingDisabled) {
-  EngineConfig c = SmallConfig(64);
+  EngineConfig c = BlocksConfig(64);
   c.enable_prefix_caching = false;
   auto engine = NewEngine(TestProfile(), c);
   Trace run;

@@ -11,6 +11,7 @@
 namespace kvroute::engine {
 namespace {
 
+using enginetest::BlocksConfig;
 using enginetest::Drive;
 using enginetest::EventsOf;
 using enginetest::Req;
@@ -20,8 +21,7 @@ using enginetest::TestProfile;
 using enginetest::Trace;
 
 EngineConfig SmallConfig() {
-  EngineConfig c;
-  c.num_gpu_blocks_override = 64;
+  EngineConfig c = BlocksConfig(64);
   c.pinned_kv_timeout = std::chrono::seconds(2);
   return c;
 }

@@ -12,6 +12,7 @@
 namespace kvroute::engine {
 namespace {
 
+using enginetest::BlocksConfig;
 using enginetest::Drive;
 using enginetest::Req;
 using enginetest::Seq;
@@ -21,8 +22,7 @@ using enginetest::Trace;
 
 EngineConfig Config(std::int64_t gpu_blocks, std::uint32_t budget = 8192,
                     std::uint32_t max_seqs = 256) {
-  EngineConfig c;
-  c.num_gpu_blocks_override = gpu_blocks;
+  EngineConfig c = BlocksConfig(gpu_blocks);
   c.max_num_batched_tokens = budget;
   c.max_num_seqs = max_seqs;
   return c;

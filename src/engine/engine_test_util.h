@@ -21,6 +21,17 @@ inline Profile TestProfile() {
   return p.value_or(Profile{});
 }
 
+// An engine with exactly this many blocks per local tier (0: the tier is off); every other
+// setting at its default.
+inline EngineConfig BlocksConfig(std::int64_t gpu_blocks, std::int64_t cpu_blocks = 0,
+                                 std::int64_t disk_blocks = 0) {
+  EngineConfig c;
+  c.num_gpu_blocks_override = gpu_blocks;
+  c.num_cpu_blocks = cpu_blocks;
+  c.disk.num_blocks = disk_blocks;
+  return c;
+}
+
 // Tokens start, start+1, ... (n of them).
 inline std::vector<TokenId> Seq(std::size_t n, TokenId start = 1) {
   std::vector<TokenId> v(n);

@@ -21,6 +21,7 @@
 namespace kvroute::engine {
 namespace {
 
+using enginetest::BlocksConfig;
 using enginetest::Drive;
 using enginetest::EventsOf;
 using enginetest::Req;
@@ -50,14 +51,6 @@ class FakeStore : public SharedKvStore {
   std::map<kv::EngineHash, int> puts;
   int matches = 0;
 };
-
-EngineConfig TierConfig(std::int64_t gpu, std::int64_t cpu, std::int64_t disk) {
-  EngineConfig c;
-  c.num_gpu_blocks_override = gpu;
-  c.num_cpu_blocks = cpu;
-  c.disk.num_blocks = disk;
-  return c;
-}
 
 std::vector<kv::EngineHash> RemovedOn(const std::vector<kv::KvEvent>& events,
                                       const std::string& medium) {
@@ -124,7 +117,7 @@ TEST(LruTierTest, AWriteBacklogLongerThanTheLimitDropsTheCopyInsteadOfWaiting) {
 TEST(EngineTiersTest, GpuEvictionsCascadeThroughHostToDisk) {
   // 4 GPU blocks, 1 host block, 8 disk blocks: a second conversation evicts the first from
   // GPU; the host keeps one block and spills the rest to disk.
-  auto engine = NewEngine(TestProfile(), TierConfig(4, 1, 8));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(4, 1, 8));
   Trace run;
   ASSERT_FALSE(engine->Add(Req("a", Seq(48), 1)));  // 3 full blocks cached
   Drive(*engine, &run);
@@ -142,7 +135,7 @@ TEST(EngineTiersTest, GpuEvictionsCascadeThroughHostToDisk) {
 }
 
 TEST(EngineTiersTest, WithoutAHostTierGpuEvictionsGoStraightToDisk) {
-  auto engine = NewEngine(TestProfile(), TierConfig(4, 0, 8));
+  auto engine = NewEngine(TestProfile(), BlocksConfig(4, 0, 8));
   Trace run;
   ASSERT_FALSE(engine->Add(Req("a", Seq(48), 1)));
   Drive(*engine, &run);
@@ -162,7 +155,7 @@ TEST(EngineTiersTest, WithoutAHostTierGpuEvictionsGoStraightToDisk) {
 
 TEST(EngineTiersTest, ADiskHitCostsLatencyPlusBytesOverTheReadBandwidth) {
   const Profile profile = TestProfile();
-  EngineConfig c = TierConfig(4, 0, 8);
+  EngineConfig c = BlocksConfig(4, 0, 8);
   c.disk.read_bytes_per_s = 1e9;
   c.disk.latency_s = 0.004;
   auto engine = NewEngine(profile, c);
@@ -191,7 +184,7 @@ TEST(EngineTiersTest, ADiskHitCostsLatencyPlusBytesOverTheReadBandwidth) {
 TEST(EngineTiersTest, LoadsFromSeveralTiersRunInParallel) {
   // Host at 1 GB/s, disk at 1 GB/s + 4 ms: a hit spanning both waits for the slower alone.
   const Profile profile = TestProfile();
-  EngineConfig c = TierConfig(6, 1, 8);
+  EngineConfig c = BlocksConfig(6, 1, 8);
   c.cpu_to_gpu_bandwidth_bytes_per_s = 1e9;
   c.disk.read_bytes_per_s = 1e9;
   c.disk.latency_s = 0.004;
@@ -224,7 +217,7 @@ TEST(EngineTiersTest, LoadsFromSeveralTiersRunInParallel) {
 
 TEST(EngineTiersTest, EveryComputedBlockIsWrittenThroughToTheStoreOnce) {
   auto store = std::make_shared<FakeStore>();
-  EngineConfig c = TierConfig(64, 0, 0);
+  EngineConfig c = BlocksConfig(64, 0, 0);
   c.shared.store = store;
   auto engine = NewEngine(TestProfile(), c);
   Trace run;
@@ -242,7 +235,7 @@ TEST(EngineTiersTest, EveryComputedBlockIsWrittenThroughToTheStoreOnce) {
 TEST(EngineTiersTest, ASecondEngineLoadsAConversationItNeverComputedFromTheStore) {
   const Profile profile = TestProfile();
   auto store = std::make_shared<FakeStore>();
-  EngineConfig c = TierConfig(64, 0, 0);
+  EngineConfig c = BlocksConfig(64, 0, 0);
   c.shared.store = store;
   c.shared.read_bytes_per_s = 1e9;
   c.shared.latency_s = 0.002;
@@ -270,7 +263,7 @@ TEST(EngineTiersTest, ASecondEngineLoadsAConversationItNeverComputedFromTheStore
 
 TEST(EngineTiersTest, AStoreThatLostTheBlocksGivesNoHit) {
   auto store = std::make_shared<FakeStore>();
-  EngineConfig c = TierConfig(64, 0, 0);
+  EngineConfig c = BlocksConfig(64, 0, 0);
   c.shared.store = store;
   auto a = NewEngine(TestProfile(), c);
   auto b = NewEngine(TestProfile(), c);
@@ -288,7 +281,7 @@ TEST(EngineTiersTest, AStoreThatLostTheBlocksGivesNoHit) {
 // every step, with host and disk tiers under random load (engine_events_test.cc does GPU+CPU).
 TEST(EngineTiersTest, EventStreamMirrorsEveryLocalTierUnderRandomLoad) {
   std::mt19937 rng(7);
-  EngineConfig c = TierConfig(30, 8, 16);
+  EngineConfig c = BlocksConfig(30, 8, 16);
   c.max_num_batched_tokens = 96;
   c.max_num_seqs = 6;
   c.shared.store = std::make_shared<FakeStore>();
