@@ -116,9 +116,12 @@ LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
   if (slowest >= 0) plan.load_blocks[slowest] += hits.mixed_blocks;
   for (int t = 0; t < kNumTiers; ++t) {
     plan.hit_blocks += plan.load_blocks[t];
+    // Each lower tier reaches GPU memory over its own path (host DMA, NVMe, the store's NIC),
+    // in parallel, so the request waits for the slowest tier, not their sum (the engine
+    // model's rule too, engine/README.md "KV tiers").
     if (t != kGpu && plan.load_blocks[t] > 0) {
-      plan.load_s = Bound(plan.load_s + plan.load_blocks[t] * *worker.kv_bytes_per_block /
-                                            *worker.tier_load_bytes_per_s[t]);
+      plan.load_s = std::max(plan.load_s, Bound(plan.load_blocks[t] * *worker.kv_bytes_per_block /
+                                                *worker.tier_load_bytes_per_s[t]));
     }
   }
   const std::uint64_t hit_tokens = static_cast<std::uint64_t>(plan.hit_blocks) * request.block_size;

@@ -48,7 +48,7 @@ struct LoadPlan {
   std::array<std::uint32_t, kNumTiers> load_blocks{};  // blocks read from each tier
   std::uint32_t hit_blocks = 0;                            // sum of load_blocks
   std::uint64_t uncached_tokens = 0;                       // prompt tokens to prefill
-  double load_s = 0;                                       // seconds moving lower-tier blocks
+  double load_s = 0;  // seconds moving lower-tier blocks: the slowest tier's (parallel paths)
 };
 LoadPlan PlanLoad(const RequestProfile& request, const CacheView& view,
                   const WorkerSnapshot& worker);
@@ -97,7 +97,8 @@ std::expected<double, std::string> PrefillSeconds(const WorkerSnapshot& worker,
 //   queue_s   = pending_prefill_tokens / prefill_tokens_per_s   (work routed ahead of us)
 //   prefill_s = PrefillSeconds(uncached, prompt − uncached)     (our own recompute; the
 //               prefix loaded or cached still costs attention)
-//   load_s    = sum over lower tiers of blocks * kv_bytes_per_block / bandwidth
+//   load_s    = max over lower tiers of blocks * kv_bytes_per_block / bandwidth (the tiers
+//               load over separate paths in parallel)
 //   decode_s  = decode_load · ceil((pending + uncached) / chunk) · (decode_step(B, K) − base)
 //   kv_wait_s = kv_wait · max(0, held + need − capacity) / capacity · output · decode_step(B, K)
 //               (0 with an unknown capacity; need = ceil((prompt + output) / block) − GPU hit)

@@ -66,6 +66,20 @@ TEST(PlanLoadTest, MixedBlocksAreChargedAtTheSlowestLoadableTier) {
   EXPECT_DOUBLE_EQ(p.load_s, 4 * 1e6 / 1e9);
 }
 
+// Host memory and disk reach the GPU over separate paths at the same time (the engine model
+// waits for the slowest): 5 blocks from CPU at 10 GB/s and 4 from disk at 1 GB/s take the
+// disk's 4 ms, not 4.5 ms.
+TEST(PlanLoadTest, TiersLoadInParallelSoTheSlowestSetsTheWait) {
+  WorkerSnapshot w = Worker(1);
+  w.kv_bytes_per_block = 1e6;
+  w.tier_load_bytes_per_s[kCpu] = 1e10;
+  w.tier_load_bytes_per_s[kDisk] = 1e9;
+  const LoadPlan p = PlanLoad(Request(320), View(1, 2, 7, 11), w);
+  EXPECT_EQ(p.load_blocks[kCpu], 5u);
+  EXPECT_EQ(p.load_blocks[kDisk], 4u);
+  EXPECT_DOUBLE_EQ(p.load_s, 4 * 1e6 / 1e9);
+}
+
 TEST(PredictTtftTest, SumsQueueRecomputeAndTierLoad) {
   WorkerSnapshot w = Worker(1);
   w.prefill_tokens_per_s = 10000;

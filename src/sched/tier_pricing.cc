@@ -32,9 +32,9 @@ void MergeSharedTier(std::span<const WorkerSnapshot> workers, std::vector<CacheV
   std::ranges::sort(*views, {}, &CacheView::worker);
 }
 
-double TierPrice::total_load_s() const {
+double TierPrice::load_wait_s() const {
   double s = 0;
-  for (double x : load_s) s += x;
+  for (double x : load_s) s = std::max(s, x);  // tiers load in parallel (PlanLoad)
   return s;
 }
 

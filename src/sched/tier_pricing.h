@@ -42,7 +42,7 @@ struct TierPrice {
   std::array<std::uint32_t, kNumTiers> blocks{};   // prefix blocks read from each tier
   std::array<double, kNumTiers> load_s{};          // seconds to load them (GPU: 0)
   std::array<double, kNumTiers> recompute_s{};     // seconds to prefill the same blocks instead
-  double total_load_s() const;
+  double load_wait_s() const;  // the slowest tier's load: tiers load in parallel
   double total_recompute_s() const;
 };
 // Error when the worker has no usable prefill rate (PrefillSeconds's message).

@@ -72,7 +72,7 @@ TEST(PriceTiersTest, EachTierIsChargedItsBytesOverItsBandwidthAgainstRecompute) 
   // PredictTtft charges exactly these load seconds.
   auto ttft = PredictTtft(r, v, Priced(0));
   ASSERT_TRUE(ttft.has_value()) << ttft.error();
-  EXPECT_DOUBLE_EQ(ttft->load_s, p->total_load_s());
+  EXPECT_DOUBLE_EQ(ttft->load_s, p->load_wait_s());
 }
 
 TEST(PriceTiersTest, ASharedBlockCostsTheSameOnEveryWorkerAHostBlockOnlyOnItsHolder) {
@@ -88,7 +88,7 @@ TEST(PriceTiersTest, ASharedBlockCostsTheSameOnEveryWorkerAHostBlockOnlyOnItsHol
   EXPECT_EQ(holder->blocks[kCpu], 8u);
   EXPECT_EQ(holder->blocks[kShared], 0u);
   EXPECT_EQ(other->blocks[kShared], 8u);
-  EXPECT_LT(holder->total_load_s(), other->total_load_s());
+  EXPECT_LT(holder->load_wait_s(), other->load_wait_s());
 }
 
 TEST(PriceTiersTest, AWorkerThatCannotLoadATierRecomputesIt) {
@@ -97,7 +97,7 @@ TEST(PriceTiersTest, AWorkerThatCannotLoadATierRecomputesIt) {
   auto p = PriceTiers(Request(16 * 5), View(0, 0, 0, 0, 4), w);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->blocks[kShared], 0u);
-  EXPECT_DOUBLE_EQ(p->total_load_s(), 0);
+  EXPECT_DOUBLE_EQ(p->load_wait_s(), 0);
 }
 
 TEST(PriceTiersTest, NoPrefillRateIsAnError) {
