@@ -164,6 +164,9 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--num-disk-blocks", c->num_disk_blocks,
                   "KV blocks of the local disk tier (below the CPU tier); 0 = none")
       ->capture_default_str();
+  cmd->add_flag("--async-tier-loads", c->async_tier_loads,
+               "Load lower-tier (CPU, disk, store) hits aside while the batch runs, as vLLM's "
+               "offloading connector does, instead of making the step wait for them");
   cmd->add_option("--disk-read-bandwidth", c->disk_read_bandwidth,
                   "Disk tier read bytes/s; 0 = the engine model's 6.5e9 (PCIe 4 NVMe)");
   cmd->add_option("--disk-write-bandwidth", c->disk_write_bandwidth,

@@ -105,6 +105,9 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--num-disk-blocks", f.num_disk_blocks,
                   "Local disk-tier KV blocks per worker, below the CPU tier (0: none)")
       ->capture_default_str();
+  cmd->add_flag("--async-tier-loads", f.async_tier_loads,
+               "Lower-tier hits load aside while the batch runs (vLLM's offloading connector), "
+               "instead of every step waiting for them");
   cmd->add_option("--kv-store-gb", f.kv_store_gb,
                   "Capacity in GB of the cluster's shared KV store (`kvroute store`, in virtual "
                   "time): every worker writes through to it and loads from it (0: none)")

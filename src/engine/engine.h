@@ -56,6 +56,13 @@ struct EngineConfig {
     double read_bytes_per_s = 12.5e9;      // a 100 Gb/s NIC
     double latency_s = 1e-3;               // per load: a store round trip
   } shared;
+  // How a lower-tier hit is loaded. false: the step that schedules the request waits for
+  // the load (the whole batch pays it). true: as vLLM's offloading connector does (its
+  // get_num_new_matched_tokens answers load_async), the request waits aside, holding the
+  // GPU blocks being filled, while the batch keeps running; each tier's path (host DMA,
+  // NVMe, the store's NIC) serves its loads one after another; when its last tier is done
+  // the request returns to the front of the waiting queue with the prefix on GPU.
+  bool async_tier_loads = false;
   std::uint32_t max_model_len = 0;                 // 0 = from the profile
   // Block hashes in KV events: vLLM sha256_cbor with this PYTHONHASHSEED (low 64 bits).
   std::string python_hash_seed = "0";

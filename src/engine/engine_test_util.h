@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -76,6 +77,20 @@ inline const StepResult& StepOnce(Engine& engine, Trace* run) {
 inline void Drive(Engine& engine, Trace* run, int max_steps = 10000) {
   for (int i = 0; i < max_steps && engine.HasWork(); ++i) StepOnce(engine, run);
   EXPECT_FALSE(engine.HasWork()) << "engine did not drain within " << max_steps << " steps";
+}
+
+// Drive, also waking at the engine's timed events (async loads, remote KV, pin expiry), as
+// kvroute sim's loop and kvroute simulate do.
+inline void DriveTimed(Engine& engine, Trace* run, int max_steps = 10000) {
+  for (int i = 0; i < max_steps; ++i) {
+    if (!engine.HasWork()) {
+      const auto next = engine.NextTimedEvent();
+      if (!next) return;
+      run->now = std::max(run->now, *next);
+    }
+    StepOnce(engine, run);
+  }
+  ADD_FAILURE() << "engine did not drain within " << max_steps << " steps";
 }
 
 template <typename T>

@@ -279,9 +279,10 @@ TEST(EngineTiersTest, AStoreThatLostTheBlocksGivesNoHit) {
 
 // Applying every event to one set per local tier reproduces CachedBlockHashes(tier) after
 // every step, with host and disk tiers under random load (engine_events_test.cc does GPU+CPU).
-TEST(EngineTiersTest, EventStreamMirrorsEveryLocalTierUnderRandomLoad) {
+void CheckEventStreamMirrorsEveryLocalTier(bool async_tier_loads) {
   std::mt19937 rng(7);
   EngineConfig c = BlocksConfig(30, 8, 16);
+  c.async_tier_loads = async_tier_loads;
   c.max_num_batched_tokens = 96;
   c.max_num_seqs = 6;
   c.shared.store = std::make_shared<FakeStore>();
@@ -315,6 +316,15 @@ TEST(EngineTiersTest, EventStreamMirrorsEveryLocalTierUnderRandomLoad) {
   EXPECT_GT(disk_removals, 0);
   EXPECT_GT(engine->Stats().tier_hit_tokens[static_cast<int>(Tier::kDisk)], 0u);
   EXPECT_GT(engine->Stats().tier_hit_tokens[static_cast<int>(Tier::kShared)], 0u);
+}
+
+TEST(EngineTiersTest, EventStreamMirrorsEveryLocalTierUnderRandomLoad) {
+  CheckEventStreamMirrorsEveryLocalTier(false);
+}
+
+// Loads that finish while other requests run (and allocate, evict, spill) keep the mirror.
+TEST(EngineTiersTest, EventStreamMirrorsEveryLocalTierWithAsyncLoads) {
+  CheckEventStreamMirrorsEveryLocalTier(true);
 }
 
 }  // namespace

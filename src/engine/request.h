@@ -58,6 +58,12 @@ struct Request {
   bool loaded = false;
   std::uint64_t transfer_id = 0;
   std::uint32_t pulled_blocks = 0;
+  // Async lower-tier load (EngineConfig::async_tier_loads): in flight until `tier_ready`
+  // (`tier_loading`), then back in the waiting queue with its prefix on GPU
+  // (`tier_loaded`: its hit was counted already).
+  bool tier_loading = false;
+  bool tier_loaded = false;
+  Nanos tier_ready{0};
 
   Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engine_seed);
   std::uint64_t num_tokens() const { return tokens.size(); }

@@ -213,13 +213,6 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
       }
     }
     const std::uint64_t hit_tokens = hits.size() * std::uint64_t{bs};
-    std::uint64_t num_new = req->num_tokens() - hit_tokens;
-    // A decode leg allocates its whole prompt at once (it arrives whole) and computes nothing.
-    const bool remote = req->remote_pending;
-    if (!remote) {
-      if (!config_.enable_chunked_prefill && num_new > *budget) break;
-      num_new = std::min<std::uint64_t>(num_new, *budget);
-    }
     std::int64_t gpu_hits_free = 0;
     std::int64_t lower_hits = 0;
     std::array<std::uint64_t, kNumTiers> tier_hits{};
@@ -227,6 +220,18 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
       if (h.gpu) gpu_hits_free += pool_.ref_count(*h.gpu) == 0 ? 1 : 0;
       if (!h.gpu) ++lower_hits;
       ++tier_hits[static_cast<int>(h.tier)];
+    }
+    std::uint64_t num_new = req->num_tokens() - hit_tokens;
+    // A decode leg allocates its whole prompt at once (it arrives whole) and computes nothing.
+    const bool remote = req->remote_pending;
+    // An async load takes only the GPU blocks its hit fills, and computes nothing yet.
+    const bool async_load =
+        config_.async_tier_loads && !remote && !req->tier_loaded && lower_hits > 0;
+    if (async_load) {
+      num_new = 0;
+    } else if (!remote) {
+      if (!config_.enable_chunked_prefill && num_new > *budget) break;
+      num_new = std::min<std::uint64_t>(num_new, *budget);
     }
     const std::uint64_t total_blocks = (hit_tokens + num_new + bs - 1) / bs;
     const auto new_blocks =
@@ -267,20 +272,32 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
     EmitStored(*req, run_start, hits.size(), events);
     req->blocks.insert(req->blocks.end(), fresh.begin() + next_fresh, fresh.end());
     const double block_bytes = static_cast<double>(bs) * step_time_.KvBytesPerTokenTransfer();
+    std::array<double, kNumTiers> tier_bytes{};
     for (int t = 1; t < kNumTiers; ++t) {
-      (*load_bytes)[t] += static_cast<double>(tier_hits[t]) * block_bytes;
-      stats_.tier_load_bytes[t] += static_cast<double>(tier_hits[t]) * block_bytes;
+      tier_bytes[t] = static_cast<double>(tier_hits[t]) * block_bytes;
+      if (!async_load) (*load_bytes)[t] += tier_bytes[t];
+      stats_.tier_load_bytes[t] += tier_bytes[t];
     }
-    for (int t = 0; t < kNumTiers; ++t) stats_.tier_hit_tokens[t] += tier_hits[t] * bs;
-
-    stats_.prefix_cache_queries += req->num_tokens();
-    stats_.prefix_cache_hits += hit_tokens;
-    stats_.cpu_cache_hits += tier_hits[static_cast<int>(Tier::kCpu)] * std::uint64_t{bs};
+    // A request back from an async load was counted when its load began: its prefix is the
+    // same hit, now on GPU.
+    if (!req->tier_loaded) {
+      for (int t = 0; t < kNumTiers; ++t) stats_.tier_hit_tokens[t] += tier_hits[t] * bs;
+      stats_.prefix_cache_queries += req->num_tokens();
+      stats_.prefix_cache_hits += hit_tokens;
+      stats_.cpu_cache_hits += tier_hits[static_cast<int>(Tier::kCpu)] * std::uint64_t{bs};
+    }
+    req->tier_loaded = false;
     req->num_computed = hit_tokens;
     req->num_cached_blocks = static_cast<std::uint32_t>(hits.size());
     if (remote) {
       waiting_.pop_front();
       StartRemoteLoad(req, static_cast<std::uint32_t>(hits.size()), now);
+      continue;
+    }
+    if (async_load) {
+      if (!req->cached_tokens) req->cached_tokens = static_cast<std::uint32_t>(hit_tokens);
+      waiting_.pop_front();
+      StartTierLoad(req, tier_bytes, now);
       continue;
     }
     if (!req->cached_tokens) req->cached_tokens = static_cast<std::uint32_t>(hit_tokens);
@@ -292,18 +309,27 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
   }
 }
 
+double Scheduler::TierLoadSeconds(int tier, double bytes) const {
+  // A tier with nothing to load costs nothing, not even its latency. The host tier keeps its
+  // historic form (bandwidth only) so results without the new tiers stay digit-identical.
+  if (bytes <= 0) return 0;
+  switch (static_cast<Tier>(tier)) {
+    case Tier::kCpu:
+      return bytes / config_.cpu_to_gpu_bandwidth_bytes_per_s;
+    case Tier::kDisk:
+      return config_.disk.latency_s + bytes / config_.disk.read_bytes_per_s;
+    case Tier::kShared:
+      return config_.shared.latency_s + bytes / config_.shared.read_bytes_per_s;
+    default:
+      return 0;
+  }
+}
+
 double Scheduler::LoadSeconds(const std::array<double, kNumTiers>& load_bytes) const {
   // Each tier's copy runs on its own path (host DMA over PCIe, the NVMe drive, the NIC), so
-  // they proceed in parallel and the step waits for the slowest. A tier with nothing to load
-  // costs nothing, not even its latency. The host tier keeps its historic form (bandwidth
-  // only) so results without the new tiers stay digit-identical.
-  double s = load_bytes[static_cast<int>(Tier::kCpu)] / config_.cpu_to_gpu_bandwidth_bytes_per_s;
-  const double disk = load_bytes[static_cast<int>(Tier::kDisk)];
-  if (disk > 0) s = std::max(s, config_.disk.latency_s + disk / config_.disk.read_bytes_per_s);
-  const double shared = load_bytes[static_cast<int>(Tier::kShared)];
-  if (shared > 0) {
-    s = std::max(s, config_.shared.latency_s + shared / config_.shared.read_bytes_per_s);
-  }
+  // they proceed in parallel and the step waits for the slowest.
+  double s = 0;
+  for (int t = 1; t < kNumTiers; ++t) s = std::max(s, TierLoadSeconds(t, load_bytes[t]));
   return s;
 }
 
@@ -341,6 +367,7 @@ void Scheduler::Step(Nanos now, StepResult* out) {
 
   ExpirePins(now, out);
   TakeArrivedKv(now, out);
+  TakeLoadedTiers(now);
   disk_tier_.SetNow(now);
 
   std::uint32_t budget = config_.max_num_batched_tokens;
@@ -410,7 +437,8 @@ void Scheduler::Step(Nanos now, StepResult* out) {
 EngineStats Scheduler::Stats() const {
   EngineStats s = stats_;
   s.num_running = static_cast<std::uint32_t>(running_.size());
-  s.num_waiting = static_cast<std::uint32_t>(waiting_.size());
+  // vLLM counts requests waiting for their KV (WAITING_FOR_REMOTE_KVS) as waiting.
+  s.num_waiting = static_cast<std::uint32_t>(waiting_.size() + tier_loading_.size());
   s.kv_cache_usage =
       pool_.num_blocks() == 0 ? 0.0 : static_cast<double>(pool_.num_used()) / pool_.num_blocks();
   s.num_pinned_blocks = num_pinned_blocks_;

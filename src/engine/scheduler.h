@@ -20,6 +20,11 @@
 // transfer instead of computing: it leaves the waiting queue, takes no token budget and no
 // max_num_seqs slot while its KV is in flight (vLLM's WAITING_FOR_REMOTE_KVS).
 //
+// Async tier loads (EngineConfig::async_tier_loads, scheduler_tiers.cc): in 2, a request with
+// a lower-tier hit takes its GPU blocks for the hit and leaves the waiting queue, taking no
+// budget or slot until its load is done; before 1, finished loads return to the front of the
+// waiting queue, where the prefix is now a GPU hit.
+//
 // Ownership: owns requests, the block pool and the local tiers (CPU, disk); shares the
 // store (EngineConfig::shared). Thread safety: none.
 #pragma once
@@ -78,6 +83,12 @@ class Scheduler {
                        std::array<double, kNumTiers>* load_bytes);
   // Seconds the step waits for this step's lower-tier loads (README "KV tiers").
   double LoadSeconds(const std::array<double, kNumTiers>& load_bytes) const;
+  // Seconds one tier's path takes to move `bytes` into GPU memory (0 for nothing).
+  double TierLoadSeconds(int tier, double bytes) const;
+  // Async lower-tier loads (scheduler_tiers.cc): queue one on the tiers' paths, and move
+  // those finished by `now` back to the front of the waiting queue.
+  void StartTierLoad(Request* req, const std::array<double, kNumTiers>& bytes, Nanos now);
+  void TakeLoadedTiers(Nanos now);
   // P/D (scheduler_pd.cc).
   void ExpirePins(Nanos now, StepResult* out);
   void TakeArrivedKv(Nanos now, StepResult* out);
@@ -134,6 +145,10 @@ class Scheduler {
   std::uint64_t next_transfer_id_ = 1;
   std::unordered_map<std::uint64_t, Request*> loading_;
   std::deque<Request*> loaded_;
+  // Async lower-tier loads: requests whose prefix is being loaded, and when each tier's path
+  // is free again.
+  std::vector<Request*> tier_loading_;
+  std::array<Nanos, kNumTiers> tier_path_free_at_{};
 };
 
 }  // namespace kvroute::engine

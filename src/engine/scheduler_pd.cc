@@ -52,6 +52,9 @@ void Scheduler::ExpirePins(Nanos now, StepResult* out) {
 
 std::optional<Nanos> Scheduler::NextTimedEvent() const {
   std::optional<Nanos> next = link_.NextCompletion();
+  for (const Request* req : tier_loading_) {
+    if (!next || req->tier_ready < *next) next = req->tier_ready;
+  }
   for (const auto& [id, p] : pinned_) {
     if (!next || p.deadline < *next) next = p.deadline;
   }
@@ -116,7 +119,10 @@ void Scheduler::ScheduleLoaded(std::uint32_t* budget, std::vector<Scheduled>* ou
 }
 
 void Scheduler::DropNotRunning(Request* req) {
-  if (req->loading) {
+  if (req->tier_loading) {
+    tier_loading_.erase(std::find(tier_loading_.begin(), tier_loading_.end(), req));
+    FreeBlocks(req);
+  } else if (req->loading) {
     link_.Cancel(req->transfer_id);
     loading_.erase(req->transfer_id);
     FreeBlocks(req);

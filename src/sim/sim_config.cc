@@ -14,6 +14,7 @@ engine::EngineConfig SimConfig::ToEngineConfig() const {
   c.num_gpu_blocks_override = num_gpu_blocks;
   c.num_cpu_blocks = num_cpu_blocks;
   c.disk.num_blocks = num_disk_blocks;
+  c.async_tier_loads = async_tier_loads;
   if (disk_read_bandwidth > 0) c.disk.read_bytes_per_s = disk_read_bandwidth;
   if (disk_write_bandwidth > 0) c.disk.write_bytes_per_s = disk_write_bandwidth;
   if (disk_latency_s >= 0) c.disk.latency_s = disk_latency_s;

@@ -42,6 +42,7 @@ struct SimConfig {
   // store (`kvroute store` at HOST:PORT; empty = none). 0 / negative bandwidths: the engine
   // model's defaults (EngineConfig::disk, ::shared).
   std::int64_t num_disk_blocks = 0;
+  bool async_tier_loads = false;    // EngineConfig::async_tier_loads
   double disk_read_bandwidth = 0;   // bytes/s
   double disk_write_bandwidth = 0;  // bytes/s
   double disk_latency_s = -1;       // < 0: default

@@ -204,8 +204,13 @@ double Sample(const std::string& text, const std::string& name) {
   return -1;
 }
 
-TEST(SimServerCpuTierTest, CpuTierHitsAreCountedAsTheConnectorsNotTheGpuCaches) {
+// With async_tier_loads the load is a timed event the engine loop must wake for while
+// nothing else runs: the answer still comes, with the same counters.
+class SimServerCpuTierTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SimServerCpuTierTest, CpuTierHitsAreCountedAsTheConnectorsNotTheGpuCaches) {
   SimConfig c;
+  c.async_tier_loads = GetParam();
   c.host = "127.0.0.1";
   c.port = 0;
   c.kv_events = false;
@@ -246,6 +251,11 @@ TEST(SimServerCpuTierTest, CpuTierHitsAreCountedAsTheConnectorsNotTheGpuCaches) 
                    static_cast<double>(prompt));
   server->Shutdown(std::chrono::milliseconds(0));
 }
+
+INSTANTIATE_TEST_SUITE_P(Loads, SimServerCpuTierTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Async" : "InTheStep";
+                         });
 
 }  // namespace
 }  // namespace kvroute::sim

@@ -27,6 +27,7 @@ std::expected<Fleet, std::string> BuildFleet(const RunOptions& f) {
   base.config.num_gpu_blocks_override = f.num_gpu_blocks;
   base.config.num_cpu_blocks = f.num_cpu_blocks;
   base.config.disk.num_blocks = f.num_disk_blocks;
+  base.config.async_tier_loads = f.async_tier_loads;
   base.config.max_model_len = f.max_model_len;
   Fleet fleet;
   if (!f.fleet_file.empty()) {
@@ -212,6 +213,7 @@ std::expected<RunOutput, std::string> RunSimulation(
   if (f.num_disk_blocks > 0) {
     report.config.push_back({"num_disk_blocks", static_cast<double>(f.num_disk_blocks)});
   }
+  if (f.async_tier_loads) report.config.push_back({"async_tier_loads", 1.0});
   if (f.kv_store_gb > 0) {
     report.config.push_back({"kv_store_gb", f.kv_store_gb});
     report.config.push_back({"kv_store_ttl_s", ToSeconds(base.shared_store->ttl)});
@@ -246,6 +248,8 @@ std::expected<RunOutput, std::string> RunSimulation(
     if (!calibration.empty()) log(calibration);
     const std::string pd = PdLine(report.levels.back(), extras.back());
     if (!pd.empty()) log(pd);
+    const std::string shared = SharedCreditLine(extras.back());
+    if (!shared.empty()) log(shared);
   }
   return RunOutput{std::move(report), std::move(extras)};
 }

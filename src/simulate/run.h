@@ -30,6 +30,7 @@ struct RunOptions {
   std::uint32_t block_size = 16, max_num_seqs = 256, max_num_batched_tokens = 8192;
   std::int64_t num_gpu_blocks = 0, num_cpu_blocks = 0;
   std::int64_t num_disk_blocks = 0;  // local disk tier per worker (0: none)
+  bool async_tier_loads = false;     // EngineConfig::async_tier_loads
   double kv_store_gb = 0;            // the shared store's capacity in GB (0: no store)
   std::string kv_store_ttl = "0";    // its idle TTL (0: none)
   std::uint32_t max_model_len = 0;  // 0: each profile's

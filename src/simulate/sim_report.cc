@@ -38,6 +38,8 @@ SimLevelExtras AppendLevel(SimResult result, const std::string& name, workload::
   x.first_rejection = std::move(result.first_rejection);
   x.pd = std::move(result.pd);
   x.pins_expired = result.pins_expired;
+  x.shared_credited_blocks = result.shared_credited_blocks;
+  x.shared_missing_blocks = result.shared_missing_blocks;
   result.level.name = name;
   report->levels.push_back(std::move(result.level));
   return x;
@@ -134,6 +136,19 @@ std::string PdLine(const workload::LevelResult& level, const SimLevelExtras& ext
                 extras.level.c_str(), split, served, q(bytes, 0.5) / 1e6, q(bytes, 0.99) / 1e6,
                 q(seconds, 0.5) * 1e3, q(seconds, 0.99) * 1e3, q(share, 0.5) * 100,
                 q(share, 0.99) * 100, static_cast<unsigned long long>(extras.pins_expired));
+  return buf;
+}
+
+std::string SharedCreditLine(const SimLevelExtras& extras) {
+  if (extras.shared_credited_blocks == 0) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "level %s: shared-store credit %llu blocks on the chosen workers, %llu not found "
+                "at scheduling (%.3f %%, an upper bound)",
+                extras.level.c_str(), static_cast<unsigned long long>(extras.shared_credited_blocks),
+                static_cast<unsigned long long>(extras.shared_missing_blocks),
+                100.0 * static_cast<double>(extras.shared_missing_blocks) /
+                    static_cast<double>(extras.shared_credited_blocks));
   return buf;
 }
 

@@ -34,6 +34,8 @@ struct SimLevelExtras {
   std::string first_rejection;  // SimResult::first_rejection
   std::vector<PdRecord> pd;     // SimResult::pd (P/D runs only)
   std::uint64_t pins_expired = 0;
+  std::uint64_t shared_credited_blocks = 0;  // SimResult's shared-store credit
+  std::uint64_t shared_missing_blocks = 0;
 };
 
 // Moves `result`'s level into `report` (named `name`) and returns the rest.
@@ -61,6 +63,11 @@ std::string CalibrationLine(const workload::LevelResult& level, const SimLevelEx
 // request: 35.1 MB p50 / 210.4 MB p99, 1.9 ms p50 / 9.8 ms p99, 1.2 % p50 / 6.0 % p99 of its
 // TTFT; pins expired 0" over the served requests; empty for a run without P/D.
 std::string PdLine(const workload::LevelResult& level, const SimLevelExtras& extras);
+
+// Runs with a shared store: "level c=16: shared-store credit 12345 blocks on the chosen
+// workers, 3 not found at scheduling (0.024 %, an upper bound)"; empty when nothing was
+// credited from the store.
+std::string SharedCreditLine(const SimLevelExtras& extras);
 
 // What `kvroute simulate` says about failed requests, on stderr and under its table; nullopt
 // when none failed. Most of the run failed: a WARNING line naming the error kinds, the

@@ -104,6 +104,12 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
       rec.ttft_s = ToSeconds(now - lr.arrival);
       // A decode leg reports the prefill leg's cached tokens (llm-d's usage merge).
       rec.cached_tokens = lr.split ? lr.prefill_cached_tokens : t.cached_tokens;
+      if (!lr.split && lr.credited_shared_blocks > 0) {
+        const std::uint32_t hit = t.cached_tokens / keyer.block_size();
+        const std::uint32_t missing = lr.credited_blocks > hit ? lr.credited_blocks - hit : 0;
+        result.shared_credited_blocks += lr.credited_shared_blocks;
+        result.shared_missing_blocks += std::min(missing, lr.credited_shared_blocks);
+      }
       lr.first_token_seen = true;
       router.OnFirstToken(id, now);
     } else {
@@ -287,6 +293,18 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   lr.worker = w;
   lr.arrival = sent;  // TTFT and E2E count from the client's send, router delay included
   lr.last_token = now;
+  if (store) {
+    // What the store alone is credited with: the shared depth beyond every local tier, all
+    // capped where the engine's hit stops (one token short of the prompt).
+    const auto hittable = static_cast<std::uint32_t>((prompt_tokens - 1) / bs);
+    std::uint32_t local = 0;
+    for (int t = 0; t < static_cast<int>(Tier::kShared); ++t) {
+      local = std::max(local, std::min(cached.blocks[t], hittable));
+    }
+    const std::uint32_t shared = std::min(cached.blocks[static_cast<int>(Tier::kShared)], hittable);
+    lr.credited_blocks = std::max(local, std::min(cached.any_blocks, hittable));
+    lr.credited_shared_blocks = shared > local ? shared - local : 0;
+  }
   router.Book(id, fleet::BookingFor(profile, cached, w, &*decision, rows[w].wait_correction), now);
   ++workers[w].routed;
   engine::RequestSpec spec;

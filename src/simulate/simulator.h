@@ -146,6 +146,13 @@ struct SimResult {
   // The shared store (SimOptions::shared_store): blocks it stored, and deleted (LRU + TTL).
   std::uint64_t store_stored = 0;
   std::uint64_t store_evicted = 0;
+  // Shared-store credit (issue 20, "nothing credited that is gone"), over served requests
+  // that were not split: blocks the router credited to the chosen worker from the store
+  // beyond its local tiers, and how many of those the engine did not find when it scheduled
+  // the request. An upper bound on credit that was gone: a block evicted from the worker's
+  // own tiers between the decision and the scheduling counts as missing too.
+  std::uint64_t shared_credited_blocks = 0;
+  std::uint64_t shared_missing_blocks = 0;
 };
 
 class Simulator {

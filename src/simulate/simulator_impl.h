@@ -58,6 +58,10 @@ struct LiveRequest {
   WorkerId prefill_worker = 0;
   WorkerId decode_worker = 0;
   std::uint32_t prefill_cached_tokens = 0;  // what the client's usage reports (llm-d's merge)
+  // The router's credit on `worker` at the decision, in blocks the engine can hit (capped at
+  // prompt − 1 tokens): its deepest prefix in any tier, and the part only the store holds.
+  std::uint32_t credited_blocks = 0;
+  std::uint32_t credited_shared_blocks = 0;
   std::uint32_t kv_blocks = 0;
 };
 
