@@ -1,12 +1,18 @@
 #include "bench/metrics_scrape.h"
 
+#include <array>
 #include <charconv>
 #include <cstdlib>
 #include <string>
 
 namespace kvroute::bench {
 
-std::optional<double> SumSamples(std::string_view text, std::string_view metric) {
+namespace {
+
+// Sums `metric`'s samples; with a non-empty `label_pair` (label="value"), only those whose
+// label set contains it.
+std::optional<double> SumMatching(std::string_view text, std::string_view metric,
+                                  std::string_view label_pair) {
   std::optional<double> sum;
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -21,9 +27,17 @@ std::optional<double> SumSamples(std::string_view text, std::string_view metric)
     if (rest.front() == '{') {
       std::size_t close = rest.find('}');  // label values in these counters hold no '}'
       if (close == std::string_view::npos) continue;
+      if (!label_pair.empty()) {
+        const std::string_view labels = rest.substr(1, close - 1);
+        const std::size_t at = labels.find(label_pair);
+        // A whole label: at the start or after a comma (not the tail of a longer name).
+        if (at == std::string_view::npos || (at > 0 && labels[at - 1] != ',')) continue;
+      }
       rest = rest.substr(close + 1);
     } else if (rest.front() != ' ') {
       continue;  // a longer metric name sharing this prefix
+    } else if (!label_pair.empty()) {
+      continue;  // no labels, so not the one asked for
     }
     while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
     std::string_view value = rest.substr(0, rest.find(' '));  // an optional timestamp follows
@@ -36,12 +50,29 @@ std::optional<double> SumSamples(std::string_view text, std::string_view metric)
   return sum;
 }
 
+}  // namespace
+
+std::optional<double> SumSamples(std::string_view text, std::string_view metric) {
+  return SumMatching(text, metric, {});
+}
+
+std::optional<double> SumSamples(std::string_view text, std::string_view metric,
+                                 std::string_view label, std::string_view value) {
+  const std::string pair = std::string(label) + "=\"" + std::string(value) + "\"";
+  return SumMatching(text, metric, pair);
+}
+
 CacheCounters ReadCacheCounters(std::string_view text) {
   CacheCounters c;
   c.queries = SumSamples(text, "vllm:prefix_cache_queries_total");
   c.hits = SumSamples(text, "vllm:prefix_cache_hits_total");
   c.external_queries = SumSamples(text, "vllm:external_prefix_cache_queries_total");
   c.external_hits = SumSamples(text, "vllm:external_prefix_cache_hits_total");
+  static constexpr std::array<std::string_view, kNumTiers> kTierLabels = {"GPU", "CPU", "DISK",
+                                                                          "SHARED"};
+  for (int t = 0; t < kNumTiers; ++t) {
+    c.tier_hits[t] = SumSamples(text, "kvroute:kv_tier_hit_tokens_total", "tier", kTierLabels[t]);
+  }
   return c;
 }
 
@@ -53,6 +84,7 @@ void Accumulate(CacheCounters& a, const CacheCounters& b) {
   add(a.hits, b.hits);
   add(a.external_queries, b.external_queries);
   add(a.external_hits, b.external_hits);
+  for (int t = 0; t < kNumTiers; ++t) add(a.tier_hits[t], b.tier_hits[t]);
 }
 
 }  // namespace kvroute::bench

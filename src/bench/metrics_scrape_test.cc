@@ -36,6 +36,22 @@ TEST(ReadCacheCounters, ReadsGpuAndAbsentExternalTier) {
   EXPECT_FALSE(c.external_queries.has_value());
 }
 
+// kvroute sim with lower tiers: one sample per tier, per worker.
+TEST(ReadCacheCounters, ReadsHitsPerTierByTheirLabel) {
+  constexpr std::string_view kTiers =
+      "kvroute:kv_tier_hit_tokens_total{tier=\"GPU\"} 300\n"
+      "kvroute:kv_tier_hit_tokens_total{tier=\"CPU\"} 40\n"
+      "kvroute:kv_tier_hit_tokens_total{subtier=\"DISK\"} 9\n"  // not the tier label
+      "kvroute:kv_tier_hit_tokens_total{model=\"m\",tier=\"DISK\"} 20\n"
+      "kvroute:kv_tier_hit_tokens_total 5\n";  // unlabelled: no tier
+  const CacheCounters c = ReadCacheCounters(kTiers);
+  EXPECT_DOUBLE_EQ(*c.tier_hits[0], 300);
+  EXPECT_DOUBLE_EQ(*c.tier_hits[1], 40);
+  EXPECT_DOUBLE_EQ(*c.tier_hits[2], 20);
+  EXPECT_FALSE(c.tier_hits[3].has_value());
+  EXPECT_FALSE(ReadCacheCounters(kExposition).tier_hits[0].has_value());
+}
+
 TEST(Accumulate, SumsWorkersAndKeepsMissingAsMissing) {
   CacheCounters a = ReadCacheCounters(kExposition);
   Accumulate(a, ReadCacheCounters(kExposition));

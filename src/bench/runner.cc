@@ -272,6 +272,17 @@ std::expected<void, std::string> Runner::RunLevel(
     level.result.external_hit_rate = workload::HitRate(*before.external_queries, *after.external_queries,
                                              *before.external_hits, *after.external_hits);
   }
+  // Per tier (kvroute sim with a lower tier): that tier's hits over every prompt token queried.
+  if (before.queries && after.queries && *after.queries > *before.queries) {
+    std::array<double, kNumTiers> by_tier{};
+    bool any = false;
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (!before.tier_hits[t] || !after.tier_hits[t]) continue;
+      by_tier[t] = (*after.tier_hits[t] - *before.tier_hits[t]) / (*after.queries - *before.queries);
+      any = true;
+    }
+    if (any) level.result.tier_hit_rate = by_tier;
+  }
   // Order requests by send time: completion order depends on the server.
   std::sort(level.result.requests.begin(), level.result.requests.end(),
             [](const workload::RequestRecord& a, const workload::RequestRecord& b) {

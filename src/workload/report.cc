@@ -291,6 +291,16 @@ std::string TerminalTable(const RunReport& run) {
       out << "no level meets the target\n";
     }
   }
+  // Engines with lower tiers: where the prompt tokens served from cache came from (engine
+  // counters over every prompt token queried; the JSON's cache.by_tier).
+  for (const LevelResult& l : run.levels) {
+    if (!l.tier_hit_rate) continue;
+    const auto& t = *l.tier_hit_rate;
+    std::snprintf(line, sizeof line,
+                  "hit rate by tier, %s: GPU %.3f, CPU %.3f, DISK %.3f, SHARED %.3f\n",
+                  l.name.c_str(), t[0], t[1], t[2], t[3]);
+    out << line;
+  }
   if (run.sweep_stop) out << SweepStopNote(*run.sweep_stop, run.stop_mean_itl_s) << "\n";
   if (auto ds = DistServeGoodputOf(run)) {
     out << "goodput (DistServe, TTFT≤" << ShortNumber(run.slo->ttft_s) << "s TPOT≤" << ShortNumber(run.slo->tpot_s)

@@ -166,6 +166,17 @@ TEST(TerminalTable, ListsLevelsAndGoodput) {
   EXPECT_NE(t.find("goodput (Infera, 30 tok/s/user)"), std::string::npos);
 }
 
+TEST(TerminalTable, PrintsHitRateByTierOnlyForLevelsThatHaveIt) {
+  RunReport run = TwoLevelRun();
+  EXPECT_EQ(TerminalTable(run).find("hit rate by tier"), std::string::npos);
+  run.levels[1].tier_hit_rate = std::array<double, 4>{0.5, 0.25, 0.125, 0.0625};
+  const std::string t = TerminalTable(run);
+  EXPECT_NE(t.find("hit rate by tier, c=2: GPU 0.500, CPU 0.250, DISK 0.125, SHARED 0.062"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("hit rate by tier, c=1"), std::string::npos) << t;
+}
+
 TEST(FileStem, ReplacesUnsafeCharacters) {
   EXPECT_EQ(FileStem("kv router/v2"), "kv_router_v2");
   EXPECT_EQ(FileStem(""), "run");
