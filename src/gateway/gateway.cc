@@ -80,35 +80,6 @@ std::uint32_t Gateway::Parts::LearnBlockSize() {
   return chosen;
 }
 
-// Before the first request: every worker's block size, tokenizer, chat template and keys.
-void Gateway::Parts::RunParityProbe() {
-  std::vector<ParityTarget> targets;
-  for (const auto& w : router_state->List()) {
-    ParityTarget t{.id = w.id,
-                   .name = w.spec.name,
-                   .base_url = w.spec.base_url,
-                   .model = w.spec.models.empty() ? "" : w.spec.models.front(),
-                   .kv_events = feed && feed->Endpoint(w.id).has_value()};
-    // The scraper's first round (before the probe) read each cache_config_info.
-    if (auto m = router_state->Metrics(w.id); m && m->block_size && *m->block_size > 0) {
-      t.block_size = *m->block_size;
-    }
-    targets.push_back(std::move(t));
-  }
-  ParityProbeDeps deps{.tokenizer = tokenizer.get(),
-                       .block_size = block_size,
-                       .index = index.get(),
-                       .timeout = Ms(config.parity_probe_timeout_s),
-                       .nonce = static_cast<std::uint64_t>(clock.Now().count())};
-  if (feed) {
-    deps.event_batches = [this](WorkerId w) {
-      auto c = feed->Counters(w);
-      return c ? c->batches : 0;
-    };
-  }
-  parity_watch.RunStartProbe(targets, deps);
-}
-
 void Gateway::Parts::RefreshCatalog(client::BlockingHttpClient& http) {
   for (const auto& w : router_state->List()) {
     auto req = client::MakeRequest("GET", w.spec.base_url + "/v1/models");
@@ -275,6 +246,13 @@ std::expected<void, std::string> Gateway::Start() {
     auto id = p.Join(SpecFromConfig(c.workers[i], p.block_size));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
   }
+  if (c.parity_probe) {
+    // Joins after this point are probed once the start probe below has run (it covers the
+    // workers present then; parity_probe_gateway.cc).
+    Parts* raw = &p;
+    p.join_probes = std::make_unique<ParityProbeQueue>(
+        [raw](const std::vector<WorkerId>& joined) { raw->ProbeJoined(joined); });
+  }
   if (!c.etcd.endpoints.empty()) {
     // Workers registered in etcd join by the same path (membership.cc); the first listing
     // happens here, so they are scraped and probed below like the static ones.
@@ -337,7 +315,10 @@ std::expected<void, std::string> Gateway::Start() {
   }
   p.scraper->Start();
   p.health->Start();
-  if (c.parity_probe) p.RunParityProbe();
+  if (c.parity_probe) {
+    p.RunParityProbe();
+    p.join_probes->Start();
+  }
 
   PipelineDeps deps;
   deps.router_state = router_state;
@@ -475,6 +456,7 @@ void Gateway::Stop() {
   if (p.discovery) p.discovery->Stop();  // no joins or leaves while the parts stop
   if (p.pool_watcher) p.pool_watcher->Stop();
   if (p.server) p.server->Shutdown(std::chrono::milliseconds(0));
+  if (p.join_probes) p.join_probes->Stop();  // before the feed and index its probes read
   {
     std::lock_guard lock(p.mu);
     p.stop = true;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "gateway/config.h"
@@ -25,6 +26,8 @@
 #include "gateway/kv_feed.h"
 #include "gateway/model_catalog.h"
 #include "gateway/parity.h"
+#include "gateway/parity_probe.h"
+#include "gateway/parity_probe_queue.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/request_pipeline.h"
@@ -100,7 +103,14 @@ struct Gateway::Parts {
   void Maintain();
   void RefreshMetrics();
   ParityIndexView IndexView() const;
+  // parity_probe_gateway.cc: the start probe, and the same probe for workers joining later.
+  ParityTarget ParityTargetOf(const fleet::WorkerInfo& worker) const;
+  ParityProbeDeps ParityDeps() const;
   void RunParityProbe();
+  void ProbeJoined(const std::vector<WorkerId>& joined);
+  // Workers joining after Start, waiting for their probe; null when parity_probe is off.
+  // Stopped before the parts its probes read.
+  std::unique_ptr<ParityProbeQueue> join_probes;
 };
 
 }  // namespace kvroute::gateway

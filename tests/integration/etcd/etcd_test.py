@@ -8,6 +8,9 @@ bounded streaming load loop, and asserts what the clients saw:
             that no request goes to it and none fails
   sigterm   SIGTERM of a registered sim under load: draining first, then it drains and exits;
             zero failed client requests
+  probe     sims joining through etcd get the start probe static workers get: a matching one
+            has every setting of kvroute_parity_mismatch at 0 and an info line naming it; one
+            with another tokenizer is a warning naming it and the setting, gauge 1
   outage    etcd stopped for 30 s and restarted under load: no request fails; a sim started and
             a sim killed during the outage are joined and removed after it
 
@@ -143,7 +146,42 @@ def case_outage(etcd, serve, static):
         newcomer.proc.kill()
 
 
-CASES = {"join": case_join, "kill9": case_kill9, "sigterm": case_sigterm, "outage": case_outage}
+def parity_rows(serve, name):
+    return {l["setting"]: v for l, v in serve.metrics().get("kvroute_parity_mismatch", [])
+            if l["worker"] == name}
+
+
+def case_probe(etcd, serve, static):
+    # The static worker was probed at start; without a probe on join a discovered worker has
+    # no kvroute_parity_mismatch rows at all.
+    check(len(parity_rows(serve, "w0")) == 5, parity_rows(serve, "w0"))
+    s1 = EtcdSim(BINARY, etcd, "s1")
+    try:
+        agreed = wait_until(lambda: "key blocks as kvroute does (block size 16): s1"
+                            in serve.proc.stderr(), 20)
+        check(agreed, "no probe result for s1: %s" % serve.proc.stderr()[-2000:])
+        rows = parity_rows(serve, "s1")
+        check(len(rows) == 5 and all(v == 0 for v in rows.values()), rows)
+        s2 = EtcdSim(BINARY, etcd, "s2", extra=("--tokenizer", "qwen3"))
+        try:
+            named = wait_until(lambda: parity_rows(serve, "s2").get("tokenizer") == 1, 20)
+            check(named, "s2's tokenizer mismatch not reported: %s" % parity_rows(serve, "s2"))
+            rows = parity_rows(serve, "s2")
+            check(rows.get("chat_template") == 1, rows)
+            err = serve.proc.stderr()
+            check("parity: worker s2: tokenizer mismatch" in err, err[-2000:])
+            check("parity: worker s1:" not in err, "a mismatch named for s1: %s" % err[-2000:])
+            check(all(v == 0 for v in parity_rows(serve, "s1").values()),
+                  parity_rows(serve, "s1"))
+            print("probe: s1 agrees on all 5 settings; s2 (qwen3 tokenizer) named for %s"
+                  % sorted(k for k, v in rows.items() if v == 1), flush=True)
+        finally:
+            s2.proc.kill()
+    finally:
+        s1.proc.kill()
+
+
+CASES = {"join": case_join, "probe": case_probe, "kill9": case_kill9, "sigterm": case_sigterm, "outage": case_outage}
 
 
 def main():
