@@ -220,6 +220,8 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
   KVROUTE_TRY(r.Number("health_interval_s", &c->health_interval_s, 0.01, 3600));
   KVROUTE_TRY(r.Number("shutdown_grace_s", &c->shutdown_grace_s, 0, 3600));
   KVROUTE_TRY(r.Number("drain_timeout_s", &c->drain_timeout_s, 0, 86400));
+  KVROUTE_TRY(r.Number("termination_grace_s", &c->termination_grace_s, 0, 86400));
+  KVROUTE_TRY(r.Number("balancer_notice_s", &c->balancer_notice_s, 0, 3600));
   KVROUTE_TRY(r.String("log_level", &c->log_level));
   YAML::Node discovery = r.Get("discovery");
   if (discovery && !discovery.IsNull()) {
@@ -493,6 +495,8 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "health_interval_s" << YAML::Value << c.health_interval_s;
   out << YAML::Key << "shutdown_grace_s" << YAML::Value << c.shutdown_grace_s;
   out << YAML::Key << "drain_timeout_s" << YAML::Value << c.drain_timeout_s;
+  out << YAML::Key << "termination_grace_s" << YAML::Value << c.termination_grace_s;
+  out << YAML::Key << "balancer_notice_s" << YAML::Value << c.balancer_notice_s;
   out << YAML::Key << "log_level" << YAML::Value << c.log_level;
   out << YAML::Key << "discovery" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "etcd" << YAML::Value << YAML::BeginMap;

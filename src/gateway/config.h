@@ -174,6 +174,12 @@ struct GatewayConfig {
   // `drain_timeout_s`, then are cut.
   double shutdown_grace_s = 1.0;
   double drain_timeout_s = 30.0;
+  // What the surroundings give, for the invariants of gateway/shutdown_timeline.h (checked
+  // by `kvroute config check` and at start; 0: not said, nothing checked): the
+  // orchestrator's time from SIGTERM to SIGKILL, and how long the balancer in front takes to
+  // stop choosing a replica whose /ready answers 503.
+  double termination_grace_s = 0;
+  double balancer_notice_s = 0;
 
   std::string log_level = "info";
 

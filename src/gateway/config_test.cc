@@ -349,5 +349,17 @@ TEST(GatewayConfig, InvalidYamlIsAnErrorNotAnException) {
   EXPECT_TRUE(c.error().starts_with("invalid YAML")) << c.error();
 }
 
+TEST(GatewayConfig, ShutdownSurroundingsAreReadAndKeptByEffectiveYaml) {
+  auto c = ParseConfig(std::string(kMinimal) + "termination_grace_s: 45\nbalancer_notice_s: 3\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_DOUBLE_EQ(c->termination_grace_s, 45);
+  EXPECT_DOUBLE_EQ(c->balancer_notice_s, 3);
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_DOUBLE_EQ(again->termination_grace_s, 45);
+  EXPECT_DOUBLE_EQ(again->balancer_notice_s, 3);
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "balancer_notice_s: -1\n").has_value());
+}
+
 }  // namespace
 }  // namespace kvroute::gateway
