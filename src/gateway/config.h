@@ -134,6 +134,13 @@ struct GatewayConfig {
   EtcdDiscoveryConfig etcd;
   KubernetesDiscoveryConfig kubernetes;
   std::optional<KvStoreConfig> kv_store;  // the shared KV store; none: no shared tier
+  // Sibling replicas (gateway/replica_warm.h): base URLs asked, in order, for their index
+  // snapshot at start, before this replica subscribes or reports ready; empty: start cold.
+  // Every replica may list all of them, itself included. `warm_timeout_s` bounds each.
+  struct Replicas {
+    std::vector<std::string> warm_from;
+    double warm_timeout_s = 3.0;
+  } replicas;
 
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).
   std::string policy_yaml = "preset: predicted_latency";

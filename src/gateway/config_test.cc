@@ -361,5 +361,20 @@ TEST(GatewayConfig, ShutdownSurroundingsAreReadAndKeptByEffectiveYaml) {
   EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "balancer_notice_s: -1\n").has_value());
 }
 
+TEST(GatewayConfig, ReplicaSiblingsAreReadCheckedAndKeptByEffectiveYaml) {
+  auto c = ParseConfig(std::string(kMinimal) +
+                       "replicas: {warm_from: ['http://127.0.0.1:9001'], warm_timeout_s: 1.5}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->replicas.warm_from, std::vector<std::string>{"http://127.0.0.1:9001"});
+  EXPECT_DOUBLE_EQ(c->replicas.warm_timeout_s, 1.5);
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->replicas.warm_from, c->replicas.warm_from);
+  auto bad = ParseConfig(std::string(kMinimal) + "replicas: {warm_from: ['http://h:1/x']}\n");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_FALSE(Validate(*bad).has_value());
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "replicas: {peers: []}\n").has_value());
+}
+
 }  // namespace
 }  // namespace kvroute::gateway

@@ -21,6 +21,7 @@
 #include "gateway/parity_probe.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
+#include "gateway/replica_warm.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "gateway/health_checker.h"
@@ -242,6 +243,8 @@ std::expected<void, std::string> Gateway::Start() {
     p.parity = std::make_unique<ParityChecker>(ParityOptions{}, p.IndexView());
   }
 
+  // Before any worker subscribes: a sibling's index is the base live events apply to.
+  if (p.index) WarmIndexBeforeJoins(c, *p.index);
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
     auto id = p.Join(SpecFromConfig(c.workers[i], p.block_size));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
@@ -388,6 +391,7 @@ std::expected<void, std::string> Gateway::Start() {
   ctx->tokenizer = p.tokenizer;
   ctx->clock = &p.clock;
   ctx->draining = &p.draining;
+  ctx->index = p.index.get();
   Parts* raw = &p;
   ctx->refresh_metrics = [raw] { raw->RefreshMetrics(); };
   RegisterEndpoints(*p.server, ctx);
