@@ -17,6 +17,7 @@ Usage: replicas_test.py <kvroute binary>"""
 import os
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,11 +65,22 @@ with tempfile.TemporaryDirectory() as workdir, \
     state = {}
 
     def kill9_fails_only_requests_in_flight():
+        # At once, so that load-aware routing spreads them over the workers.
+        started = [conversation_start(i) for i in range(CONVERSATIONS)]
+        seen = [None] * CONVERSATIONS
+
+        def converse(i):
+            seen[i] = run_conversation(rs.port, started[i], 2)
+
+        threads = [threading.Thread(target=converse, args=(i,)) for i in range(CONVERSATIONS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
         for i in range(CONVERSATIONS):
-            messages = conversation_start(i)
-            seen = run_conversation(rs.port, messages, 2)
-            check(all(s == 200 for s, _ in seen), "conversation %d: %s" % (i, seen))
-            histories.append(messages)
+            check(seen[i] and all(s == 200 for s, _ in seen[i]), "conversation %d: %s"
+                  % (i, seen[i]))
+            histories.append(started[i])
         load = RetryingLoad(rs.port, threads=4, max_seconds=60)
         time.sleep(1.5)
         kill_at = time.time()
