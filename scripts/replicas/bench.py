@@ -3,8 +3,8 @@ behind nginx round robin, in front of the same number of fresh sims, with the sa
 
   goodput     `kvroute bench run` (agentic, closed loop): SLO-meeting requests per model
               second = requests_per_s × slo_attainment of its one level
-  follow-up   multi-turn conversations through nginx (each turn carries the whole history):
-              the fraction of follow-up turns served by the worker that served the turn
+  follow-up   multi-turn conversations through nginx during the bench level (each turn
+              carries the whole history): the fraction of follow-up turns served by the worker that served the turn
               before (the one holding the conversation's blocks), from x-kvroute-worker
 
 Every replica subscribes to every sim's KV events. The one-replica run goes through nginx too,
@@ -29,13 +29,14 @@ from replica_cluster import (ReplicaSet, conversation_start, follow_up_fraction,
 SPEEDUP = 20
 SIMS = 4
 TTFT_SLO, TPOT_SLO = 2.0, 0.05  # model seconds
+CONCURRENCY = 24  # agentic sessions at once over the 4 sims: queues form, SLOs are at stake
 
 
 def bench_args(binary, target, sims, out, label, duration):
     args = [binary, "bench", "run", "--target", target, "--speedup", str(SPEEDUP),
-            "--workload", "agentic", "--concurrency", "8", "--sessions", "32", "--turns", "4",
-            "--common-prefix-tokens", "1000", "--session-prefix-tokens", "1500",
-            "--turn-input-tokens", "200", "--output-tokens", "64", "--turn-jitter", "2s",
+            "--workload", "agentic", "--concurrency", str(CONCURRENCY), "--sessions", "2000",
+            "--turns", "6", "--common-prefix-tokens", "2000", "--session-prefix-tokens", "3000",
+            "--turn-input-tokens", "400", "--output-tokens", "128", "--turn-jitter", "2s",
             "--duration", str(duration), "--ttft-slo", str(TTFT_SLO), "--tpot-slo",
             str(TPOT_SLO), "--stop-mean-itl", "0", "--seed", "1", "--label", label, "--out", out,
             "--no-plots", "--no-progress"]
@@ -44,7 +45,7 @@ def bench_args(binary, target, sims, out, label, duration):
     return args
 
 
-def conversations(port, n=16, turns=5, threads=4):
+def conversations(port, n=24, turns=6, threads=6):
     results = [None] * n
     lock = threading.Lock()
     queue = list(range(n))
@@ -74,15 +75,20 @@ def one_run(binary, out, replicas, duration):
         time.sleep(1.0)  # first scrapes and health rounds
         target = "http://127.0.0.1:%d" % rs.port
         cmd = bench_args(binary, target, rs.sims, workdir, label, duration)
+        # The conversations run during the bench level, so their follow-ups compete with it.
+        convs = []
+        talker = threading.Thread(target=lambda: (time.sleep(2.0),
+                                                  convs.extend(conversations(rs.port))))
+        talker.start()
         with open(os.path.join(workdir, "bench.log"), "wb") as log:
             subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, check=True,
                            timeout=duration * 4 + 120)
+        talker.join(timeout=300)
         with open(os.path.join(workdir, label + ".json")) as f:
             doc = json.load(f)
         level = doc["levels"][0]
         rps = level["throughput"]["requests_per_s"]
         attain = level["slo_attainment"]
-        convs = conversations(rs.port)
         fraction, follow = follow_up_fraction(convs)
         failed = sum(1 for c in convs for s, _ in c if s != 200)
     return {"replicas": replicas, "requests_per_s": rps, "slo_attainment": attain,
