@@ -229,6 +229,8 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(m.CheckIsMap());
     KVROUTE_TRY(m.StringList("warm_from", &c->replicas.warm_from));
     KVROUTE_TRY(m.Number("warm_timeout_s", &c->replicas.warm_timeout_s, 0.05, 600));
+    KVROUTE_TRY(m.String("etcd_prefix", &c->replicas.etcd_prefix));
+    KVROUTE_TRY(m.String("advertise_url", &c->replicas.advertise_url));
     KVROUTE_TRY(m.RejectUnknown());
   }
   YAML::Node discovery = r.Get("discovery");
@@ -344,6 +346,21 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
     if (!url || url->target != "/") {
       return Error("replicas.warm_from: '" + u + "' is not http://host:port");
     }
+  }
+  if (!c.replicas.etcd_prefix.empty() && c.etcd.endpoints.empty()) {
+    return Error("replicas.etcd_prefix: needs discovery.etcd.endpoints (or --etcd)");
+  }
+  if (!c.replicas.advertise_url.empty()) {
+    auto url = client::ParseUrl(c.replicas.advertise_url);
+    if (!url || url->target != "/") {
+      return Error("replicas.advertise_url: '" + c.replicas.advertise_url +
+                   "' is not http://host:port");
+    }
+  }
+  if (!c.replicas.etcd_prefix.empty() && c.replicas.advertise_url.empty() &&
+      (c.host == "0.0.0.0" || c.host == "::")) {
+    return Error("replicas.advertise_url: required with replicas.etcd_prefix when listen.host "
+                 "is a wildcard (siblings need an address to reach this replica)");
   }
   std::set<std::string> names;
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
@@ -515,6 +532,8 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "replicas" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "warm_from" << YAML::Value << YAML::Flow << c.replicas.warm_from;
   out << YAML::Key << "warm_timeout_s" << YAML::Value << c.replicas.warm_timeout_s;
+  out << YAML::Key << "etcd_prefix" << YAML::Value << c.replicas.etcd_prefix;
+  out << YAML::Key << "advertise_url" << YAML::Value << c.replicas.advertise_url;
   out << YAML::EndMap;
   out << YAML::Key << "discovery" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "etcd" << YAML::Value << YAML::BeginMap;

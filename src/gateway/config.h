@@ -137,9 +137,14 @@ struct GatewayConfig {
   // Sibling replicas (gateway/replica_warm.h): base URLs asked, in order, for their index
   // snapshot at start, before this replica subscribes or reports ready; empty: start cold.
   // Every replica may list all of them, itself included. `warm_timeout_s` bounds each.
+  // `etcd_prefix` (needs discovery.etcd): replicas also find each other in etcd
+  // (gateway/replica_registry.h), each registering `advertise_url` (default
+  // http://<listen.host>:<port>; required when listen.host is a wildcard) once it listens.
   struct Replicas {
     std::vector<std::string> warm_from;
     double warm_timeout_s = 3.0;
+    std::string etcd_prefix;  // empty: not in etcd
+    std::string advertise_url;
   } replicas;
 
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).

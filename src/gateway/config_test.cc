@@ -376,5 +376,25 @@ TEST(GatewayConfig, ReplicaSiblingsAreReadCheckedAndKeptByEffectiveYaml) {
   EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "replicas: {peers: []}\n").has_value());
 }
 
+TEST(GatewayConfig, ReplicasInEtcdNeedEtcdAndAnAddressSiblingsCanReach) {
+  auto alone = ParseConfig(std::string(kMinimal) + "replicas: {etcd_prefix: /r/}\n");
+  ASSERT_TRUE(alone.has_value()) << alone.error();
+  EXPECT_FALSE(Validate(*alone).has_value());  // no discovery.etcd
+  const std::string with_etcd = std::string(kMinimal) +
+                                "discovery: {etcd: {endpoints: ['http://127.0.0.1:2379']}}\n";
+  auto wildcard = ParseConfig("listen: {host: 0.0.0.0}\n" + with_etcd +
+                              "replicas: {etcd_prefix: /r/}\n");
+  ASSERT_TRUE(wildcard.has_value()) << wildcard.error();
+  EXPECT_FALSE(Validate(*wildcard).has_value());
+  auto named = ParseConfig("listen: {host: 0.0.0.0}\n" + with_etcd +
+                           "replicas: {etcd_prefix: /r/, advertise_url: 'http://10.0.0.5:8080'}\n");
+  ASSERT_TRUE(named.has_value()) << named.error();
+  EXPECT_TRUE(Validate(*named).has_value());
+  auto again = ParseConfig(EffectiveYaml(*named));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->replicas.etcd_prefix, "/r/");
+  EXPECT_EQ(again->replicas.advertise_url, "http://10.0.0.5:8080");
+}
+
 }  // namespace
 }  // namespace kvroute::gateway

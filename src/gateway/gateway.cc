@@ -244,7 +244,14 @@ std::expected<void, std::string> Gateway::Start() {
   }
 
   // Before any worker subscribes: a sibling's index is the base live events apply to.
-  if (p.index) WarmIndexBeforeJoins(c, *p.index);
+  std::vector<std::string> etcd_siblings;
+  if (!c.replicas.etcd_prefix.empty()) {
+    auto registry = ReplicaRegistry::Create(c.etcd.endpoints, c.replicas.etcd_prefix);
+    if (!registry) return std::unexpected(registry.error());
+    p.replica_registry = std::move(*registry);
+    etcd_siblings = p.replica_registry->Siblings();
+  }
+  if (p.index) WarmIndexBeforeJoins(c, etcd_siblings, *p.index);
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
     auto id = p.Join(SpecFromConfig(c.workers[i], p.block_size));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
@@ -398,6 +405,9 @@ std::expected<void, std::string> Gateway::Start() {
   if (auto ok = p.server->Start(); !ok) return std::unexpected(ok.error());
 
   p.maintenance = std::thread([raw] { raw->Maintain(); });
+  if (p.replica_registry) {  // it listens: siblings may warm from it
+    p.replica_registry->Register(AdvertiseUrl(c.replicas.advertise_url, c.host, p.server->port()));
+  }
   if (!c.kubernetes.pool.empty()) {
     // Started last, once every part a join touches exists. The pool's pods join by the same path (k8s/pool_discovery.h: ready → join, terminating →
     // drain at once, deleted or not ready → leave).
@@ -439,6 +449,8 @@ std::size_t Gateway::Drain() {
   Parts& p = *parts_;
   if (p.stopped) return 0;
   p.draining = true;
+  // Leaving: no sibling starting from now warms from this replica.
+  if (p.replica_registry) p.replica_registry->Withdraw();
   std::size_t cut = 0;
   if (p.server) {
     spdlog::info(
@@ -457,6 +469,7 @@ void Gateway::Stop() {
   if (p.stopped) return;
   p.stopped = true;
   p.draining = true;
+  if (p.replica_registry) p.replica_registry->Withdraw();
   if (p.discovery) p.discovery->Stop();  // no joins or leaves while the parts stop
   if (p.pool_watcher) p.pool_watcher->Stop();
   if (p.server) p.server->Shutdown(std::chrono::milliseconds(0));

@@ -28,6 +28,7 @@
 #include "gateway/parity.h"
 #include "gateway/parity_probe.h"
 #include "gateway/parity_probe_queue.h"
+#include "gateway/replica_registry.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/request_pipeline.h"
@@ -84,6 +85,8 @@ struct Gateway::Parts {
   // forwards to JoinWorker/DrainWorker/LeaveWorker); null without it.
   std::unique_ptr<k8s::MembershipSink> pool_sink;
   std::unique_ptr<k8s::PoolWatcher> pool_watcher;
+  // This replica's key in etcd for its siblings (replicas.etcd_prefix); null without it.
+  std::unique_ptr<ReplicaRegistry> replica_registry;
   // Serialises joins and leaves (the table, the feed, the catalog and `names` change together).
   std::mutex membership_mu;
   // membership.cc: the one path a worker enters by, static (Start) or discovered.

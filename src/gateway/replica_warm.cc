@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "client/blocking_http_client.h"
 #include "gateway/replica_snapshot.h"
 #include "sched/tier_pricing.h"
@@ -56,9 +58,14 @@ std::optional<WarmResult> WarmIndexFromSiblings(const WarmOptions& o, kv::KvInde
   return std::nullopt;
 }
 
-void WarmIndexBeforeJoins(const GatewayConfig& c, kv::KvIndex& index) {
-  if (c.replicas.warm_from.empty()) return;
-  WarmOptions o{.siblings = c.replicas.warm_from,
+void WarmIndexBeforeJoins(const GatewayConfig& c, const std::vector<std::string>& more_siblings,
+                          kv::KvIndex& index) {
+  std::vector<std::string> siblings = c.replicas.warm_from;
+  for (const auto& s : more_siblings) {
+    if (std::find(siblings.begin(), siblings.end(), s) == siblings.end()) siblings.push_back(s);
+  }
+  if (siblings.empty()) return;
+  WarmOptions o{.siblings = std::move(siblings),
                 .api_key = c.api_keys.empty() ? "" : c.api_keys.front(),
                 .timeout = std::chrono::milliseconds(
                     static_cast<std::int64_t>(c.replicas.warm_timeout_s * 1000))};

@@ -46,6 +46,8 @@ std::optional<WarmResult> WarmIndexFromSiblings(const WarmOptions& options, kv::
 // workers' (dense from 0 in `workers[]` order, the order Start joins them: fleet::RouterState
 // ids) and the shared store's. Workers found later by discovery are not restored.
 // REQUIRES: no worker has joined yet (nothing may apply events before the restore).
-void WarmIndexBeforeJoins(const GatewayConfig& config, kv::KvIndex& index);
+// `more_siblings` (those found in etcd) are tried after config.replicas.warm_from.
+void WarmIndexBeforeJoins(const GatewayConfig& config, const std::vector<std::string>& more_siblings,
+                          kv::KvIndex& index);
 
 }  // namespace kvroute::gateway
