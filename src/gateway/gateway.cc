@@ -450,7 +450,10 @@ std::size_t Gateway::Drain() {
   if (p.stopped) return 0;
   p.draining = true;
   // Leaving: no sibling starting from now warms from this replica.
-  if (p.replica_registry) p.replica_registry->Withdraw();
+  if (p.replica_registry) {
+    ReplicaRegistry* registry = p.replica_registry.get();
+    p.replica_withdraw = std::thread([registry] { registry->Withdraw(); });
+  }
   std::size_t cut = 0;
   if (p.server) {
     spdlog::info(
@@ -469,6 +472,7 @@ void Gateway::Stop() {
   if (p.stopped) return;
   p.stopped = true;
   p.draining = true;
+  if (p.replica_withdraw.joinable()) p.replica_withdraw.join();
   if (p.replica_registry) p.replica_registry->Withdraw();
   if (p.discovery) p.discovery->Stop();  // no joins or leaves while the parts stop
   if (p.pool_watcher) p.pool_watcher->Stop();

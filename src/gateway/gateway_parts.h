@@ -87,6 +87,9 @@ struct Gateway::Parts {
   std::unique_ptr<k8s::PoolWatcher> pool_watcher;
   // This replica's key in etcd for its siblings (replicas.etcd_prefix); null without it.
   std::unique_ptr<ReplicaRegistry> replica_registry;
+  // Drain revokes the key on this thread (an etcd call, up to its 3 s timeout), so the
+  // shutdown timeline does not wait for etcd; Stop joins it.
+  std::thread replica_withdraw;
   // Serialises joins and leaves (the table, the feed, the catalog and `names` change together).
   std::mutex membership_mu;
   // membership.cc: the one path a worker enters by, static (Start) or discovered.

@@ -15,8 +15,8 @@
 // etcd unreachable at start: no siblings (a warning; warm_from still applies); the
 // registration keeps retrying in the background (etcd/registration.h).
 //
-// Ownership: owns its etcd client and registration. Thread safety: Siblings, Register and
-// Withdraw from the gateway's Start/Drain/Stop thread.
+// Ownership: owns its etcd client and registration. Thread safety: one caller at a time
+// (Start's thread; Drain's withdraw thread, which Stop joins before its own Withdraw).
 #pragma once
 
 #include <cstdint>
