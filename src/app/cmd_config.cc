@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
+#include "gateway/shutdown_timeline.h"
 #include "k8s/check.h"
 
 namespace kvroute::app {
@@ -92,6 +93,10 @@ void RegisterConfigCommand(CLI::App& app, int* exit_code) {
                       ? " (scheduling errors route by load alone)"
                       : " (scheduling errors answer 503)")
               << "\n";
+    // Broken shutdown invariants are warnings (the configuration runs), on stderr.
+    for (const std::string& w : gateway::ShutdownWarnings(*config)) {
+      std::cerr << "kvroute config check: warning: " << w << "\n";
+    }
     *exit_code = 0;
   });
 }

@@ -9,11 +9,14 @@
 #include <string>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "app/commands.h"
 #include "common/log.h"
 #include "common/stop_signals.h"
 #include "gateway/config.h"
 #include "gateway/gateway.h"
+#include "gateway/shutdown_timeline.h"
 #ifdef KVROUTE_HAVE_EPP
 #include "extproc/epp_router.h"
 #include "extproc/epp_server.h"
@@ -35,6 +38,7 @@ int RunServe(gateway::GatewayConfig config) {
   // Before any thread starts, so every thread inherits the blocked mask.
   StopSignals signals;
 
+  for (const std::string& w : gateway::ShutdownWarnings(config)) spdlog::warn("{}", w);
   const std::string host = config.host;
   const std::size_t workers = config.workers.size();
   const gateway::GatewayConfig::Epp epp_config = config.epp;

@@ -13,6 +13,9 @@
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "fleet/router_state.h"
+#include "gateway/replica_snapshot.h"
+#include "kv/index/index.h"
+#include "sched/tier_pricing.h"
 #include "sched/plugin.h"
 #include "telemetry/prometheus_text.h"
 
@@ -112,6 +115,19 @@ HandlerResult DebugRoute(const EndpointContext& c, const HttpRequest& r) {
   }
   const auto views = c.pipeline->CacheViewsOf(*prepared, now);
   return net::JsonResponse(200, DecisionJson(*prepared, &*outcome, outcome->decision, {}, views));
+}
+
+// The worker table first, then the image: a worker that joins in between is only missing
+// from the sibling's warm start (its events fill it), never credited under a wrong name.
+HandlerResult IndexSnapshot(const EndpointContext& c) {
+  if (c.index == nullptr) return Error(api::ApiError::NotFound("/admin/index/snapshot"));
+  std::vector<SnapshotWorker> workers;
+  for (const auto& w : c.router_state->List()) workers.push_back({w.id, w.spec.name});
+  workers.push_back({sched::kSharedStoreWorker, std::string(kSharedStoreSnapshotName)});
+  HttpResponse r;
+  r.content_type = "application/octet-stream";
+  r.body = EncodeSiblingSnapshot(workers, c.index->Dump());
+  return r;
 }
 
 HandlerResult Workers(const EndpointContext& c) {
@@ -225,6 +241,8 @@ void RegisterEndpoints(net::HttpServer& server, Ctx c) {
                 Guarded(c, true, [c](const HttpRequest& r) { return SetDrain(*c, r, true); }));
   server.Handle("POST", "/admin/undrain",
                 Guarded(c, true, [c](const HttpRequest& r) { return SetDrain(*c, r, false); }));
+  server.Handle("GET", "/admin/index/snapshot",
+                Guarded(c, true, [c](const HttpRequest&) { return IndexSnapshot(*c); }));
   server.Handle("GET", "/health", [](const HttpRequest&) -> HandlerResult {
     return net::JsonResponse(200, R"({"status":"ok"})");
   });

@@ -11,6 +11,8 @@
 //   POST /debug/route      the decision for a request body, with reasons; nothing is sent
 //   GET  /admin/workers    every worker: health, drain, load, scraped metrics, learned rates
 //   POST /admin/drain, /admin/undrain   body {"worker": "<name>"}
+//   GET  /admin/index/snapshot   the KV index image with its worker-name table, for a
+//                          sibling replica warming before it reports ready (replica_warm.h)
 //
 // With api_keys configured, /v1/*, /tokenize, /detokenize, /debug/* and /admin/* need
 // "Authorization: Bearer <key>" (401 otherwise) — /v1/messages also accepts Anthropic's
@@ -35,6 +37,9 @@
 namespace kvroute::fleet {
 class RouterState;
 }
+namespace kvroute::kv {
+class KvIndex;
+}
 
 namespace kvroute::gateway {
 
@@ -53,6 +58,7 @@ struct EndpointContext {
   tokenize::TokenizerPtr tokenizer;  // may be null (approximate mode)
   const Clock* clock = nullptr;
   const std::atomic<bool>* draining = nullptr;
+  const kv::KvIndex* index = nullptr;  // null in approximate mode (no snapshot to give)
   // Refreshes mirrored gauges (index size, lag, parity, worker state) before an exposition.
   std::function<void()> refresh_metrics;
 };

@@ -220,7 +220,19 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
   KVROUTE_TRY(r.Number("health_interval_s", &c->health_interval_s, 0.01, 3600));
   KVROUTE_TRY(r.Number("shutdown_grace_s", &c->shutdown_grace_s, 0, 3600));
   KVROUTE_TRY(r.Number("drain_timeout_s", &c->drain_timeout_s, 0, 86400));
+  KVROUTE_TRY(r.Number("termination_grace_s", &c->termination_grace_s, 0, 86400));
+  KVROUTE_TRY(r.Number("balancer_notice_s", &c->balancer_notice_s, 0, 3600));
   KVROUTE_TRY(r.String("log_level", &c->log_level));
+  YAML::Node replicas = r.Get("replicas");
+  if (replicas && !replicas.IsNull()) {
+    MapReader m(replicas, "replicas");
+    KVROUTE_TRY(m.CheckIsMap());
+    KVROUTE_TRY(m.StringList("warm_from", &c->replicas.warm_from));
+    KVROUTE_TRY(m.Number("warm_timeout_s", &c->replicas.warm_timeout_s, 0.05, 600));
+    KVROUTE_TRY(m.String("etcd_prefix", &c->replicas.etcd_prefix));
+    KVROUTE_TRY(m.String("advertise_url", &c->replicas.advertise_url));
+    KVROUTE_TRY(m.RejectUnknown());
+  }
   YAML::Node discovery = r.Get("discovery");
   if (discovery && !discovery.IsNull()) {
     MapReader d(discovery, "discovery");
@@ -328,6 +340,27 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   }
   if (!c.etcd.endpoints.empty() && c.etcd.prefix.empty()) {
     return Error("discovery.etcd.prefix: must not be empty");
+  }
+  for (const auto& u : c.replicas.warm_from) {
+    auto url = client::ParseUrl(u);
+    if (!url || url->target != "/") {
+      return Error("replicas.warm_from: '" + u + "' is not http://host:port");
+    }
+  }
+  if (!c.replicas.etcd_prefix.empty() && c.etcd.endpoints.empty()) {
+    return Error("replicas.etcd_prefix: needs discovery.etcd.endpoints (or --etcd)");
+  }
+  if (!c.replicas.advertise_url.empty()) {
+    auto url = client::ParseUrl(c.replicas.advertise_url);
+    if (!url || url->target != "/") {
+      return Error("replicas.advertise_url: '" + c.replicas.advertise_url +
+                   "' is not http://host:port");
+    }
+  }
+  if (!c.replicas.etcd_prefix.empty() && c.replicas.advertise_url.empty() &&
+      (c.host == "0.0.0.0" || c.host == "::")) {
+    return Error("replicas.advertise_url: required with replicas.etcd_prefix when listen.host "
+                 "is a wildcard (siblings need an address to reach this replica)");
   }
   std::set<std::string> names;
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
@@ -493,7 +526,15 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "health_interval_s" << YAML::Value << c.health_interval_s;
   out << YAML::Key << "shutdown_grace_s" << YAML::Value << c.shutdown_grace_s;
   out << YAML::Key << "drain_timeout_s" << YAML::Value << c.drain_timeout_s;
+  out << YAML::Key << "termination_grace_s" << YAML::Value << c.termination_grace_s;
+  out << YAML::Key << "balancer_notice_s" << YAML::Value << c.balancer_notice_s;
   out << YAML::Key << "log_level" << YAML::Value << c.log_level;
+  out << YAML::Key << "replicas" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "warm_from" << YAML::Value << YAML::Flow << c.replicas.warm_from;
+  out << YAML::Key << "warm_timeout_s" << YAML::Value << c.replicas.warm_timeout_s;
+  out << YAML::Key << "etcd_prefix" << YAML::Value << c.replicas.etcd_prefix;
+  out << YAML::Key << "advertise_url" << YAML::Value << c.replicas.advertise_url;
+  out << YAML::EndMap;
   out << YAML::Key << "discovery" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "etcd" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << c.etcd.endpoints;

@@ -134,6 +134,18 @@ struct GatewayConfig {
   EtcdDiscoveryConfig etcd;
   KubernetesDiscoveryConfig kubernetes;
   std::optional<KvStoreConfig> kv_store;  // the shared KV store; none: no shared tier
+  // Sibling replicas (gateway/replica_warm.h): base URLs asked, in order, for their index
+  // snapshot at start, before this replica subscribes or reports ready; empty: start cold.
+  // Every replica may list all of them, itself included. `warm_timeout_s` bounds each.
+  // `etcd_prefix` (needs discovery.etcd): replicas also find each other in etcd
+  // (gateway/replica_registry.h), each registering `advertise_url` (default
+  // http://<listen.host>:<port>; required when listen.host is a wildcard) once it listens.
+  struct Replicas {
+    std::vector<std::string> warm_from;
+    double warm_timeout_s = 3.0;
+    std::string etcd_prefix;  // empty: not in etcd
+    std::string advertise_url;
+  } replicas;
 
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).
   std::string policy_yaml = "preset: predicted_latency";
@@ -174,6 +186,12 @@ struct GatewayConfig {
   // `drain_timeout_s`, then are cut.
   double shutdown_grace_s = 1.0;
   double drain_timeout_s = 30.0;
+  // What the surroundings give, for the invariants of gateway/shutdown_timeline.h (checked
+  // by `kvroute config check` and at start; 0: not said, nothing checked): the
+  // orchestrator's time from SIGTERM to SIGKILL, and how long the balancer in front takes to
+  // stop choosing a replica whose /ready answers 503.
+  double termination_grace_s = 0;
+  double balancer_notice_s = 0;
 
   std::string log_level = "info";
 

@@ -349,5 +349,52 @@ TEST(GatewayConfig, InvalidYamlIsAnErrorNotAnException) {
   EXPECT_TRUE(c.error().starts_with("invalid YAML")) << c.error();
 }
 
+TEST(GatewayConfig, ShutdownSurroundingsAreReadAndKeptByEffectiveYaml) {
+  auto c = ParseConfig(std::string(kMinimal) + "termination_grace_s: 45\nbalancer_notice_s: 3\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_DOUBLE_EQ(c->termination_grace_s, 45);
+  EXPECT_DOUBLE_EQ(c->balancer_notice_s, 3);
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_DOUBLE_EQ(again->termination_grace_s, 45);
+  EXPECT_DOUBLE_EQ(again->balancer_notice_s, 3);
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "balancer_notice_s: -1\n").has_value());
+}
+
+TEST(GatewayConfig, ReplicaSiblingsAreReadCheckedAndKeptByEffectiveYaml) {
+  auto c = ParseConfig(std::string(kMinimal) +
+                       "replicas: {warm_from: ['http://127.0.0.1:9001'], warm_timeout_s: 1.5}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->replicas.warm_from, std::vector<std::string>{"http://127.0.0.1:9001"});
+  EXPECT_DOUBLE_EQ(c->replicas.warm_timeout_s, 1.5);
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->replicas.warm_from, c->replicas.warm_from);
+  auto bad = ParseConfig(std::string(kMinimal) + "replicas: {warm_from: ['http://h:1/x']}\n");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_FALSE(Validate(*bad).has_value());
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "replicas: {peers: []}\n").has_value());
+}
+
+TEST(GatewayConfig, ReplicasInEtcdNeedEtcdAndAnAddressSiblingsCanReach) {
+  auto alone = ParseConfig(std::string(kMinimal) + "replicas: {etcd_prefix: /r/}\n");
+  ASSERT_TRUE(alone.has_value()) << alone.error();
+  EXPECT_FALSE(Validate(*alone).has_value());  // no discovery.etcd
+  const std::string with_etcd = std::string(kMinimal) +
+                                "discovery: {etcd: {endpoints: ['http://127.0.0.1:2379']}}\n";
+  auto wildcard = ParseConfig("listen: {host: 0.0.0.0}\n" + with_etcd +
+                              "replicas: {etcd_prefix: /r/}\n");
+  ASSERT_TRUE(wildcard.has_value()) << wildcard.error();
+  EXPECT_FALSE(Validate(*wildcard).has_value());
+  auto named = ParseConfig("listen: {host: 0.0.0.0}\n" + with_etcd +
+                           "replicas: {etcd_prefix: /r/, advertise_url: 'http://10.0.0.5:8080'}\n");
+  ASSERT_TRUE(named.has_value()) << named.error();
+  EXPECT_TRUE(Validate(*named).has_value());
+  auto again = ParseConfig(EffectiveYaml(*named));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->replicas.etcd_prefix, "/r/");
+  EXPECT_EQ(again->replicas.advertise_url, "http://10.0.0.5:8080");
+}
+
 }  // namespace
 }  // namespace kvroute::gateway

@@ -21,6 +21,7 @@
 #include "gateway/parity_probe.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
+#include "gateway/replica_warm.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "gateway/health_checker.h"
@@ -78,35 +79,6 @@ std::uint32_t Gateway::Parts::LearnBlockSize() {
                  chosen);  // the parity probe names each worker that differs
   }
   return chosen;
-}
-
-// Before the first request: every worker's block size, tokenizer, chat template and keys.
-void Gateway::Parts::RunParityProbe() {
-  std::vector<ParityTarget> targets;
-  for (const auto& w : router_state->List()) {
-    ParityTarget t{.id = w.id,
-                   .name = w.spec.name,
-                   .base_url = w.spec.base_url,
-                   .model = w.spec.models.empty() ? "" : w.spec.models.front(),
-                   .kv_events = feed && feed->Endpoint(w.id).has_value()};
-    // The scraper's first round (before the probe) read each cache_config_info.
-    if (auto m = router_state->Metrics(w.id); m && m->block_size && *m->block_size > 0) {
-      t.block_size = *m->block_size;
-    }
-    targets.push_back(std::move(t));
-  }
-  ParityProbeDeps deps{.tokenizer = tokenizer.get(),
-                       .block_size = block_size,
-                       .index = index.get(),
-                       .timeout = Ms(config.parity_probe_timeout_s),
-                       .nonce = static_cast<std::uint64_t>(clock.Now().count())};
-  if (feed) {
-    deps.event_batches = [this](WorkerId w) {
-      auto c = feed->Counters(w);
-      return c ? c->batches : 0;
-    };
-  }
-  parity_watch.RunStartProbe(targets, deps);
 }
 
 void Gateway::Parts::RefreshCatalog(client::BlockingHttpClient& http) {
@@ -271,9 +243,25 @@ std::expected<void, std::string> Gateway::Start() {
     p.parity = std::make_unique<ParityChecker>(ParityOptions{}, p.IndexView());
   }
 
+  // Before any worker subscribes: a sibling's index is the base live events apply to.
+  std::vector<std::string> etcd_siblings;
+  if (!c.replicas.etcd_prefix.empty()) {
+    auto registry = ReplicaRegistry::Create(c.etcd.endpoints, c.replicas.etcd_prefix);
+    if (!registry) return std::unexpected(registry.error());
+    p.replica_registry = std::move(*registry);
+    etcd_siblings = p.replica_registry->Siblings();
+  }
+  if (p.index) WarmIndexBeforeJoins(c, etcd_siblings, *p.index);
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
     auto id = p.Join(SpecFromConfig(c.workers[i], p.block_size));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
+  }
+  if (c.parity_probe) {
+    // Joins after this point are probed once the start probe below has run (it covers the
+    // workers present then; parity_probe_gateway.cc).
+    Parts* raw = &p;
+    p.join_probes = std::make_unique<ParityProbeQueue>(
+        [raw](const std::vector<WorkerId>& joined) { raw->ProbeJoined(joined); });
   }
   if (!c.etcd.endpoints.empty()) {
     // Workers registered in etcd join by the same path (membership.cc); the first listing
@@ -337,7 +325,10 @@ std::expected<void, std::string> Gateway::Start() {
   }
   p.scraper->Start();
   p.health->Start();
-  if (c.parity_probe) p.RunParityProbe();
+  if (c.parity_probe) {
+    p.RunParityProbe();
+    p.join_probes->Start();
+  }
 
   PipelineDeps deps;
   deps.router_state = router_state;
@@ -407,12 +398,16 @@ std::expected<void, std::string> Gateway::Start() {
   ctx->tokenizer = p.tokenizer;
   ctx->clock = &p.clock;
   ctx->draining = &p.draining;
+  ctx->index = p.index.get();
   Parts* raw = &p;
   ctx->refresh_metrics = [raw] { raw->RefreshMetrics(); };
   RegisterEndpoints(*p.server, ctx);
   if (auto ok = p.server->Start(); !ok) return std::unexpected(ok.error());
 
   p.maintenance = std::thread([raw] { raw->Maintain(); });
+  if (p.replica_registry) {  // it listens: siblings may warm from it
+    p.replica_registry->Register(AdvertiseUrl(c.replicas.advertise_url, c.host, p.server->port()));
+  }
   if (!c.kubernetes.pool.empty()) {
     // Started last, once every part a join touches exists. The pool's pods join by the same path (k8s/pool_discovery.h: ready → join, terminating →
     // drain at once, deleted or not ready → leave).
@@ -454,6 +449,11 @@ std::size_t Gateway::Drain() {
   Parts& p = *parts_;
   if (p.stopped) return 0;
   p.draining = true;
+  // Leaving: no sibling starting from now warms from this replica.
+  if (p.replica_registry) {
+    ReplicaRegistry* registry = p.replica_registry.get();
+    p.replica_withdraw = std::thread([registry] { registry->Withdraw(); });
+  }
   std::size_t cut = 0;
   if (p.server) {
     spdlog::info(
@@ -472,9 +472,12 @@ void Gateway::Stop() {
   if (p.stopped) return;
   p.stopped = true;
   p.draining = true;
+  if (p.replica_withdraw.joinable()) p.replica_withdraw.join();
+  if (p.replica_registry) p.replica_registry->Withdraw();
   if (p.discovery) p.discovery->Stop();  // no joins or leaves while the parts stop
   if (p.pool_watcher) p.pool_watcher->Stop();
   if (p.server) p.server->Shutdown(std::chrono::milliseconds(0));
+  if (p.join_probes) p.join_probes->Stop();  // before the feed and index its probes read
   {
     std::lock_guard lock(p.mu);
     p.stop = true;

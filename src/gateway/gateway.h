@@ -3,6 +3,7 @@
 //
 //   Create   validate the config, build the policy and the tokenizer (no I/O yet)
 //   Start    learn the block size (config, else the workers' cache_config_info, else 16),
+//            warm the index from a sibling replica (replicas.warm_from, replica_warm.h),
 //            register workers, subscribe to KV events, start scrapers, health checks, the
 //            maintenance thread (model catalog, parity check, prediction expiry) and the
 //            HTTP server

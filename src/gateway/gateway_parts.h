@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "gateway/config.h"
@@ -25,6 +26,9 @@
 #include "gateway/kv_feed.h"
 #include "gateway/model_catalog.h"
 #include "gateway/parity.h"
+#include "gateway/parity_probe.h"
+#include "gateway/parity_probe_queue.h"
+#include "gateway/replica_registry.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/request_pipeline.h"
@@ -81,6 +85,11 @@ struct Gateway::Parts {
   // forwards to JoinWorker/DrainWorker/LeaveWorker); null without it.
   std::unique_ptr<k8s::MembershipSink> pool_sink;
   std::unique_ptr<k8s::PoolWatcher> pool_watcher;
+  // This replica's key in etcd for its siblings (replicas.etcd_prefix); null without it.
+  std::unique_ptr<ReplicaRegistry> replica_registry;
+  // Drain revokes the key on this thread (an etcd call, up to its 3 s timeout), so the
+  // shutdown timeline does not wait for etcd; Stop joins it.
+  std::thread replica_withdraw;
   // Serialises joins and leaves (the table, the feed, the catalog and `names` change together).
   std::mutex membership_mu;
   // membership.cc: the one path a worker enters by, static (Start) or discovered.
@@ -100,7 +109,14 @@ struct Gateway::Parts {
   void Maintain();
   void RefreshMetrics();
   ParityIndexView IndexView() const;
+  // parity_probe_gateway.cc: the start probe, and the same probe for workers joining later.
+  ParityTarget ParityTargetOf(const fleet::WorkerInfo& worker) const;
+  ParityProbeDeps ParityDeps() const;
   void RunParityProbe();
+  void ProbeJoined(const std::vector<WorkerId>& joined);
+  // Workers joining after Start, waiting for their probe; null when parity_probe is off.
+  // Stopped before the parts its probes read.
+  std::unique_ptr<ParityProbeQueue> join_probes;
 };
 
 }  // namespace kvroute::gateway

@@ -116,6 +116,8 @@ std::expected<void, std::string> Gateway::JoinWorker(fleet::WorkerSpec spec) {
   auto id = p.Join(std::move(spec));
   if (!id) return std::unexpected(id.error());
   spdlog::info("worker {} joined (id {})", name, *id);
+  // The same parity probe a static worker gets at Start, off this (discovery's) thread.
+  if (p.join_probes) p.join_probes->Enqueue(*id);
   return {};
 }
 

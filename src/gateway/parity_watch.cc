@@ -20,8 +20,17 @@ bool ParityWatch::Has(WorkerId worker, std::string_view setting) const {
   return mismatches_.contains({worker, std::string(setting)});
 }
 
+bool ParityWatch::Probed(WorkerId worker) const {
+  std::lock_guard lock(mu_);
+  return probed_.contains(worker);
+}
+
 std::vector<ProbeFinding> ParityWatch::RunStartProbe(const std::vector<ParityTarget>& targets,
                                                      const ParityProbeDeps& deps) {
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& t : targets) probed_.insert(t.id);
+  }
   for (const auto& t : targets) {
     for (std::string_view setting : kParitySettings) Set(t.id, t.name, setting, false);
   }
@@ -32,9 +41,19 @@ std::vector<ProbeFinding> ParityWatch::RunStartProbe(const std::vector<ParityTar
       if (t.id == f.worker) Set(f.worker, t.name, f.setting, true);
     }
   }
-  if (findings.empty()) {
-    spdlog::info("parity: {} worker(s) key blocks as kvroute does (block size {})", targets.size(),
-                 deps.block_size);
+  // The agreeing workers by name (the first few), so a join's probe can be told from another.
+  std::string agreeing;
+  std::size_t agree = 0;
+  for (const auto& t : targets) {
+    bool found = false;
+    for (const ProbeFinding& f : findings) found = found || f.worker == t.id;
+    if (found) continue;
+    if (++agree <= 8) agreeing += (agreeing.empty() ? "" : ", ") + t.name;
+  }
+  if (agree > 8) agreeing += ", …";
+  if (agree > 0) {
+    spdlog::info("parity: {} of {} probed worker(s) key blocks as kvroute does (block size {}): {}",
+                 agree, targets.size(), deps.block_size, agreeing);
   }
   return findings;
 }

@@ -27,9 +27,12 @@ class ParityWatch {
   explicit ParityWatch(RouterMetrics* metrics) : metrics_(metrics) {}
 
   // Runs ProbeWorkers over `targets`, logs each finding as a warning and sets the gauges
-  // (0 for every setting of every target first). Returns the findings.
+  // (0 for every setting of every target first). Returns the findings. Used at Start for
+  // every worker and at run time for each worker that joins (parity_probe_queue.h).
   std::vector<ProbeFinding> RunStartProbe(const std::vector<ParityTarget>& targets,
                                           const ParityProbeDeps& deps);
+  // Whether a start probe has covered (or is covering) `worker`.
+  bool Probed(WorkerId worker) const;
 
   // The worker's scraped block size against kvroute's: logs and flips the gauge on change.
   void WatchBlockSize(WorkerId worker, std::string_view name, std::uint32_t scraped,
@@ -43,6 +46,7 @@ class ParityWatch {
   RouterMetrics* const metrics_;
   mutable std::mutex mu_;
   std::set<std::pair<WorkerId, std::string>> mismatches_;  // guarded by mu_
+  std::set<WorkerId> probed_;                              // guarded by mu_
 };
 
 }  // namespace kvroute::gateway

@@ -8,22 +8,33 @@ bounded streaming load loop, and asserts what the clients saw:
             that no request goes to it and none fails
   sigterm   SIGTERM of a registered sim under load: draining first, then it drains and exits;
             zero failed client requests
+  probe     sims joining through etcd get the start probe static workers get: a matching one
+            has every setting of kvroute_parity_mismatch at 0 and an info line naming it; one
+            with another tokenizer is a warning naming it and the setting, gauge 1
+  replicas  two kvroute serve replicas with replicas.etcd_prefix: the first registers its URL
+            once it listens; the second, started after the first routed some conversations,
+            finds it in etcd, warms its index from it before its ready line and routes every
+            follow-up where the first does; SIGTERM of the first revokes its key at once
   outage    etcd stopped for 30 s and restarted under load: no request fails; a sim started and
             a sim killed during the outage are joined and removed after it
 
 Usage: etcd_test.py <kvroute binary> <case>
 """
+import json
 import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from etcd_cluster import (Etcd, EtcdServe, EtcdSim, Load, failures, wait_until,  # noqa: E402
+from etcd_cluster import (MODEL, Etcd, EtcdServe, EtcdSim, Load, failures, wait_until,  # noqa: E402
                           one_request)
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
-from cluster import Sim, metric_sum  # noqa: E402
+from cluster import Sim, metric_sum, post  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "replicas"))
+from replica_cluster import conversation_start, run_conversation  # noqa: E402
 
 BINARY, CASE = sys.argv[1], sys.argv[2]
 
@@ -143,7 +154,98 @@ def case_outage(etcd, serve, static):
         newcomer.proc.kill()
 
 
-CASES = {"join": case_join, "kill9": case_kill9, "sigterm": case_sigterm, "outage": case_outage}
+def parity_rows(serve, name):
+    return {l["setting"]: v for l, v in serve.metrics().get("kvroute_parity_mismatch", [])
+            if l["worker"] == name}
+
+
+def case_probe(etcd, serve, static):
+    # The static worker was probed at start; without a probe on join a discovered worker has
+    # no kvroute_parity_mismatch rows at all.
+    check(len(parity_rows(serve, "w0")) == 5, parity_rows(serve, "w0"))
+    s1 = EtcdSim(BINARY, etcd, "s1")
+    try:
+        agreed = wait_until(lambda: "key blocks as kvroute does (block size 16): s1"
+                            in serve.proc.stderr(), 20)
+        check(agreed, "no probe result for s1: %s" % serve.proc.stderr()[-2000:])
+        rows = parity_rows(serve, "s1")
+        check(len(rows) == 5 and all(v == 0 for v in rows.values()), rows)
+        s2 = EtcdSim(BINARY, etcd, "s2", extra=("--tokenizer", "qwen3"))
+        try:
+            named = wait_until(lambda: parity_rows(serve, "s2").get("tokenizer") == 1, 20)
+            check(named, "s2's tokenizer mismatch not reported: %s" % parity_rows(serve, "s2"))
+            rows = parity_rows(serve, "s2")
+            check(rows.get("chat_template") == 1, rows)
+            err = serve.proc.stderr()
+            check("parity: worker s2: tokenizer mismatch" in err, err[-2000:])
+            check("parity: worker s1:" not in err, "a mismatch named for s1: %s" % err[-2000:])
+            check(all(v == 0 for v in parity_rows(serve, "s1").values()),
+                  parity_rows(serve, "s1"))
+            print("probe: s1 agrees on all 5 settings; s2 (qwen3 tokenizer) named for %s"
+                  % sorted(k for k, v in rows.items() if v == 1), flush=True)
+        finally:
+            s2.proc.kill()
+    finally:
+        s1.proc.kill()
+
+
+REPLICA_PREFIX = "/kvroute/replicas/"
+
+
+def replica_keys(etcd):
+    import base64
+    enc = lambda t: base64.b64encode(t.encode()).decode()  # noqa: E731
+    r = etcd.call("/v3/kv/range", {"key": enc(REPLICA_PREFIX),
+                                   "range_end": enc(REPLICA_PREFIX[:-1] + "0")})
+    return sorted(json.loads(base64.b64decode(kv["value"]))["url"] for kv in r.get("kvs", []))
+
+
+def decision(port, body):
+    status, _, text = post(port, "/debug/route", body)
+    return json.loads(text).get("chosen") if status == 200 else None
+
+
+def case_replicas(etcd, serve, static):
+    second = Sim(BINARY, "w1", ["--speedup", "20"])
+    first = later = None
+    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+        try:
+            yaml = ("workers:\n" + static.worker_yaml() + second.worker_yaml() +
+                    "replicas: {etcd_prefix: %s}\n" % REPLICA_PREFIX)
+            first = EtcdServe(BINARY, etcd, d1, yaml)
+            first_url = "http://127.0.0.1:%d" % first.port
+            check(wait_until(lambda: replica_keys(etcd) == [first_url], 5),
+                  "the first replica's key: %s" % replica_keys(etcd))
+            histories = [conversation_start(i, "etcd replicas") for i in range(4)]
+            threads = [threading.Thread(target=run_conversation, args=(first.port, h, 2))
+                       for h in histories]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            bodies = [{"model": MODEL, "max_tokens": 4,
+                       "messages": h + [{"role": "user", "content": "next"}]} for h in histories]
+            holders = [decision(first.port, b) for b in bodies]
+            later = EtcdServe(BINARY, etcd, d2, yaml)
+            err = later.proc.stderr()
+            check("replicas: index warmed from %s" % first_url in err, err[-2000:])
+            theirs = [decision(later.port, b) for b in bodies]
+            print("replicas: the late replica warmed from %s (found in etcd); follow-ups "
+                  "%s there, %s on the first" % (first_url, theirs, holders), flush=True)
+            check(theirs == holders and None not in holders, (theirs, holders))
+            check(len(replica_keys(etcd)) == 2, replica_keys(etcd))
+            first.proc.signal(signal.SIGTERM)
+            check(wait_until(lambda: first_url not in replica_keys(etcd), 2.0),
+                  "the draining replica's key is still there: %s" % replica_keys(etcd))
+            check(first.proc.wait(30) == 0, "the first replica's exit status")
+        finally:
+            for p in (first, later):
+                if p:
+                    p.proc.kill()
+            second.proc.kill()
+
+
+CASES = {"join": case_join, "probe": case_probe, "replicas": case_replicas, "kill9": case_kill9, "sigterm": case_sigterm, "outage": case_outage}
 
 
 def main():

@@ -23,7 +23,8 @@ class Proc:
 
     def __init__(self, args, ready_re, timeout=30):
         self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.err)
+        self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=self.err)
         self.match = None
         deadline = time.time() + timeout
         buf = b""
