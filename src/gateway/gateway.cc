@@ -272,7 +272,9 @@ std::expected<void, std::string> Gateway::Start() {
   }
 
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
-    auto id = p.Join(SpecFromConfig(c.workers[i], p.block_size));
+    fleet::WorkerSpec spec = SpecFromConfig(c.workers[i], p.block_size);
+    ApplyWorkerPd(c.workers[i].pd, &spec);  // tp, gpus, link (P/D)
+    auto id = p.Join(std::move(spec));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
   }
   if (!c.etcd.endpoints.empty()) {
@@ -357,6 +359,10 @@ std::expected<void, std::string> Gateway::Start() {
   pipe_opts.block_size = p.block_size;
   pipe_opts.inject_schedule_error = c.debug_fault == "schedule_error";
   pipe_opts.itl_slo_s = c.itl_slo_s;
+  pipe_opts.pd_mode = c.pd.mode == "on"    ? PipelineOptions::PdMode::kOn
+                      : c.pd.mode == "off" ? PipelineOptions::PdMode::kOff
+                                           : PipelineOptions::PdMode::kAuto;
+  pipe_opts.pd = PdOptionsOf(c.pd);
   pipe_opts.tenancy = c.tenancy;
   pipe_opts.accept_images = c.images.enabled;
   pipe_opts.set_image_uuid = c.images.set_uuid;
@@ -383,6 +389,7 @@ std::expected<void, std::string> Gateway::Start() {
   xopts.timeouts.connect = std::chrono::milliseconds(c.timeouts.connect_ms);
   xopts.timeouts.first_byte = std::chrono::milliseconds(c.timeouts.first_byte_ms);
   xopts.timeouts.idle = std::chrono::milliseconds(c.timeouts.idle_ms);
+  xopts.pd_prefill_timeout = std::chrono::milliseconds(c.pd.prefill_timeout_ms);
   p.proxy = std::make_unique<Proxy>(xopts, p.pipeline.get(), router_state, &p.metrics, p.parity.get(),
                                     &p.clock);
 

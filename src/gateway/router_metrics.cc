@@ -40,6 +40,14 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                   .Name("kvroute_retries_total")
                   .Help("Attempts moved to another worker before anything reached the client")
                   .Register(r);
+  pd_placements_ = &BuildCounter()
+                        .Name("kvroute_pd_requests_total")
+                        .Help("Requests placed by the prefill/decode decision, by placement")
+                        .Register(r);
+  pd_fallbacks_ = &BuildCounter()
+                       .Name("kvroute_pd_prefill_fallbacks_total")
+                       .Help("Prefill legs that failed or timed out: decoded locally instead")
+                       .Register(r);
   sched_failures_ = &BuildCounter()
                          .Name("kvroute_scheduling_failures_total")
                          .Help("Scheduling path errors, by the failure mode that handled them")
@@ -177,6 +185,12 @@ void RouterMetrics::OnError(std::string_view reason) {
 }
 void RouterMetrics::OnRetry(std::string_view reason) {
   retries_->Add({{"reason", S(reason)}}).Increment();
+}
+void RouterMetrics::OnPdPlacement(std::string_view placement) {
+  pd_placements_->Add({{"placement", S(placement)}}).Increment();
+}
+void RouterMetrics::OnPdPrefillFallback(std::string_view reason) {
+  pd_fallbacks_->Add({{"reason", S(reason)}}).Increment();
 }
 void RouterMetrics::OnSchedulingFailure(std::string_view failure_mode) {
   sched_failures_->Add({{"failure_mode", S(failure_mode)}}).Increment();

@@ -30,6 +30,11 @@
 //                                                         kvroute on a setting that keys
 //                                                         blocks (block_size, tokenizer,
 //                                                         chat_template, hash, kv_events)
+//   pd_requests_total{placement}                 counter  requests placed by the P/D decision
+//                                                         (split, aggregated, local_fallback:
+//                                                         split, then decoded locally on D)
+//   pd_prefill_fallbacks_total{reason}           counter  prefill legs that failed or timed out
+//                                                         (the request decoded locally on D)
 //   ready                                        gauge    1 when /ready answers 200
 //   discovery_etcd_connected                     gauge    1 while the etcd watch is open
 //   discovery_etcd_failures_total                counter  failed etcd calls / broken watches
@@ -63,6 +68,8 @@ class RouterMetrics {
   void OnError(std::string_view reason);
   void OnRetry(std::string_view reason);
   void OnSchedulingFailure(std::string_view failure_mode);
+  void OnPdPlacement(std::string_view placement);
+  void OnPdPrefillFallback(std::string_view reason);
   void ObserveTtft(std::string_view model, double seconds);
   void ObserveItl(std::string_view model, double seconds);
   // The TTFT / ITL histogram of `model`, for a caller that observes many times for one model
@@ -97,6 +104,8 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>* errors_;
   prometheus::Family<prometheus::Counter>* retries_;
   prometheus::Family<prometheus::Counter>* sched_failures_;
+  prometheus::Family<prometheus::Counter>* pd_placements_;
+  prometheus::Family<prometheus::Counter>* pd_fallbacks_;
   prometheus::Family<prometheus::Histogram>* ttft_;
   prometheus::Family<prometheus::Histogram>* itl_;
   prometheus::Histogram* decision_;
