@@ -21,6 +21,7 @@
 #include "gateway/parity_probe.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
+#include "gateway/pd_link_feed.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "gateway/health_checker.h"
@@ -204,6 +205,9 @@ void Gateway::Parts::RefreshMetrics() {
                            router_state->load().Load(w.id).inflight_requests);
     metrics.SetTtftCalibration(w.spec.name, router_state->load().WaitCorrection(w.id, now),
                                router_state->load().Calibration(w.id).drift);
+    if (auto link = router_state->Link(w.id); link && link->samples() > 0) {
+      metrics.SetKvLink(w.spec.name, link->lane_bytes_per_s().value_or(0), link->samples());
+    }
   }
   if (index) {
     kv::IndexStats s = index->stats();
@@ -315,8 +319,11 @@ std::expected<void, std::string> Gateway::Start() {
         for (const auto& w : router_state->List()) t.push_back({w.id, w.spec.base_url});
         return t;
       },
-      [router_state](WorkerId w, std::expected<EngineMetrics, std::string> m) {
-        if (m) router_state->SetMetrics(w, std::move(*m));
+      [router_state, pull_links = std::make_shared<PullLinkFeed>(router_state)](
+          WorkerId w, std::expected<EngineMetrics, std::string> m) {
+        if (!m) return;
+        pull_links->OnScrape(w, *m);  // P/D: the decode worker's KV link, from its pulls
+        router_state->SetMetrics(w, std::move(*m));
       },
       &p.clock);
   HealthCheckerOptions hopts;

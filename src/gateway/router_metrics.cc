@@ -101,6 +101,14 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                      .Help("Measured / predicted TTFT on the worker, recent geometric mean "
                            "(1: calibrated)")
                      .Register(r);
+  kv_link_ = &BuildGauge()
+                  .Name("kvroute_kv_link_lane_bytes_per_s")
+                  .Help("A decode worker's KV link bandwidth per lane, learned from its pulls")
+                  .Register(r);
+  kv_link_samples_ = &BuildGauge()
+                          .Name("kvroute_kv_link_samples")
+                          .Help("Samples the decode worker's link was learned from (scrape windows with pulls)")
+                          .Register(r);
   index_blocks_ = &BuildGauge()
                        .Name("kvroute_index_blocks")
                        .Help("Distinct blocks in the KV index")
@@ -171,7 +179,7 @@ void RouterMetrics::SetDiscovery(bool connected, std::uint64_t failures, std::ui
 void RouterMetrics::ForgetWorker(std::string_view worker) {
   const std::map<std::string, std::string> labels{{"worker", S(worker)}};
   for (auto* family : {worker_healthy_, worker_draining_, worker_inflight_, wait_correction_,
-                       ttft_drift_, event_lag_, parity_}) {
+                       ttft_drift_, event_lag_, parity_, kv_link_, kv_link_samples_}) {
     if (family->Has(labels)) family->Remove(&family->Add(labels));
   }
 }
@@ -221,6 +229,11 @@ void RouterMetrics::SetWorkerState(std::string_view worker, bool healthy, bool d
   worker_healthy_->Add({{"worker", S(worker)}}).Set(healthy ? 1 : 0);
   worker_draining_->Add({{"worker", S(worker)}}).Set(draining ? 1 : 0);
   worker_inflight_->Add({{"worker", S(worker)}}).Set(inflight);
+}
+void RouterMetrics::SetKvLink(std::string_view worker, double lane_bytes_per_s,
+                              double samples) {
+  kv_link_->Add({{"worker", S(worker)}}).Set(lane_bytes_per_s);
+  kv_link_samples_->Add({{"worker", S(worker)}}).Set(samples);
 }
 void RouterMetrics::SetTtftCalibration(std::string_view worker, double wait_correction,
                                        double drift) {

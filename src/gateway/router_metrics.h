@@ -35,6 +35,10 @@
 //                                                         split, then decoded locally on D)
 //   pd_prefill_fallbacks_total{reason}           counter  prefill legs that failed or timed out
 //                                                         (the request decoded locally on D)
+//   kv_link_lane_bytes_per_s{worker}             gauge    a decode worker's KV link per lane,
+//                                                         learned from its pulls (once it has any)
+//   kv_link_samples{worker}                      gauge    samples it was learned from (one per
+//                                                         scrape window with finished pulls)
 //   ready                                        gauge    1 when /ready answers 200
 //   discovery_etcd_connected                     gauge    1 while the etcd watch is open
 //   discovery_etcd_failures_total                counter  failed etcd calls / broken watches
@@ -84,6 +88,7 @@ class RouterMetrics {
 
   void SetWorkerState(std::string_view worker, bool healthy, bool draining, double inflight);
   void SetTtftCalibration(std::string_view worker, double wait_correction, double drift);
+  void SetKvLink(std::string_view worker, double lane_bytes_per_s, double samples);
   void SetIndex(double blocks, double entries, double predicted_blocks);
   void SetEventLag(std::string_view worker, double seconds);
   void SetParity(std::string_view worker, double ratio);
@@ -117,6 +122,8 @@ class RouterMetrics {
   prometheus::Family<prometheus::Gauge>* worker_inflight_;
   prometheus::Family<prometheus::Gauge>* wait_correction_;
   prometheus::Family<prometheus::Gauge>* ttft_drift_;
+  prometheus::Family<prometheus::Gauge>* kv_link_;
+  prometheus::Family<prometheus::Gauge>* kv_link_samples_;
   prometheus::Gauge* index_blocks_;
   prometheus::Gauge* index_entries_;
   prometheus::Gauge* predicted_blocks_;
