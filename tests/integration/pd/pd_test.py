@@ -5,6 +5,8 @@ sims (vLLM's NixlConnector protocol, sped up), driven by the official npm client
 Checks, beyond the clients' per-turn checks (decode worker sticky per conversation, only the
 new turn's blocks pulled, cached_tokens as the prefill sim counted them):
   - every conversation turn was split (kvroute_pd_requests_total{placement="split"});
+  - each decode worker that pulled has its link learned from its sim's NIXL histograms
+    (kvroute_kv_link_samples; the arithmetic is pd_link_feed_test.cc's);
   - after all legs ended no booking is left on any worker (kvroute_worker_inflight_requests)
     and the prefill sim holds no pinned blocks (every decode leg released its pull);
   - with the prefill sim dead, every request is still answered (decoded locally on a decode
@@ -98,6 +100,21 @@ def main():
         if split != n_split:
             fail(f"{split} requests split, the clients sent {n_split}")
         print(f"ok   all {n_split} conversation turns split (prefill on p, decode on d0/d1)")
+        # Each decode worker that pulled taught its link from its sim's NIXL histograms.
+        pulled = [d.name for d in sims[1:]
+                  if metric_sum(d.metrics(), "vllm:nixl_xfer_time_seconds_count") > 0]
+        wait_for(lambda: all(metric_sum(serve_metrics(port), "kvroute_kv_link_samples",
+                                        worker=name) >= 1 for name in pulled),
+                 f"links of {pulled} not learned from their pulls")
+        m = serve_metrics(port)
+        for name in pulled:
+            if not metric_sum(m, "kvroute_kv_link_lane_bytes_per_s", worker=name) > 0:
+                fail(f"{name}: learned link bandwidth is not positive")
+        learned = ", ".join(
+            "%s %.3g B/s per lane (%d samples)" % (
+                name, metric_sum(m, "kvroute_kv_link_lane_bytes_per_s", worker=name),
+                metric_sum(m, "kvroute_kv_link_samples", worker=name)) for name in pulled)
+        print(f"ok   decode links learned from the sims' pulls: {learned}")
         wait_for(lambda: metric_sum(serve_metrics(port), "kvroute_worker_inflight_requests") == 0,
                  "bookings left on workers after every request ended")
         wait_for(lambda: metric_sum(prefill.metrics(), "kvroute:nixl_pinned_blocks") == 0,
