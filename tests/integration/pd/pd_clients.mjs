@@ -7,6 +7,7 @@
 //
 // Usage: node pd_clients.mjs <repo root> <serve port> <phase> <'{"p":port,"d0":port,...}'>
 //   phase "split":    the conversations above (every turn must be split)
+//   phase "decode_retry": kills (by pid) the decode sim of a new conversation after turn 1
 //   phase "fallback": the prefill sim is dead; requests must all succeed (decoded locally)
 // Prints one "ok <case>" line per case and a last line of JSON: {"requests": n}.
 import { createRequire } from 'node:module';
@@ -18,7 +19,7 @@ const AnthropicModule = require('@anthropic-ai/sdk');
 const Anthropic = AnthropicModule.default ?? AnthropicModule.Anthropic ?? AnthropicModule;
 
 const port = Number(portArg);
-const sims = JSON.parse(simsArg);
+const sims = JSON.parse(simsArg);  // name → port, and (decode_retry) pids: name → pid
 const model = 'sim-model';
 const BLOCK = 16;
 const openai = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused',
@@ -61,7 +62,7 @@ function userText(conv, turn) {
 // One turn through `send` (which returns {worker, prefill, promptTokens, cached, text}),
 // checked against the sims' counters.
 async function turn(state, k, send) {
-  const decodeNames = Object.keys(sims).filter((n) => n !== 'p');
+  const decodeNames = Object.keys(sims).filter((n) => n !== 'p' && n !== 'pids');
   const before = {};
   for (const n of decodeNames) before[n] = await metric(sims[n], 'kvroute:nixl_transferred_blocks_total');
   const hitsBefore = await metric(sims.p, 'vllm:prefix_cache_hits_total');
@@ -224,6 +225,39 @@ async function anthropicConversation(name) {
   }
 }
 
+// A decode worker dies between two turns of its conversation: the next turn's decode leg
+// fails before any byte, and kvroute places it again on the other decode worker (prefilling
+// again on p) — the client sees an answer. `pids` are the sims this test's parent started.
+async function decodeWorkerDies(pids) {
+  const retries = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    return text.split('\n').filter((l) => l.startsWith('kvroute_retries_total{'))
+      .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  };
+  const messages = [{ role: 'user', content: userText('retry', 1) }];
+  const first = await openai.chat.completions.create(
+    { model, messages, max_tokens: 4, ignore_eos: true }).withResponse();
+  requests++;
+  const dead = first.response.headers.get('x-kvroute-worker');
+  check(dead in pids && dead !== 'p', `turn 1 decoded on ${dead}`);
+  process.kill(pids[dead], 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 200));
+  const before = await retries();
+  messages.push({ role: 'assistant', content: first.data.choices[0].message.content },
+                { role: 'user', content: userText('retry', 2) });
+  const stream = await openai.chat.completions.create({ model, messages, max_tokens: 4,
+    ignore_eos: true, stream: true, stream_options: { include_usage: true } }).withResponse();
+  requests++;
+  let usage = null;
+  for await (const chunk of stream.data) if (chunk.usage) usage = chunk.usage;
+  const worker = stream.response.headers.get('x-kvroute-worker');
+  check(usage && usage.completion_tokens === 4, JSON.stringify(usage));
+  check(worker !== dead && worker !== 'p', `turn 2 decoded on ${worker}; ${dead} is dead`);
+  check(stream.response.headers.get('x-kvroute-prefill-worker') === 'p', 'turn 2 not split');
+  check((await retries()) > before, 'no retry counted for the dead decode worker');
+  console.log(`     ${dead} killed: turn 2 placed again on ${worker}`);
+}
+
 // The prefill sim is gone: every request must still be answered, by a decode worker alone.
 async function fallbackRequests() {
   for (let i = 0; i < 6; i++) {
@@ -250,6 +284,8 @@ const cases = phase === 'split'
       () => chatConversationBesideALongDecode('chat-json', firstWorker)],
      ['openai completions, streamed and not, 4 turns', () => completionsConversation('completions')],
      ['anthropic messages, streamed and not, 4 turns', () => anthropicConversation('messages')]]
+  : phase === 'decode_retry'
+  ? [['a decode worker killed mid-conversation: the next turn re-placed', () => decodeWorkerDies(sims.pids)]]
   : [['after the prefill sim died: 6 requests, none failed', fallbackRequests]];
 let failed = 0;
 let firstWorker;

@@ -9,6 +9,8 @@ new turn's blocks pulled, cached_tokens as the prefill sim counted them):
     (kvroute_kv_link_samples; the arithmetic is pd_link_feed_test.cc's);
   - after all legs ended no booking is left on any worker (kvroute_worker_inflight_requests)
     and the prefill sim holds no pinned blocks (every decode leg released its pull);
+  - a decode sim killed between two turns: the next turn is placed again on the other decode
+    worker and answered (kvroute_retries_total counts it), no booking left;
   - with the prefill sim dead, every request is still answered (decoded locally on a decode
     worker), and kvroute_pd_prefill_fallbacks_total counts those whose prefill leg failed
     before the prefill worker was ejected; the rest are placed aggregated at once.
@@ -47,9 +49,10 @@ def serve_metrics(port):
 
 
 def run_clients(port, phase, sims):
+    arg = {s.name: s.port for s in sims}
+    arg["pids"] = {s.name: s.proc.p.pid for s in sims}  # started here; killed by pid only
     out = subprocess.run(
-        ["node", os.path.join(HERE, "pd_clients.mjs"), ROOT, str(port), phase,
-         json.dumps({s.name: s.port for s in sims})],
+        ["node", os.path.join(HERE, "pd_clients.mjs"), ROOT, str(port), phase, json.dumps(arg)],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
     sys.stdout.write(out.stdout)
     if out.returncode != 0:
@@ -121,6 +124,20 @@ def main():
                  "the prefill sim still pins blocks after every decode leg ended")
         print("ok   no booking left on any worker; no block left pinned on the prefill sim")
 
+        # A decode sim killed between two turns (the clients kill it by the pid given them).
+        retried = run_clients(port, "decode_retry", sims)
+        # Each attempt's prefill leg is a split: the failed decode attempt's and the retry's.
+        split_now = metric_sum(serve_metrics(port), "kvroute_pd_requests_total", placement="split")
+        if split_now < n_split + retried + 1:
+            fail(f"decode retry: {split_now - n_split} splits for {retried} requests and a retry")
+        n_split = split_now
+        sims = [s for s in sims if s.proc.p.poll() is None]
+        if len(sims) != 2:
+            fail("the decode_retry phase did not leave exactly p and one decode sim")
+        wait_for(lambda: metric_sum(serve_metrics(port), "kvroute_worker_inflight_requests") == 0,
+                 "bookings left on workers after the decode worker died")
+        print("ok   no booking left after the decode leg failed and was placed again")
+
         prefill.proc.kill()  # SIGKILL by its pid
         n_after = run_clients(port, "fallback", sims)
         m = serve_metrics(port)
@@ -130,7 +147,8 @@ def main():
         split_after = metric_sum(m, "kvroute_pd_requests_total", placement="split")
         if fallbacks < 1 or fallbacks != local:
             fail(f"prefill fallbacks {fallbacks}, local_fallback placements {local}")
-        if split_after != n_split or local + aggregated != n_after:
+        # Placements, not requests: the dead decode sim (not yet ejected) costs a retry too.
+        if split_after != n_split or local + aggregated < n_after:
             fail(f"after the kill: split {split_after - n_split}, local {local}, "
                  f"aggregated {aggregated} of {n_after} requests")
         failed = metric_sum(m, "kvroute_requests_total", status="502") + \
@@ -140,7 +158,7 @@ def main():
         wait_for(lambda: metric_sum(serve_metrics(port), "kvroute_worker_inflight_requests") == 0,
                  "bookings left on workers after the fallback requests")
         print(f"ok   prefill sim killed: {n_after} requests answered, {int(fallbacks)} decoded "
-              f"locally after a failed prefill leg, {int(aggregated)} placed aggregated")
+              f"locally after a failed prefill leg, {int(aggregated)} aggregated placements")
     finally:
         if serve:
             serve.kill()
