@@ -67,8 +67,14 @@ void EmitWorkerPd(const WorkerPdConfig& w, YAML::Emitter& out) {
   out << YAML::Key << "gpus" << YAML::Value << w.gpus;
   out << YAML::Key << "link" << YAML::Value << w.link;
   // Absent figures stay absent (the profile's apply): printing 0 would re-parse differently.
-  if (w.link_bytes_per_s) out << YAML::Key << "link_bytes_per_s" << YAML::Value << *w.link_bytes_per_s;
-  if (w.link_latency_s) out << YAML::Key << "link_latency_s" << YAML::Value << *w.link_latency_s;
+  if (w.link_bytes_per_s) {
+    out << YAML::Key << "link_bytes_per_s" << YAML::Value << YAML::DoublePrecision(15)
+        << *w.link_bytes_per_s;
+  }
+  if (w.link_latency_s) {
+    out << YAML::Key << "link_latency_s" << YAML::Value << YAML::DoublePrecision(15)
+        << *w.link_latency_s;
+  }
 }
 
 void EmitPd(const PdConfig& pd, YAML::Emitter& out) {
@@ -77,8 +83,9 @@ void EmitPd(const PdConfig& pd, YAML::Emitter& out) {
   out << YAML::Key << "rule" << YAML::Value << pd.rule;
   out << YAML::Key << "token_cap" << YAML::Value << pd.token_cap;
   out << YAML::Key << "non_cached_tokens" << YAML::Value << pd.non_cached_tokens;
-  out << YAML::Key << "stall" << YAML::Value << pd.stall;
-  out << YAML::Key << "itl_slo_s" << YAML::Value << pd.itl_slo_s;
+  // 15 digits: 0.1 prints as 0.1 (yaml-cpp's default, 17, shows the binary's tail).
+  out << YAML::Key << "stall" << YAML::Value << YAML::DoublePrecision(15) << pd.stall;
+  out << YAML::Key << "itl_slo_s" << YAML::Value << YAML::DoublePrecision(15) << pd.itl_slo_s;
   out << YAML::Key << "prefill_timeout_ms" << YAML::Value << pd.prefill_timeout_ms;
   out << YAML::EndMap;
 }
