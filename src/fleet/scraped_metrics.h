@@ -28,6 +28,11 @@ struct EngineMetrics {
   std::optional<std::uint32_t> block_size;     // tokens per KV block (SGLang: page_size)
   std::optional<std::uint64_t> num_gpu_blocks;
   std::optional<std::uint64_t> num_cpu_blocks;
+  // P/D decode side (vLLM's NIXL histograms): the finished pulls' summed seconds, their
+  // count and summed bytes; gateway/pd_link_feed.h learns the worker's link from them.
+  std::optional<double> kv_pull_seconds_sum;
+  std::optional<double> kv_pull_count;
+  std::optional<double> kv_pull_bytes_sum;
   std::size_t parse_errors = 0;  // malformed lines in the scrape
 
   double AgeSeconds(Nanos now) const;

@@ -42,6 +42,7 @@ std::expected<WorkerConfig, std::string> ParseWorker(const YAML::Node& node, std
   KVROUTE_TRY(r.String("profile", &w.profile));
   KVROUTE_TRY(r.Number("profile_speedup", &w.profile_speedup, 1e-6, 1e6));
   KVROUTE_TRY(r.Number("cpu_load_bytes_per_s", &w.cpu_load_bytes_per_s, 0, 1e15));
+  KVROUTE_TRY(ParseWorkerPd(r, &w.pd));
   YAML::Node ev = r.Get("kv_events");
   if (ev && !ev.IsNull()) {
     MapReader e(ev, path + ".kv_events");
@@ -212,6 +213,8 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(m.Bool("set_uuid", &c->images.set_uuid));
     KVROUTE_TRY(m.RejectUnknown());
   }
+  YAML::Node pd = r.Get("pd");
+  if (pd && !pd.IsNull()) KVROUTE_TRY(ParsePdSection(pd, &c->pd));
   YAML::Node tenancy = r.Get("tenancy");
   if (tenancy && !tenancy.IsNull()) KVROUTE_TRY(ParseTenancy(tenancy, &c->tenancy));
   KVROUTE_TRY(r.Bool("parity_probe", &c->parity_probe));
@@ -376,6 +379,7 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
     if (w.role != "mixed" && w.role != "prefill" && w.role != "decode") {
       return Error(path + ".role: '" + w.role + "' is not one of mixed, prefill, decode");
     }
+    KVROUTE_TRY(ValidateWorkerPd(w.pd, path));
   }
   if (c.tokenizer.kind != "simple" && c.tokenizer.kind != "hf") {
     return Error("tokenizer.kind: '" + c.tokenizer.kind + "' is not one of simple, hf");
@@ -397,6 +401,7 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   for (const auto& [tenant, salt] : t.salts) {
     if (tenant.empty() || salt.empty()) return Error("tenancy.salts: empty tenant or salt");
   }
+  KVROUTE_TRY(ValidatePd(c.pd));
   if (!c.debug_fault.empty() && c.debug_fault != "schedule_error") {
     return Error("debug.fault: '" + c.debug_fault + "' is not one of schedule_error");
   }
@@ -462,6 +467,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
     out << YAML::Key << "profile" << YAML::Value << w.profile;
     out << YAML::Key << "profile_speedup" << YAML::Value << w.profile_speedup;
     out << YAML::Key << "cpu_load_bytes_per_s" << YAML::Value << w.cpu_load_bytes_per_s;
+    EmitWorkerPd(w.pd, out);
     out << YAML::Key << "kv_events" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "endpoint" << YAML::Value << w.kv_events.endpoint;
     out << YAML::Key << "replay_endpoint" << YAML::Value << w.kv_events.replay_endpoint;
@@ -507,6 +513,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "token_id" << YAML::Value << c.images.token_id;
   out << YAML::Key << "set_uuid" << YAML::Value << c.images.set_uuid;
   out << YAML::EndMap;
+  EmitPd(c.pd, out);
   // Tenants may be API keys and salts are what isolates them: neither is printed.
   out << YAML::Key << "tenancy" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "from" << YAML::Value << c.tenancy.from;

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/pd_config.h"
+
 namespace kvroute::gateway {
 
 struct KvEventsConfig {
@@ -42,6 +44,7 @@ struct WorkerConfig {
   // rate instead of recomputed.
   double cpu_load_bytes_per_s = 0;
   std::map<std::string, std::string> labels;
+  WorkerPdConfig pd;  // tp, gpus, link (prefill/decode disaggregation; gateway/pd_config.h)
 };
 
 // The cluster's shared KV store (`kvroute store`, src/store/): its KV events are indexed once
@@ -170,6 +173,7 @@ struct GatewayConfig {
   std::vector<std::string> api_keys;  // bearer tokens; empty: no authentication
   TenancyConfig tenancy;
   ImagesConfig images;
+  PdConfig pd;  // pd: prefill/decode disaggregation (gateway/pd_config.h)
 
   // Before serving, probe every worker's block size, tokenizer, chat template and (precise
   // mode) block keys (gateway/parity_probe.h); a mismatch is a warning naming the worker and

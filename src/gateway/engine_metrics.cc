@@ -78,6 +78,10 @@ EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& s, Nanos scraped
     }
     m.num_gpu_blocks = LabelNumber(info, "num_gpu_blocks");
     m.num_cpu_blocks = LabelNumber(info, "num_cpu_blocks");
+    // NIXL decode side: what the pulls took (gateway/pd_link_feed.h learns the link from it).
+    m.kv_pull_seconds_sum = SumOf(s, "vllm:nixl_xfer_time_seconds_sum");
+    m.kv_pull_count = SumOf(s, "vllm:nixl_xfer_time_seconds_count");
+    m.kv_pull_bytes_sum = SumOf(s, "vllm:nixl_bytes_transferred_sum");
   } else if (!s.Find("sglang:num_queue_reqs").empty() ||
              !s.Find("sglang:num_running_reqs").empty()) {
     m.kind = EngineKind::kSglang;

@@ -22,6 +22,7 @@
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/replica_warm.h"
+#include "gateway/pd_link_feed.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "gateway/health_checker.h"
@@ -176,6 +177,9 @@ void Gateway::Parts::RefreshMetrics() {
                            router_state->load().Load(w.id).inflight_requests);
     metrics.SetTtftCalibration(w.spec.name, router_state->load().WaitCorrection(w.id, now),
                                router_state->load().Calibration(w.id).drift);
+    if (auto link = router_state->Link(w.id); link && link->samples() > 0) {
+      metrics.SetKvLink(w.spec.name, link->lane_bytes_per_s().value_or(0), link->samples());
+    }
   }
   if (index) {
     kv::IndexStats s = index->stats();
@@ -253,7 +257,9 @@ std::expected<void, std::string> Gateway::Start() {
   }
   if (p.index) WarmIndexBeforeJoins(c, etcd_siblings, *p.index);
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
-    auto id = p.Join(SpecFromConfig(c.workers[i], p.block_size));
+    fleet::WorkerSpec spec = SpecFromConfig(c.workers[i], p.block_size);
+    ApplyWorkerPd(c.workers[i].pd, &spec);  // tp, gpus, link (P/D)
+    auto id = p.Join(std::move(spec));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
   }
   if (c.parity_probe) {
@@ -301,8 +307,11 @@ std::expected<void, std::string> Gateway::Start() {
         for (const auto& w : router_state->List()) t.push_back({w.id, w.spec.base_url});
         return t;
       },
-      [router_state](WorkerId w, std::expected<EngineMetrics, std::string> m) {
-        if (m) router_state->SetMetrics(w, std::move(*m));
+      [router_state, pull_links = std::make_shared<PullLinkFeed>(router_state)](
+          WorkerId w, std::expected<EngineMetrics, std::string> m) {
+        if (!m) return;
+        pull_links->OnScrape(w, *m);  // P/D: the decode worker's KV link, from its pulls
+        router_state->SetMetrics(w, std::move(*m));
       },
       &p.clock);
   HealthCheckerOptions hopts;
@@ -348,6 +357,10 @@ std::expected<void, std::string> Gateway::Start() {
   pipe_opts.block_size = p.block_size;
   pipe_opts.inject_schedule_error = c.debug_fault == "schedule_error";
   pipe_opts.itl_slo_s = c.itl_slo_s;
+  pipe_opts.pd_mode = c.pd.mode == "on"    ? PipelineOptions::PdMode::kOn
+                      : c.pd.mode == "off" ? PipelineOptions::PdMode::kOff
+                                           : PipelineOptions::PdMode::kAuto;
+  pipe_opts.pd = PdOptionsOf(c.pd);
   pipe_opts.tenancy = c.tenancy;
   pipe_opts.accept_images = c.images.enabled;
   pipe_opts.set_image_uuid = c.images.set_uuid;
@@ -374,6 +387,7 @@ std::expected<void, std::string> Gateway::Start() {
   xopts.timeouts.connect = std::chrono::milliseconds(c.timeouts.connect_ms);
   xopts.timeouts.first_byte = std::chrono::milliseconds(c.timeouts.first_byte_ms);
   xopts.timeouts.idle = std::chrono::milliseconds(c.timeouts.idle_ms);
+  xopts.pd_prefill_timeout = std::chrono::milliseconds(c.pd.prefill_timeout_ms);
   p.proxy = std::make_unique<Proxy>(xopts, p.pipeline.get(), router_state, &p.metrics, p.parity.get(),
                                     &p.clock);
 

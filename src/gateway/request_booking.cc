@@ -10,6 +10,15 @@ void BookRoute(fleet::RouterState& state, const RequestPipeline& pipeline, Reque
   pipeline.OnRouted(request, route, now);
 }
 
+void BookPdRoute(fleet::RouterState& state, const RequestPipeline& pipeline, RequestId id,
+                 RequestId prefill_id, const PreparedRequest& request, const RouteOutcome& route,
+                 Nanos now) {
+  state.Book(prefill_id, route.prefill->booking, now);
+  state.Book(id, route.booking, now);
+  pipeline.OnRoutedTo(request, route.prefill->worker, now);
+  pipeline.OnRoutedTo(request, route.worker, now);
+}
+
 ResponseTokens::Step ResponseTokens::Observe(std::string_view piece, Nanos now) {
   const SseTokenCounter::Counts counts = counter_.Feed(piece);
   Step step{.tokens = counts.tokens, .error = counts.error};

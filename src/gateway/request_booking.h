@@ -37,6 +37,13 @@ namespace kvroute::gateway {
 void BookRoute(fleet::RouterState& state, const RequestPipeline& pipeline, RequestId id,
                const PreparedRequest& request, const RouteOutcome& route, Nanos now);
 
+// The same for a route split by the P/D decision (route.prefill set): the prefill leg booked
+// on P under `prefill_id`, the decode leg on the route's worker under `id`, and the prefix
+// predicted on both (D announces the blocks it pulls). The proxy's only.
+void BookPdRoute(fleet::RouterState& state, const RequestPipeline& pipeline, RequestId id,
+                 RequestId prefill_id, const PreparedRequest& request, const RouteOutcome& route,
+                 Nanos now);
+
 // Counts the token events of a streamed response and books them on request `id`.
 class ResponseTokens {
  public:

@@ -46,7 +46,9 @@ std::string BaseUrlOf(const fleet::RouterState& router_state, WorkerId worker) {
   return url;
 }
 
-// The request as the policy sees it (cache views added by Route when the policy reads them).
+
+}  // namespace
+
 sched::RequestProfile ProfileOf(const PreparedRequest& request) {
   sched::RequestProfile profile;
   profile.model = request.model;
@@ -58,8 +60,6 @@ sched::RequestProfile ProfileOf(const PreparedRequest& request) {
       static_cast<std::uint64_t>(std::max<std::int64_t>(request.output_tokens, 0));
   return profile;
 }
-
-}  // namespace
 
 RequestPipeline::RequestPipeline(PipelineDeps deps, PipelineOptions options)
     : deps_(std::move(deps)),
@@ -345,10 +345,10 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
   return out;
 }
 
-void RequestPipeline::OnRouted(const PreparedRequest& request, const RouteOutcome& outcome,
-                               Nanos now) const {
-  if (!request.cache_salt.empty() && deps_.on_salted_route) deps_.on_salted_route(outcome.worker);
-  if (!request.keys.empty()) deps_.predicted->Record(outcome.worker, request.keys, now);
+void RequestPipeline::OnRoutedTo(const PreparedRequest& request, WorkerId worker,
+                                 Nanos now) const {
+  if (!request.cache_salt.empty() && deps_.on_salted_route) deps_.on_salted_route(worker);
+  if (!request.keys.empty()) deps_.predicted->Record(worker, request.keys, now);
 }
 
 std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <array>
+#include <boost/json/object.hpp>
 #include <cstdint>
 #include <expected>
 #include <functional>
@@ -55,6 +56,7 @@
 #include "kv/keys/block_key.h"
 #include "kv/index/index.h"
 #include "sched/decision.h"
+#include "sched/pd_decision.h"
 #include "sched/plugin.h"
 #include "sched/policy.h"
 #include "tokenize/image_tokens.h"
@@ -97,6 +99,10 @@ struct PipelineOptions {
   bool accept_images = true;
   tokenize::ImageTokenOptions image_tokens;
   bool set_image_uuid = true;
+  // pd (gateway/pd_config.h): whether RouteTwoLegs places requests by sched::DecidePd, and
+  // with which options.
+  enum class PdMode { kAuto, kOn, kOff } pd_mode = PdMode::kAuto;
+  sched::PdOptions pd;
 };
 
 // What the HTTP layer knows about a request beyond its body.
@@ -136,6 +142,24 @@ struct PreparedRequest {
   std::optional<std::string> schedule_error;
 };
 
+// The prefill leg of a request split by the P/D decision (RouteTwoLegs): RouteOutcome's
+// worker decodes, this worker prefills. Everything the lane needs is made on the compute
+// thread with the decision.
+struct PrefillLeg {
+  WorkerId worker = 0;
+  std::string worker_name;
+  std::string base_url;
+  fleet::RoutedRequest booking;  // the prefill leg's, on `worker`
+  // The decode worker's booking if it prefills the request itself (the prefill leg failed:
+  // llm-d's fallback), replacing the decode leg's.
+  fleet::RoutedRequest local_booking;
+  std::uint32_t cached_blocks = 0;    // P's GPU prefix
+  std::uint32_t transfer_blocks = 0;  // blocks the decode worker is predicted to pull
+  double predicted_transfer_s = 0;
+  std::shared_ptr<const boost::json::object> client_body;  // the forwarded body, parsed
+  std::shared_ptr<const std::string> prefill_body;         // api::MakePrefillBody, serialized
+};
+
 struct RouteOutcome {
   WorkerId worker = 0;
   std::string worker_name;
@@ -148,7 +172,13 @@ struct RouteOutcome {
   // What the exchange books on the worker (fleet::BookingFor): uncached tokens, KV blocks,
   // the prediction and the wait correction it was made with.
   fleet::RoutedRequest booking;
+  bool pd_placed = false;              // decided by sched::DecidePd (RouteTwoLegs)
+  std::optional<PrefillLeg> prefill;   // set when split: `worker` takes the decode leg
 };
+
+// The request as the policy sees it (cache views added by the router when the policy reads
+// them).
+sched::RequestProfile ProfileOf(const PreparedRequest& request);
 
 class RequestPipeline {
  public:
@@ -179,8 +209,22 @@ class RequestPipeline {
                                                    std::span<const WorkerId> exclude, Nanos now,
                                                    sched::PolicyState& state) const;
 
+  // Route, or, while P/D is active (options().pd_mode: on, or auto with a worker whose role
+  // is prefill or decode), the placement by sched::DecidePd over the same snapshot: aggregated
+  // on one worker, or split (RouteOutcome::prefill). The proxy's; ext_proc keeps Route (one
+  // endpoint per request). Errors and failure_mode as Route (fail_open never picks a
+  // prefill-only worker). In gateway/pd_route.cc.
+  std::expected<RouteOutcome, api::ApiError> RouteTwoLegs(const PreparedRequest& request,
+                                                          std::span<const WorkerId> exclude,
+                                                          Nanos now,
+                                                          sched::PolicyState& state) const;
+  bool PdActive() const;
+
   // The request was sent to `outcome.worker`: its prefix is predicted there from now on.
-  void OnRouted(const PreparedRequest& request, const RouteOutcome& outcome, Nanos now) const;
+  void OnRouted(const PreparedRequest& request, const RouteOutcome& outcome, Nanos now) const {
+    OnRoutedTo(request, outcome.worker, now);
+  }
+  void OnRoutedTo(const PreparedRequest& request, WorkerId worker, Nanos now) const;
 
   // Every worker's cached prefix of the request, as Route sees it (/debug/route).
   std::vector<sched::CacheView> CacheViewsOf(const PreparedRequest& request, Nanos now) const {

@@ -40,6 +40,14 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                   .Name("kvroute_retries_total")
                   .Help("Attempts moved to another worker before anything reached the client")
                   .Register(r);
+  pd_placements_ = &BuildCounter()
+                        .Name("kvroute_pd_requests_total")
+                        .Help("Requests placed by the prefill/decode decision, by placement")
+                        .Register(r);
+  pd_fallbacks_ = &BuildCounter()
+                       .Name("kvroute_pd_prefill_fallbacks_total")
+                       .Help("Prefill legs that failed or timed out: decoded locally instead")
+                       .Register(r);
   sched_failures_ = &BuildCounter()
                          .Name("kvroute_scheduling_failures_total")
                          .Help("Scheduling path errors, by the failure mode that handled them")
@@ -93,6 +101,14 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                      .Help("Measured / predicted TTFT on the worker, recent geometric mean "
                            "(1: calibrated)")
                      .Register(r);
+  kv_link_ = &BuildGauge()
+                  .Name("kvroute_kv_link_lane_bytes_per_s")
+                  .Help("A decode worker's KV link bandwidth per lane, learned from its pulls")
+                  .Register(r);
+  kv_link_samples_ = &BuildGauge()
+                          .Name("kvroute_kv_link_samples")
+                          .Help("Samples the decode worker's link was learned from (scrape windows with pulls)")
+                          .Register(r);
   index_blocks_ = &BuildGauge()
                        .Name("kvroute_index_blocks")
                        .Help("Distinct blocks in the KV index")
@@ -163,7 +179,7 @@ void RouterMetrics::SetDiscovery(bool connected, std::uint64_t failures, std::ui
 void RouterMetrics::ForgetWorker(std::string_view worker) {
   const std::map<std::string, std::string> labels{{"worker", S(worker)}};
   for (auto* family : {worker_healthy_, worker_draining_, worker_inflight_, wait_correction_,
-                       ttft_drift_, event_lag_, parity_}) {
+                       ttft_drift_, event_lag_, parity_, kv_link_, kv_link_samples_}) {
     if (family->Has(labels)) family->Remove(&family->Add(labels));
   }
 }
@@ -177,6 +193,12 @@ void RouterMetrics::OnError(std::string_view reason) {
 }
 void RouterMetrics::OnRetry(std::string_view reason) {
   retries_->Add({{"reason", S(reason)}}).Increment();
+}
+void RouterMetrics::OnPdPlacement(std::string_view placement) {
+  pd_placements_->Add({{"placement", S(placement)}}).Increment();
+}
+void RouterMetrics::OnPdPrefillFallback(std::string_view reason) {
+  pd_fallbacks_->Add({{"reason", S(reason)}}).Increment();
 }
 void RouterMetrics::OnSchedulingFailure(std::string_view failure_mode) {
   sched_failures_->Add({{"failure_mode", S(failure_mode)}}).Increment();
@@ -207,6 +229,11 @@ void RouterMetrics::SetWorkerState(std::string_view worker, bool healthy, bool d
   worker_healthy_->Add({{"worker", S(worker)}}).Set(healthy ? 1 : 0);
   worker_draining_->Add({{"worker", S(worker)}}).Set(draining ? 1 : 0);
   worker_inflight_->Add({{"worker", S(worker)}}).Set(inflight);
+}
+void RouterMetrics::SetKvLink(std::string_view worker, double lane_bytes_per_s,
+                              double samples) {
+  kv_link_->Add({{"worker", S(worker)}}).Set(lane_bytes_per_s);
+  kv_link_samples_->Add({{"worker", S(worker)}}).Set(samples);
 }
 void RouterMetrics::SetTtftCalibration(std::string_view worker, double wait_correction,
                                        double drift) {

@@ -30,6 +30,15 @@
 //                                                         kvroute on a setting that keys
 //                                                         blocks (block_size, tokenizer,
 //                                                         chat_template, hash, kv_events)
+//   pd_requests_total{placement}                 counter  requests placed by the P/D decision
+//                                                         (split, aggregated, local_fallback:
+//                                                         split, then decoded locally on D)
+//   pd_prefill_fallbacks_total{reason}           counter  prefill legs that failed or timed out
+//                                                         (the request decoded locally on D)
+//   kv_link_lane_bytes_per_s{worker}             gauge    a decode worker's KV link per lane,
+//                                                         learned from its pulls (once it has any)
+//   kv_link_samples{worker}                      gauge    samples it was learned from (one per
+//                                                         scrape window with finished pulls)
 //   ready                                        gauge    1 when /ready answers 200
 //   discovery_etcd_connected                     gauge    1 while the etcd watch is open
 //   discovery_etcd_failures_total                counter  failed etcd calls / broken watches
@@ -63,6 +72,8 @@ class RouterMetrics {
   void OnError(std::string_view reason);
   void OnRetry(std::string_view reason);
   void OnSchedulingFailure(std::string_view failure_mode);
+  void OnPdPlacement(std::string_view placement);
+  void OnPdPrefillFallback(std::string_view reason);
   void ObserveTtft(std::string_view model, double seconds);
   void ObserveItl(std::string_view model, double seconds);
   // The TTFT / ITL histogram of `model`, for a caller that observes many times for one model
@@ -77,6 +88,7 @@ class RouterMetrics {
 
   void SetWorkerState(std::string_view worker, bool healthy, bool draining, double inflight);
   void SetTtftCalibration(std::string_view worker, double wait_correction, double drift);
+  void SetKvLink(std::string_view worker, double lane_bytes_per_s, double samples);
   void SetIndex(double blocks, double entries, double predicted_blocks);
   void SetEventLag(std::string_view worker, double seconds);
   void SetParity(std::string_view worker, double ratio);
@@ -97,6 +109,8 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>* errors_;
   prometheus::Family<prometheus::Counter>* retries_;
   prometheus::Family<prometheus::Counter>* sched_failures_;
+  prometheus::Family<prometheus::Counter>* pd_placements_;
+  prometheus::Family<prometheus::Counter>* pd_fallbacks_;
   prometheus::Family<prometheus::Histogram>* ttft_;
   prometheus::Family<prometheus::Histogram>* itl_;
   prometheus::Histogram* decision_;
@@ -108,6 +122,8 @@ class RouterMetrics {
   prometheus::Family<prometheus::Gauge>* worker_inflight_;
   prometheus::Family<prometheus::Gauge>* wait_correction_;
   prometheus::Family<prometheus::Gauge>* ttft_drift_;
+  prometheus::Family<prometheus::Gauge>* kv_link_;
+  prometheus::Family<prometheus::Gauge>* kv_link_samples_;
   prometheus::Gauge* index_blocks_;
   prometheus::Gauge* index_entries_;
   prometheus::Gauge* predicted_blocks_;

@@ -113,6 +113,9 @@ struct ProxyOptions {
   std::size_t compute_min_body_bytes = 16u << 10;
   int max_attempts = 3;
   client::Timeouts timeouts;  // per attempt
+  // P/D: the prefill leg's whole exchange (pd.prefill_timeout_ms); past it the request
+  // decodes locally on its decode worker. 0: `timeouts` only.
+  std::chrono::milliseconds pd_prefill_timeout{30'000};
   std::uint64_t seed = 1;     // PolicyState seeds (lane i uses seed + i)
   std::size_t max_response_bytes = 64u << 20;
 };

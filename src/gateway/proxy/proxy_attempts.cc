@@ -31,7 +31,7 @@ asio::awaitable<void> Exchange::Attempts() {
   last_error.status = 502;
   Prepared prepared = co_await PrepareAndRoute();
   if (cancelled_) {
-    if (prepared.booked) UnbookRoute();
+    if (prepared.booked) UnbookRoute(prepared.booked_prefill);
     co_return;
   }
   if (!prepared.request) {
@@ -53,7 +53,7 @@ asio::awaitable<void> Exchange::Attempts() {
     if (!next) {
       Routed again = co_await RouteAgain(tried);
       if (cancelled_) {
-        if (again.booked) UnbookRoute();
+        if (again.booked) UnbookRoute(again.booked_prefill);
         co_return;
       }
       next = std::move(again.route);
@@ -90,6 +90,10 @@ asio::awaitable<void> Exchange::Attempts() {
     using namespace asio::experimental::awaitable_operators;
     if (!cancel_signal_) {
       cancel_signal_.emplace(lane_->ctx, asio::steady_timer::time_point::max());
+    }
+    if (route_.pd_placed) {
+      co_await RunPdLegs();  // a split's prefill leg; the decode leg is this attempt
+      if (cancelled_) co_return;
     }
     auto raced = co_await (lane_->client->Stream(UpstreamRequest()) ||
                            cancel_signal_->async_wait(asio::as_tuple(asio::use_awaitable)));
@@ -155,6 +159,9 @@ asio::awaitable<void> Exchange::Attempts() {
           if (r.content_type.empty()) r.content_type = "text/event-stream";
           r.headers.emplace_back("x-request-id", request_id_);
           r.headers.emplace_back("x-kvroute-worker", route_.worker_name);
+          if (!prefill_worker_name_.empty()) {
+            r.headers.emplace_back("x-kvroute-prefill-worker", prefill_worker_name_);
+          }
           r.headers.emplace_back("cache-control", "no-cache");
           r.stream = shared_from_this();
           Answer(std::move(r));
@@ -224,7 +231,8 @@ void Exchange::OnPiece(client::ResponseStream::NextResult piece) {
     proxy_->router_state_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
     Finish(!stream_error_, 200);
     // A translated stream may still owe its closing events; the next Pull ends the body.
-    std::string tail;
+    // Bytes a split request's usage rewriter still held (an unterminated last event).
+    std::string tail = usage_rewriter_ ? Translate(usage_rewriter_->Finish()) : std::string();
     if (translator_) translator_->OnEnd(&tail);
     if (!tail.empty()) {
       deliver(std::move(tail));

@@ -109,10 +109,19 @@ net::HttpResponse Exchange::ErrorReply(const api::ApiError& error) const {
 
 void Exchange::BookRoute(const PreparedRequest& request, const RouteOutcome& route,
                          Nanos now) const {
+  if (route.prefill) {
+    BookPdRoute(*proxy_->router_state_, *proxy_->pipeline_, id_, prefill_id(), request, route,
+                now);
+    return;
+  }
   gateway::BookRoute(*proxy_->router_state_, *proxy_->pipeline_, id_, request, route, now);
 }
 
-void Exchange::UnbookRoute() { proxy_->router_state_->Cancel(id_, proxy_->clock_->Now()); }
+void Exchange::UnbookRoute(bool with_prefill) {
+  const Nanos now = proxy_->clock_->Now();
+  proxy_->router_state_->Cancel(id_, now);
+  if (with_prefill) proxy_->router_state_->Cancel(prefill_id(), now);
+}
 
 asio::awaitable<Exchange::Prepared> Exchange::PrepareAndRoute() {
   auto self = shared_from_this();
@@ -129,12 +138,13 @@ asio::awaitable<Exchange::Prepared> Exchange::PrepareAndRoute() {
     Nanos t1 = clock->Now();
     out.prepare_time = t1 - t0;
     if (out.request) {
-      out.route.emplace(pipeline->Route(*out.request, {}, t1, state));
+      out.route.emplace(pipeline->RouteTwoLegs(*out.request, {}, t1, state));
       const Nanos t2 = clock->Now();
       out.route_time = t2 - t1;
       if (out.route->has_value()) {
         self->BookRoute(*out.request, **out.route, t2);
         out.booked = true;
+        out.booked_prefill = (**out.route).prefill.has_value();
       }
     }
     return out;
@@ -147,12 +157,13 @@ asio::awaitable<Exchange::Routed> Exchange::RouteAgain(std::vector<WorkerId> tri
     Routed out;
     const Clock* clock = self->proxy_->clock_;
     Nanos t0 = clock->Now();
-    out.route.emplace(self->proxy_->pipeline_->Route(self->request_, tried, t0, state));
+    out.route.emplace(self->proxy_->pipeline_->RouteTwoLegs(self->request_, tried, t0, state));
     const Nanos t1 = clock->Now();
     out.route_time = t1 - t0;
     if (out.route->has_value()) {
       self->BookRoute(self->request_, **out.route, t1);
       out.booked = true;
+      out.booked_prefill = (**out.route).prefill.has_value();
     }
     return out;
   });
@@ -160,7 +171,12 @@ asio::awaitable<Exchange::Routed> Exchange::RouteAgain(std::vector<WorkerId> tri
 
 std::string Exchange::Relay(std::string piece) {
   Observe(piece);
-  if (!translator_) return piece;
+  if (usage_rewriter_) piece = usage_rewriter_->Feed(piece);
+  return Translate(std::move(piece));
+}
+
+std::string Exchange::Translate(std::string piece) {
+  if (!translator_ || piece.empty()) return piece;
   events_.clear();
   std::string out;
   if (!sse_.Feed(piece, events_)) return out;
@@ -173,6 +189,9 @@ net::HttpResponse Exchange::BufferedReply(int status, std::string content_type, 
   r.status = status;
   r.content_type = content_type.empty() ? "application/json" : std::move(content_type);
   r.body = std::move(body);
+  if (status == 200 && prefill_cached_tokens_) {
+    r.body = MergePrefillUsage(r.body, *prefill_cached_tokens_);
+  }
   if (anthropic_) {
     r.content_type = "application/json";
     if (status != 200) {
@@ -189,6 +208,9 @@ net::HttpResponse Exchange::BufferedReply(int status, std::string content_type, 
   }
   r.headers.emplace_back("x-request-id", request_id_);
   r.headers.emplace_back("x-kvroute-worker", route_.worker_name);
+  if (!prefill_worker_name_.empty()) {
+    r.headers.emplace_back("x-kvroute-prefill-worker", prefill_worker_name_);
+  }
   return r;
 }
 
@@ -208,7 +230,8 @@ client::ClientRequest Exchange::UpstreamRequest() const {
   r.method = "POST";
   r.target =
       request_.endpoint == api::Endpoint::kCompletions ? "/v1/completions" : "/v1/chat/completions";
-  r.shared_body = request_.body;  // shared by every attempt, never copied
+  // Shared by every attempt, never copied; a P/D decode leg sends its own body.
+  r.shared_body = attempt_body_ ? attempt_body_ : request_.body;
   r.content_type = "application/json";
   r.headers.emplace_back("x-request-id", request_id_);
   return r;
@@ -222,6 +245,10 @@ void Exchange::OnRouted() {
   last_token_at_.reset();
   tokens_ = 0;
   response_tokens_.Reset();
+  attempt_body_.reset();
+  prefill_cached_tokens_.reset();
+  usage_rewriter_.reset();
+  prefill_worker_name_.clear();
   if (proxy_->parity_ != nullptr && !request_.keys.empty() &&
       proxy_->pipeline_->options().mode == RoutingMode::kPrecise) {
     proxy_->parity_->OnRouted(id_, route_.worker, request_.keys, now);
@@ -257,6 +284,7 @@ void Exchange::OnAttemptFailed(AttemptFailure failure, const std::string& detail
 void Exchange::Finish(bool ok, int status) {
   if (finished_) return;
   finished_ = true;
+  if (prefill_open_) ReleasePrefillLeg(false);  // a cancel or failure during the prefill leg
   Nanos now = proxy_->clock_->Now();
   if (routed_) {
     proxy_->router_state_->OnDone(id_, now, ok);

@@ -36,6 +36,7 @@
 #include "gateway/anthropic_bridge.h"
 #include "gateway/parity.h"
 #include "gateway/proxy/proxy.h"
+#include "gateway/proxy/pd_usage.h"
 #include "gateway/proxy/proxy_sse_count.h"
 #include "gateway/request_booking.h"
 #include "gateway/request_pipeline.h"
@@ -206,12 +207,14 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
     Nanos prepare_time{0};
     Nanos route_time{0};
     bool booked = false;  // the route's load and prediction are already booked (BookRoute)
+    bool booked_prefill = false;  // ... and a P/D prefill leg's (prefill_id())
   };
   // A retry's route, and what computing it took.
   struct Routed {
     std::optional<std::expected<RouteOutcome, api::ApiError>> route;
     Nanos route_time{0};
     bool booked = false;
+    bool booked_prefill = false;
   };
 
   // Books a route's load and predicted blocks right where it was decided, on the compute
@@ -221,7 +224,19 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   // so it is safe off the lane; the tracker and pipeline are thread-safe.
   void BookRoute(const PreparedRequest& request, const RouteOutcome& route, Nanos now) const;
   // Undoes BookRoute's load for a request cancelled before its attempt started.
-  void UnbookRoute();
+  void UnbookRoute(bool with_prefill = false);
+
+  // --- P/D (proxy/pd_exchange.cc). The prefill leg's booking id: the exchange's with the top
+  // bit set (exchange ids count up from 1, so the two never meet).
+  RequestId prefill_id() const { return id_ | (RequestId{1} << 63); }
+  // Before a route placed by the P/D decision is sent: counts the placement and, when split,
+  // runs the prefill leg on P. Its answer's kv_transfer_params make the decode leg's body
+  // (attempt_body_); a failed or timed-out prefill leg re-books the request as aggregated on
+  // its decode worker, which then gets the client's body (llm-d's fallback).
+  asio::awaitable<void> RunPdLegs();
+  // Releases the prefill leg's booking once (OnDone), whatever the outcome.
+  void ReleasePrefillLeg(bool ok);
+  void FallBackToLocalDecode(const std::string& reason, const std::string& detail);
 
   // Runs `fn(policy_state)` on a compute thread, with that thread's PolicyState, and resumes
   // on this lane with its result; inline on the lane (its PolicyState) without a compute
@@ -253,9 +268,11 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   // change once prepared.
   asio::awaitable<Routed> RouteAgain(std::vector<WorkerId> tried);
 
-  // Bytes for the client from one piece of the worker's stream: the piece itself, or (Messages
-  // API) its Anthropic translation, possibly empty (the server skips empty pieces).
+  // Bytes for the client from one piece of the worker's stream: the piece itself (a split
+  // request's usage merged: pd_usage.h), or (Messages API) its Anthropic translation,
+  // possibly empty (the server skips empty pieces).
   std::string Relay(std::string piece);
+  std::string Translate(std::string piece);
 
   // A buffered (non-streaming, or non-200) worker answer in the client's API.
   net::HttpResponse BufferedReply(int status, std::string content_type, std::string body);
@@ -312,6 +329,13 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::optional<Nanos> first_token_at_;
   std::optional<Nanos> last_token_at_;
   std::uint64_t tokens_ = 0;
+  // P/D, per attempt: the decode leg's body (null: request_.body), the prefill leg's
+  // cached_tokens for the merged usage, its worker (x-kvroute-prefill-worker).
+  std::shared_ptr<const std::string> attempt_body_;
+  std::optional<std::uint64_t> prefill_cached_tokens_;
+  std::optional<SseUsageRewriter> usage_rewriter_;
+  std::string prefill_worker_name_;
+  bool prefill_open_ = false;  // the prefill leg's booking is not released yet
   int attempts_ = 0;
   bool routed_ = false;
   bool answered_ = false;
