@@ -241,6 +241,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
       KVROUTE_TRY(k.String("namespace", &c->kubernetes.namespace_name));
       KVROUTE_TRY(k.String("api_url", &c->kubernetes.api_url));
       KVROUTE_TRY(k.String("token_file", &c->kubernetes.token_file));
+      KVROUTE_TRY(k.String("ca_file", &c->kubernetes.ca_file));
       KVROUTE_TRY(k.StringList("models", &c->kubernetes.models));
       KVROUTE_TRY(k.RejectUnknown());
     }
@@ -308,12 +309,10 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   if (c.proxy_threads < 1) return Error("listen.proxy_threads: must be >= 1");
   if (!c.kubernetes.pool.empty()) {
     const KubernetesDiscoveryConfig& k = c.kubernetes;
-    if (k.api_url.rfind("http://", 0) != 0) {
+    if (!k.api_url.empty() && !k.api_url.starts_with("http://") && !k.api_url.starts_with("https://")) {
       return Error("discovery.kubernetes.api_url: '" + k.api_url +
-                   "' is not http://host:port (kvroute has no TLS: reach the API through a "
-                   "kubectl proxy sidecar, docs/kubernetes.md)");
+                   "' is not http(s)://host:port (leave it empty in a pod: the in-cluster address)");
     }
-    if (k.namespace_name.empty()) return Error("discovery.kubernetes.namespace: required");
     if (k.models.empty()) return Error("discovery.kubernetes.models: at least one model name");
   }
   if (c.workers.empty() && c.etcd.endpoints.empty() && c.kubernetes.pool.empty()) {
@@ -504,6 +503,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "namespace" << YAML::Value << c.kubernetes.namespace_name;
   out << YAML::Key << "api_url" << YAML::Value << c.kubernetes.api_url;
   out << YAML::Key << "token_file" << YAML::Value << c.kubernetes.token_file;
+  out << YAML::Key << "ca_file" << YAML::Value << c.kubernetes.ca_file;
   out << YAML::Key << "models" << YAML::Value << YAML::Flow << c.kubernetes.models;
   out << YAML::EndMap;
   out << YAML::EndMap;

@@ -106,13 +106,16 @@ struct EtcdDiscoveryConfig {
 };
 
 // discovery.kubernetes: the pods of a Gateway API InferencePool, followed through the
-// Kubernetes API (src/k8s PoolWatcher; docs/kubernetes.md). Plain HTTP only (a `kubectl proxy`
-// sidecar on loopback in a cluster): kvroute's HTTP client has no TLS.
+// Kubernetes API (src/k8s PoolWatcher; docs/kubernetes.md). In a pod, leave api_url,
+// token_file, ca_file and namespace empty: they default to the in-cluster service address
+// (https, verified against the service account's CA) and the service account's token and
+// namespace; each one set here wins.
 struct KubernetesDiscoveryConfig {
   std::string pool;            // the InferencePool's name; empty: no Kubernetes discovery
-  std::string namespace_name;  // its namespace
-  std::string api_url;         // http://host:port of the API (e.g. kubectl proxy's)
-  std::string token_file;      // bearer token, re-read per request; empty: none
+  std::string namespace_name;  // its namespace; empty: the service account's
+  std::string api_url;         // http(s)://host:port; empty: https://$KUBERNETES_SERVICE_HOST:PORT
+  std::string token_file;      // bearer token, re-read per request; empty: the SA's in-cluster
+  std::string ca_file;         // https: PEM CA the API's certificate must chain to; empty: SA's
   std::vector<std::string> models;  // model names every pod serves (the catalog learns the rest)
 };
 

@@ -156,8 +156,8 @@ TEST(GatewayConfig, KubernetesDiscoveryAloneIsAFleetAndBadValuesAreNamed) {
   EXPECT_EQ(again->kubernetes.models, std::vector<std::string>{"m"});
   ApplyOverrides(ConfigOverrides{.inference_pool = "other"}, &*c);
   EXPECT_EQ(c->kubernetes.pool, "other");
-  c->kubernetes.api_url = "https://10.0.0.1:443";
-  EXPECT_TRUE(Validate(*c).error().starts_with("discovery.kubernetes.api_url: 'https://10.0.0.1:443' is not http://host:port"))
+  c->kubernetes.api_url = "10.0.0.1:443";
+  EXPECT_TRUE(Validate(*c).error().starts_with("discovery.kubernetes.api_url: '10.0.0.1:443' is not http(s)://host:port"))
       << Validate(*c).error();
   c->kubernetes.api_url = "http://127.0.0.1:8001";
   c->kubernetes.models.clear();
@@ -165,6 +165,23 @@ TEST(GatewayConfig, KubernetesDiscoveryAloneIsAFleetAndBadValuesAreNamed) {
   auto unknown = ParseConfig("discovery: {kubernetes: {poll: x}}\n");
   ASSERT_FALSE(unknown.has_value());
   EXPECT_NE(unknown.error().find("discovery.kubernetes.poll"), std::string::npos) << unknown.error();
+}
+
+TEST(GatewayConfig, KubernetesDiscoveryInAPodNeedsOnlyThePoolAndTheModels) {
+  // api_url, token_file, ca_file and namespace default to the in-cluster values at start
+  // (k8s::ApplyInClusterDefaults), so validation accepts them empty; set, they round-trip.
+  auto in_pod = ParseConfig("discovery: {kubernetes: {pool: qwen-pool, models: [m]}}\n");
+  ASSERT_TRUE(in_pod.has_value()) << in_pod.error();
+  EXPECT_TRUE(Validate(*in_pod).has_value()) << Validate(*in_pod).error();
+  auto tls = ParseConfig(
+      "discovery: {kubernetes: {pool: p, api_url: 'https://10.96.0.1:443', ca_file: /ca.crt, "
+      "token_file: /t, models: [m]}}\n");
+  ASSERT_TRUE(tls.has_value()) << tls.error();
+  EXPECT_TRUE(Validate(*tls).has_value()) << Validate(*tls).error();
+  auto again = ParseConfig(EffectiveYaml(*tls));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->kubernetes.ca_file, "/ca.crt");
+  EXPECT_EQ(again->kubernetes.api_url, "https://10.96.0.1:443");
 }
 
 TEST(GatewayConfig, EtcdFlagsOverrideTheFileAndBadValuesAreNamed) {

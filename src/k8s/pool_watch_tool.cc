@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   o.models = {argv[4]};
   if (argc > 5) o.token_file = argv[5];
   o.min_backoff = std::chrono::milliseconds(50);
-  o.on_step = [](const std::string& s) { Print("step " + s); };
+  o.on_step = [](const std::string& s, bool) { Print("step " + s); };
   auto w = kvroute::k8s::PoolWatcher::Start(o, &sink);
   if (!w) {
     std::cerr << w.error() << "\n";
