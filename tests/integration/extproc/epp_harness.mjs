@@ -1,4 +1,6 @@
-// Shared by the `kvroute serve --epp` tests: starts two `kvroute sim` processes behind
+// Shared by the Node ext_proc tests (epp_server_test against the fixed test server, the
+// `kvroute serve --epp` tests): loadProtos, openStream and the message helpers play Envoy; for
+// serve --epp, startEppCluster starts two `kvroute sim` processes behind
 // `kvroute serve --epp 127.0.0.1:0` (tests/integration/gateway/cluster.py, which stops what it
 // started by pid when its stdin closes), loads the ext_proc and health protos with the official
 // @grpc/proto-loader, and plays Envoy's side of one ext_proc stream with @grpc/grpc-js.
