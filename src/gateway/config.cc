@@ -243,6 +243,8 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
       KVROUTE_TRY(k.String("token_file", &c->kubernetes.token_file));
       KVROUTE_TRY(k.String("ca_file", &c->kubernetes.ca_file));
       KVROUTE_TRY(k.StringList("models", &c->kubernetes.models));
+      KVROUTE_TRY(k.String("source", &c->kubernetes.source));
+      KVROUTE_TRY(k.String("service", &c->kubernetes.service));
       KVROUTE_TRY(k.RejectUnknown());
     }
     KVROUTE_TRY(d.RejectUnknown());
@@ -314,6 +316,12 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
                    "' is not http(s)://host:port (leave it empty in a pod: the in-cluster address)");
     }
     if (k.models.empty()) return Error("discovery.kubernetes.models: at least one model name");
+    if (k.source != "pods" && k.source != "endpointslices") {
+      return Error("discovery.kubernetes.source: '" + k.source + "' is not one of pods, endpointslices");
+    }
+    if (k.source == "endpointslices" && k.service.empty()) {
+      return Error("discovery.kubernetes.service: required when source is endpointslices");
+    }
   }
   if (c.workers.empty() && c.etcd.endpoints.empty() && c.kubernetes.pool.empty()) {
     return Error(
@@ -505,6 +513,8 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "token_file" << YAML::Value << c.kubernetes.token_file;
   out << YAML::Key << "ca_file" << YAML::Value << c.kubernetes.ca_file;
   out << YAML::Key << "models" << YAML::Value << YAML::Flow << c.kubernetes.models;
+  out << YAML::Key << "source" << YAML::Value << c.kubernetes.source;
+  out << YAML::Key << "service" << YAML::Value << c.kubernetes.service;
   out << YAML::EndMap;
   out << YAML::EndMap;
   out << YAML::Key << "epp" << YAML::Value << YAML::BeginMap;

@@ -117,6 +117,10 @@ struct KubernetesDiscoveryConfig {
   std::string token_file;      // bearer token, re-read per request; empty: the SA's in-cluster
   std::string ca_file;         // https: PEM CA the API's certificate must chain to; empty: SA's
   std::vector<std::string> models;  // model names every pod serves (the catalog learns the rest)
+  // Who the pool's workers are: "pods" (the pool's selector) or "endpointslices" (those of
+  // `service`, kubernetes.io/service-name; k8s/slice_discovery.h).
+  std::string source = "pods";
+  std::string service;  // with source endpointslices: the Service's name
 };
 
 // CPUs in this process's affinity mask, clamped to [1, 64].

@@ -184,6 +184,20 @@ TEST(GatewayConfig, KubernetesDiscoveryInAPodNeedsOnlyThePoolAndTheModels) {
   EXPECT_EQ(again->kubernetes.api_url, "https://10.96.0.1:443");
 }
 
+TEST(GatewayConfig, KubernetesDiscoveryFromEndpointSlicesNeedsTheService) {
+  auto c = ParseConfig("discovery: {kubernetes: {pool: p, models: [m], source: endpointslices}}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(Validate(*c).error(), "discovery.kubernetes.service: required when source is endpointslices");
+  c->kubernetes.service = "vllm";
+  EXPECT_TRUE(Validate(*c).has_value()) << Validate(*c).error();
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->kubernetes.source, "endpointslices");
+  EXPECT_EQ(again->kubernetes.service, "vllm");
+  c->kubernetes.source = "endpoints";
+  EXPECT_EQ(Validate(*c).error(), "discovery.kubernetes.source: 'endpoints' is not one of pods, endpointslices");
+}
+
 TEST(GatewayConfig, EtcdFlagsOverrideTheFileAndBadValuesAreNamed) {
   auto c = ParseConfig(std::string(kMinimal));
   ASSERT_TRUE(c.has_value());

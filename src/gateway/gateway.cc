@@ -436,6 +436,9 @@ std::expected<void, std::string> Gateway::Start() {
     o.namespace_name = c.kubernetes.namespace_name;
     o.pool_name = c.kubernetes.pool;
     o.models = c.kubernetes.models;
+    o.source = c.kubernetes.source == "endpointslices" ? k8s::DiscoverySource::kEndpointSlices
+                                                       : k8s::DiscoverySource::kPods;
+    o.service = c.kubernetes.service;
     o.on_step = [](const std::string& step, bool failed) {
       spdlog::log(failed ? spdlog::level::warn : spdlog::level::info, "inferencepool: {}", step);
     };

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "k8s/api_client.h"
+#include "k8s/slice_discovery.h"
 
 namespace kvroute::k8s {
 namespace {
@@ -95,7 +96,12 @@ struct PoolWatcher::Impl {
   // A watch may be quiet for its whole timeoutSeconds (bookmarks come about once a minute).
   std::chrono::milliseconds WatchIdle() const { return std::chrono::seconds(options.watch_timeout_s + 30); }
 
-  std::string PodsPath(const PoolSpec& pool) const {
+  // The collection listed and watched: the pool's pods, or its Service's EndpointSlices.
+  std::string CollectionPath(const PoolSpec& pool) const {
+    if (options.source == DiscoverySource::kEndpointSlices) {
+      return "/apis/discovery.k8s.io/v1/namespaces/" + options.namespace_name +
+             "/endpointslices?labelSelector=" + UrlEncode(std::string(kServiceNameLabel) + "=" + options.service);
+    }
     return "/api/v1/namespaces/" + options.namespace_name + "/pods?labelSelector=" +
            UrlEncode(LabelSelector(pool.selector));
   }
@@ -118,8 +124,8 @@ struct PoolWatcher::Impl {
   }
 
   enum class WatchEnd { kResume, kRelist, kFailed };
-  WatchEnd Watch(PoolReconciler& rec) {
-    const std::string target = PodsPath(rec.pool()) + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
+  WatchEnd Watch(WatchReconciler& rec, const std::string& collection) {
+    const std::string target = collection + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
                                UrlEncode(rec.resource_version()) +
                                "&timeoutSeconds=" + std::to_string(options.watch_timeout_s);
     Step("watch rv=" + rec.resource_version());
@@ -154,15 +160,15 @@ struct PoolWatcher::Impl {
       for (std::size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string_view line(buffer.data() + start, nl - start);
         if (line.empty()) continue;
-        PoolReconciler::Event e = rec.ApplyEvent(line);
-        if (e == PoolReconciler::Event::kGone) {
+        WatchReconciler::Event e = rec.ApplyEvent(line);
+        if (e == WatchReconciler::Event::kGone) {
           Step("gone (ERROR 410)");
           end = WatchEnd::kRelist;
           more = false;
           break;
         }
-        if (e == PoolReconciler::Event::kBookmark) Step("bookmark rv=" + rec.resource_version());
-        if (e == PoolReconciler::Event::kError) Step("watch error event");
+        if (e == WatchReconciler::Event::kBookmark) Step("bookmark rv=" + rec.resource_version());
+        if (e == WatchReconciler::Event::kError) Step("watch error event");
       }
       buffer.erase(0, start);
     }
@@ -172,7 +178,8 @@ struct PoolWatcher::Impl {
   }
 
   void Run() {
-    std::optional<PoolReconciler> rec;
+    std::unique_ptr<WatchReconciler> rec;
+    std::string collection;
     bool need_list = true;
     auto backoff = options.min_backoff;
     while (!Stopped()) {
@@ -189,11 +196,17 @@ struct PoolWatcher::Impl {
         std::string ports;
         for (int p : pool->target_ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
         Step("pool " + pool->name + " selector=" + LabelSelector(pool->selector) + " ports=" + ports +
-             " failureMode=" + pool->EffectiveFailureMode() + (pool->failure_mode ? "" : " (unset)"));
-        rec.emplace(std::move(*pool), options.models, sink);
+             " failureMode=" + pool->EffectiveFailureMode() + (pool->failure_mode ? "" : " (unset)") +
+             (options.source == DiscoverySource::kEndpointSlices ? " from endpointslices of " + options.service : ""));
+        collection = CollectionPath(*pool);
+        if (options.source == DiscoverySource::kEndpointSlices) {
+          rec = std::make_unique<SliceReconciler>(std::move(*pool), options.service, options.models, sink);
+        } else {
+          rec = std::make_unique<PoolReconciler>(std::move(*pool), options.models, sink);
+        }
       }
       if (need_list) {
-        auto body = Get(PodsPath(rec->pool()));
+        auto body = Get(collection);
         auto rv = body ? rec->ApplyList(*body) : std::unexpected(body.error());
         if (!rv) {
           Failure("list error: " + rv.error());
@@ -204,7 +217,7 @@ struct PoolWatcher::Impl {
         Step("list rv=" + *rv);
         need_list = false;
       }
-      switch (Watch(*rec)) {
+      switch (Watch(*rec, collection)) {
         case WatchEnd::kResume:
           backoff = options.min_backoff;
           break;
@@ -236,6 +249,9 @@ std::expected<std::unique_ptr<PoolWatcher>, std::string> PoolWatcher::Start(Pool
     return std::unexpected("kubernetes discovery needs a namespace and a pool name");
   }
   if (options.models.empty()) return std::unexpected("kubernetes discovery needs the model name(s) served");
+  if (options.source == DiscoverySource::kEndpointSlices && options.service.empty()) {
+    return std::unexpected("kubernetes discovery from EndpointSlices needs the Service's name");
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->sink = sink;

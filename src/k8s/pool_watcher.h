@@ -1,7 +1,7 @@
 // PoolWatcher: InferencePool discovery over the Kubernetes API — on its own thread: GET the
-// InferencePool, list the pods its selector matches, then watch them from the list's
-// resourceVersion (allowWatchBookmarks), feeding a PoolReconciler (pool_discovery.h), which
-// calls the MembershipSink. A watch that ends or drops is resumed from the last
+// InferencePool, list the pods its selector matches (or the EndpointSlices of a Service), then
+// watch them from the list's resourceVersion (allowWatchBookmarks), feeding a PoolReconciler
+// (pool_discovery.h) or SliceReconciler (slice_discovery.h), which calls the MembershipSink. A watch that ends or drops is resumed from the last
 // resourceVersion seen (events and bookmarks move it); 410 Gone — as the HTTP status or as an
 // ERROR event in the stream — means that history is gone: list again (the reconciler then
 // leaves every pod the new list lacks). Other failures retry after a bounded backoff.
@@ -30,6 +30,12 @@
 
 namespace kvroute::k8s {
 
+// Which collection says who the pool's workers are (slice_discovery.h for the difference).
+enum class DiscoverySource {
+  kPods,            // the pods the InferencePool's selector matches (list/watch pods)
+  kEndpointSlices,  // the EndpointSlices of `service` (list/watch endpointslices)
+};
+
 inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 struct PoolWatcherOptions {
@@ -38,6 +44,8 @@ struct PoolWatcherOptions {
   std::string ca_file;     // https: the PEM CA bundle; empty: the service account's ca.crt
   std::string namespace_name;  // empty: the service account's namespace
   std::string pool_name;
+  DiscoverySource source = DiscoverySource::kPods;
+  std::string service;  // with kEndpointSlices: the Service whose slices are followed
   std::vector<std::string> models;  // served by every worker (fleet::WorkerSpec::models)
   int watch_timeout_s = 300;        // timeoutSeconds of each watch; it is then resumed
   std::chrono::milliseconds min_backoff{200};
