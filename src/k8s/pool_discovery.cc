@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "k8s/json_read.h"
+#include "k8s/pod_kv_events.h"
 #include "k8s/watch_line.h"
 
 namespace kvroute::k8s {
@@ -16,6 +17,7 @@ struct PoolReconciler::PodView {
   bool ready = false;
   bool terminating = false;
   bool labels_match = true;
+  std::optional<fleet::KvEventSource> kv_events;  // pod_kv_events.h
 };
 
 std::expected<PoolSpec, std::string> ParseInferencePool(std::string_view text) {
@@ -109,6 +111,9 @@ void PoolReconciler::Apply(const PodView& pod) {
     spec.base_url = "http://" + pod.ip + ":" + std::to_string(port);
     spec.models = models_;
     spec.labels = {{"k8s.pod", pod.name}, {"k8s.pool", pool_.name}};
+    // One engine per pod: its events belong to the pod's one worker. With several target
+    // ports nothing says which port's engine publishes where, so none gets them.
+    if (pod.kv_events && pool_.target_ports.size() == 1) spec.kv_events = *pod.kv_events;
     joined = sink_->JoinWorker(std::move(spec)).has_value() || joined;
   }
   if (joined) pods_[pod.name] = PodState{.ip = pod.ip};
@@ -150,6 +155,7 @@ std::expected<std::string, std::string> PoolReconciler::ApplyList(std::string_vi
   for (const auto& item : items->as_array()) {
     PodView pod;
     ReadPod(Obj(&item), pool_.selector, &pod.name, &pod.ip, &pod.ready, &pod.terminating, &pod.labels_match);
+    pod.kv_events = PodKvEvents(Obj(&item));
     if (pod.name.empty()) continue;
     seen[pod.name] = true;
     Apply(pod);
@@ -169,6 +175,7 @@ PoolReconciler::Event PoolReconciler::ApplyEvent(std::string_view text) {
   if (line.event != Event::kApplied) return line.event;
   PodView pod;
   ReadPod(line.object(), pool_.selector, &pod.name, &pod.ip, &pod.ready, &pod.terminating, &pod.labels_match);
+  pod.kv_events = PodKvEvents(line.object());
   if (line.type == "DELETED") {
     Leave(pod.name);
   } else {
