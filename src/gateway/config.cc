@@ -255,6 +255,26 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(e.CheckIsMap());
     KVROUTE_TRY(e.Bool("enabled", &c->epp.enabled));
     KVROUTE_TRY(e.String("address", &c->epp.address));
+    YAML::Node objectives = e.Get("objectives");
+    if (objectives && !objectives.IsNull()) {
+      if (!objectives.IsMap()) return Error("epp.objectives: must be a mapping of objective name to priority");
+      for (const auto& kv : objectives) {
+        int priority = 0;
+        if (!kv.second.IsScalar() || !YAML::convert<int>::decode(kv.second, priority)) {
+          return Error("epp.objectives." + kv.first.Scalar() + ": must be an integer priority");
+        }
+        c->epp.objectives[kv.first.Scalar()] = priority;
+      }
+    }
+    YAML::Node saturation = e.Get("saturation");
+    if (saturation && !saturation.IsNull()) {
+      MapReader sat(saturation, "epp.saturation");
+      KVROUTE_TRY(sat.CheckIsMap());
+      KVROUTE_TRY(sat.Number("queue_depth", &c->epp.saturation_queue_depth, 0, 1e6));
+      KVROUTE_TRY(sat.Number("kv_usage", &c->epp.saturation_kv_usage, 0, 1));
+      KVROUTE_TRY(sat.Number("metrics_max_age_s", &c->epp.saturation_metrics_max_age_s, 0, 3600));
+      KVROUTE_TRY(sat.RejectUnknown());
+    }
     KVROUTE_TRY(e.RejectUnknown());
   }
   YAML::Node debug = r.Get("debug");
@@ -520,6 +540,14 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "epp" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << c.epp.enabled;
   out << YAML::Key << "address" << YAML::Value << c.epp.address;
+  out << YAML::Key << "objectives" << YAML::Value << YAML::BeginMap;
+  for (const auto& [name, priority] : c.epp.objectives) out << YAML::Key << name << YAML::Value << priority;
+  out << YAML::EndMap;
+  out << YAML::Key << "saturation" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "queue_depth" << YAML::Value << c.epp.saturation_queue_depth;
+  out << YAML::Key << "kv_usage" << YAML::Value << c.epp.saturation_kv_usage;
+  out << YAML::Key << "metrics_max_age_s" << YAML::Value << c.epp.saturation_metrics_max_age_s;
+  out << YAML::EndMap;
   out << YAML::EndMap;
   out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "fault" << YAML::Value << c.debug_fault;

@@ -190,6 +190,14 @@ struct GatewayConfig {
   struct Epp {
     bool enabled = false;
     std::string address = "0.0.0.0:9002";  // host:port; port 0 picks a free one
+    // epp.objectives: InferenceObjective name → its priority (x-gateway-inference-objective;
+    // unknown or none: 0; negative: sheddable). epp.saturation: a sheddable request gets 429
+    // when every candidate shows >= queue_depth waiting, KV usage >= kv_usage, or no scrape
+    // younger than metrics_max_age_s (extproc/epp_admission.h).
+    std::map<std::string, int> objectives;
+    int saturation_queue_depth = 5;
+    double saturation_kv_usage = 0.8;
+    double saturation_metrics_max_age_s = 2.0;
   } epp;
 
   // Fault injection for tests and drills (documented in docs/operations.md):

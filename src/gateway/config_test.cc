@@ -198,6 +198,26 @@ TEST(GatewayConfig, KubernetesDiscoveryFromEndpointSlicesNeedsTheService) {
   EXPECT_EQ(Validate(*c).error(), "discovery.kubernetes.source: 'endpoints' is not one of pods, endpointslices");
 }
 
+TEST(GatewayConfig, EppObjectivesAndSaturationRoundTripAndBadValuesAreNamed) {
+  auto c = ParseConfig(std::string(kMinimal) +
+                       "epp: {objectives: {batch: -1, chat: 10}, "
+                       "saturation: {queue_depth: 3, kv_usage: 0.9, metrics_max_age_s: 1.5}}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->epp.objectives, (std::map<std::string, int>{{"batch", -1}, {"chat", 10}}));
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error() << "\n" << EffectiveYaml(*c);
+  EXPECT_EQ(again->epp.objectives, c->epp.objectives);
+  EXPECT_EQ(again->epp.saturation_queue_depth, 3);
+  EXPECT_DOUBLE_EQ(again->epp.saturation_kv_usage, 0.9);
+  EXPECT_DOUBLE_EQ(again->epp.saturation_metrics_max_age_s, 1.5);
+  auto bad = ParseConfig(std::string(kMinimal) + "epp: {objectives: {batch: low}}\n");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error(), "epp.objectives.batch: must be an integer priority");
+  auto range = ParseConfig(std::string(kMinimal) + "epp: {saturation: {kv_usage: 2}}\n");
+  ASSERT_FALSE(range.has_value());
+  EXPECT_NE(range.error().find("epp.saturation.kv_usage"), std::string::npos) << range.error();
+}
+
 TEST(GatewayConfig, EtcdFlagsOverrideTheFileAndBadValuesAreNamed) {
   auto c = ParseConfig(std::string(kMinimal));
   ASSERT_TRUE(c.has_value());
