@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "client/client_types.h"
+#include "gateway/config_k8s.h"
 #include "gateway/config_reader.h"
 #include "sched/registry.h"
 
@@ -233,20 +234,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
       KVROUTE_TRY(e.String("prefix", &c->etcd.prefix));
       KVROUTE_TRY(e.RejectUnknown());
     }
-    YAML::Node k8s = d.Get("kubernetes");
-    if (k8s && !k8s.IsNull()) {
-      MapReader k(k8s, "discovery.kubernetes");
-      KVROUTE_TRY(k.CheckIsMap());
-      KVROUTE_TRY(k.String("pool", &c->kubernetes.pool));
-      KVROUTE_TRY(k.String("namespace", &c->kubernetes.namespace_name));
-      KVROUTE_TRY(k.String("api_url", &c->kubernetes.api_url));
-      KVROUTE_TRY(k.String("token_file", &c->kubernetes.token_file));
-      KVROUTE_TRY(k.String("ca_file", &c->kubernetes.ca_file));
-      KVROUTE_TRY(k.StringList("models", &c->kubernetes.models));
-      KVROUTE_TRY(k.String("source", &c->kubernetes.source));
-      KVROUTE_TRY(k.String("service", &c->kubernetes.service));
-      KVROUTE_TRY(k.RejectUnknown());
-    }
+    KVROUTE_TRY(ParseKubernetesDiscovery(d.Get("kubernetes"), &c->kubernetes));
     KVROUTE_TRY(d.RejectUnknown());
   }
   YAML::Node epp = r.Get("epp");
@@ -255,26 +243,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(e.CheckIsMap());
     KVROUTE_TRY(e.Bool("enabled", &c->epp.enabled));
     KVROUTE_TRY(e.String("address", &c->epp.address));
-    YAML::Node objectives = e.Get("objectives");
-    if (objectives && !objectives.IsNull()) {
-      if (!objectives.IsMap()) return Error("epp.objectives: must be a mapping of objective name to priority");
-      for (const auto& kv : objectives) {
-        int priority = 0;
-        if (!kv.second.IsScalar() || !YAML::convert<int>::decode(kv.second, priority)) {
-          return Error("epp.objectives." + kv.first.Scalar() + ": must be an integer priority");
-        }
-        c->epp.objectives[kv.first.Scalar()] = priority;
-      }
-    }
-    YAML::Node saturation = e.Get("saturation");
-    if (saturation && !saturation.IsNull()) {
-      MapReader sat(saturation, "epp.saturation");
-      KVROUTE_TRY(sat.CheckIsMap());
-      KVROUTE_TRY(sat.Number("queue_depth", &c->epp.saturation_queue_depth, 0, 1e6));
-      KVROUTE_TRY(sat.Number("kv_usage", &c->epp.saturation_kv_usage, 0, 1));
-      KVROUTE_TRY(sat.Number("metrics_max_age_s", &c->epp.saturation_metrics_max_age_s, 0, 3600));
-      KVROUTE_TRY(sat.RejectUnknown());
-    }
+    KVROUTE_TRY(ParseEppAdmission(e.Get("objectives"), e.Get("saturation"), &c->epp));
     KVROUTE_TRY(e.RejectUnknown());
   }
   YAML::Node debug = r.Get("debug");
@@ -329,20 +298,7 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   }
   if (c.http_threads < 1) return Error("listen.http_threads: must be >= 1");
   if (c.proxy_threads < 1) return Error("listen.proxy_threads: must be >= 1");
-  if (!c.kubernetes.pool.empty()) {
-    const KubernetesDiscoveryConfig& k = c.kubernetes;
-    if (!k.api_url.empty() && !k.api_url.starts_with("http://") && !k.api_url.starts_with("https://")) {
-      return Error("discovery.kubernetes.api_url: '" + k.api_url +
-                   "' is not http(s)://host:port (leave it empty in a pod: the in-cluster address)");
-    }
-    if (k.models.empty()) return Error("discovery.kubernetes.models: at least one model name");
-    if (k.source != "pods" && k.source != "endpointslices") {
-      return Error("discovery.kubernetes.source: '" + k.source + "' is not one of pods, endpointslices");
-    }
-    if (k.source == "endpointslices" && k.service.empty()) {
-      return Error("discovery.kubernetes.service: required when source is endpointslices");
-    }
-  }
+  KVROUTE_TRY(ValidateKubernetesDiscovery(c.kubernetes));
   if (c.workers.empty() && c.etcd.endpoints.empty() && c.kubernetes.pool.empty()) {
     return Error(
         "workers: at least one worker is required (or discovery.etcd, discovery.kubernetes)");
@@ -526,28 +482,12 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << c.etcd.endpoints;
   out << YAML::Key << "prefix" << YAML::Value << c.etcd.prefix;
   out << YAML::EndMap;
-  out << YAML::Key << "kubernetes" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "pool" << YAML::Value << c.kubernetes.pool;
-  out << YAML::Key << "namespace" << YAML::Value << c.kubernetes.namespace_name;
-  out << YAML::Key << "api_url" << YAML::Value << c.kubernetes.api_url;
-  out << YAML::Key << "token_file" << YAML::Value << c.kubernetes.token_file;
-  out << YAML::Key << "ca_file" << YAML::Value << c.kubernetes.ca_file;
-  out << YAML::Key << "models" << YAML::Value << YAML::Flow << c.kubernetes.models;
-  out << YAML::Key << "source" << YAML::Value << c.kubernetes.source;
-  out << YAML::Key << "service" << YAML::Value << c.kubernetes.service;
-  out << YAML::EndMap;
+  EmitKubernetesDiscovery(out, c.kubernetes);
   out << YAML::EndMap;
   out << YAML::Key << "epp" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << c.epp.enabled;
   out << YAML::Key << "address" << YAML::Value << c.epp.address;
-  out << YAML::Key << "objectives" << YAML::Value << YAML::BeginMap;
-  for (const auto& [name, priority] : c.epp.objectives) out << YAML::Key << name << YAML::Value << priority;
-  out << YAML::EndMap;
-  out << YAML::Key << "saturation" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "queue_depth" << YAML::Value << c.epp.saturation_queue_depth;
-  out << YAML::Key << "kv_usage" << YAML::Value << c.epp.saturation_kv_usage;
-  out << YAML::Key << "metrics_max_age_s" << YAML::Value << c.epp.saturation_metrics_max_age_s;
-  out << YAML::EndMap;
+  EmitEppAdmission(out, c.epp);
   out << YAML::EndMap;
   out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "fault" << YAML::Value << c.debug_fault;
