@@ -1,7 +1,8 @@
 """A local stand-in for the Kubernetes API server, for the k8s integration tests that run
 `kvroute serve` with discovery.kubernetes. THIS IS A FAKE: no Kubernetes API server can run on
 the machines this project is tested on. Its answers have the shapes of recorded/ (hand-written
-in the API server's shapes): GET of one InferencePool, list and watch of pods (chunked,
+in the API server's shapes): GET of one InferencePool, list and watch of pods or of
+EndpointSlices (chunked,
 one `{"type", "object"}` event a line). The test scripts the watch: events pushed with push()
 go out on the open watch (or the next one); a watch with nothing to send ends after
 min(timeoutSeconds, 5) s, as a real one ends at its timeout.
@@ -38,6 +39,20 @@ def pod(name, ip, rv, labels, terminating=False, ready=True, annotations=None, c
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
+def endpoint_slice(name, service, rv, endpoints, ports):
+    """An EndpointSlice (discovery.k8s.io/v1) of `service`; endpoints: [(pod, ip, ready,
+    serving, terminating)]; ports: [(name, number)]."""
+    return {"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+            "metadata": {"name": name, "namespace": "llm", "resourceVersion": str(rv),
+                         "labels": {"kubernetes.io/service-name": service,
+                                    "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": r, "serving": sv, "terminating": t},
+                           "targetRef": {"kind": "Pod", "namespace": "llm", "name": pod}}
+                          for pod, ip, r, sv, t in endpoints],
+            "ports": [{"name": n, "protocol": "TCP", "port": p} for n, p in ports]}
+
+
 def inference_pool(name, namespace, selector, port):
     return {"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
             "metadata": {"name": name, "namespace": namespace, "resourceVersion": "812"},
@@ -51,10 +66,12 @@ class FakeApi:
     authorization) of every request that reached HTTP (a refused TLS handshake never does);
     `tls_failures` counts handshakes that failed on the server's side."""
 
-    def __init__(self, namespace, pool, pods, list_rv="1000", certfile=None, keyfile=None):
+    def __init__(self, namespace, pool, pods, list_rv="1000", certfile=None, keyfile=None, slices=None):
         self.namespace = namespace
         self.pool = pool
         self.pods = list(pods)
+        # With `slices`, the collection served is EndpointSlices instead of pods.
+        self.slices = None if slices is None else list(slices)
         self.list_rv = list_rv
         self.events = queue.Queue()
         self.requests = []
@@ -128,13 +145,18 @@ class FakeApi:
                 ns = "/namespaces/%s/" % fake.namespace
                 if url.path == "/apis/inference.networking.k8s.io/v1" + ns + "inferencepools/" + fake.pool["metadata"]["name"]:
                     return self.reply(200, fake.pool)
-                if url.path != "/api/v1" + ns + "pods":
+                if fake.slices is None:
+                    collection, kind, items = "/api/v1" + ns + "pods", "PodList", fake.pods
+                else:
+                    collection, kind, items = ("/apis/discovery.k8s.io/v1" + ns + "endpointslices",
+                                               "EndpointSliceList", fake.slices)
+                if url.path != collection:
                     return self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                             "reason": "NotFound", "code": 404})
                 if query.get("watch") != "true":
-                    return self.reply(200, {"kind": "PodList", "apiVersion": "v1",
+                    return self.reply(200, {"kind": kind, "apiVersion": "v1",
                                             "metadata": {"resourceVersion": fake.list_rv},
-                                            "items": fake.pods})
+                                            "items": items})
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Transfer-Encoding", "chunked")

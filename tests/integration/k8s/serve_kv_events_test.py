@@ -16,6 +16,7 @@ usage: serve_kv_events_test.py KVROUTE"""
 import http.client
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -127,6 +128,7 @@ def main():
             s.kill()
         if api:
             api.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ certificate (IP SAN 127.0.0.1) this test makes with the openssl CLI. Checked:
 usage: serve_tls_test.py KVROUTE"""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -124,6 +125,7 @@ def main():
         sim.kill()
         if api:
             api.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
