@@ -4,7 +4,9 @@
 // Also home of the flags `serve` and `config check` share.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "app/commands.h"
 #include "gateway/config.h"
@@ -40,6 +42,31 @@ void AddGatewayConfigFlags(CLI::App* cmd, std::string* config_path, gateway::Con
       ->expected(0, 1);
 }
 
+namespace {
+
+// The `config` rule of `config check --k8s` (k8s/check.h): would `kvroute serve <serve_args>`
+// accept `yaml` as its configuration file? The same flags, parse and validation serve runs.
+std::optional<std::string> RefusalOfServeConfig(const std::string& yaml,
+                                                const std::vector<std::string>& serve_args) {
+  CLI::App serve;
+  std::string ignored_path;  // the file is the mounted ConfigMap value given as `yaml`
+  gateway::ConfigOverrides overrides;
+  AddGatewayConfigFlags(&serve, &ignored_path, &overrides);
+  std::vector<std::string> reversed(serve_args.rbegin(), serve_args.rend());  // CLI11's order
+  try {
+    serve.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return std::string("flags: ") + e.what();
+  }
+  auto config = gateway::ParseConfig(yaml);
+  if (!config) return config.error();
+  gateway::ApplyOverrides(overrides, &*config);
+  if (auto ok = gateway::Validate(*config); !ok) return ok.error();
+  return std::nullopt;
+}
+
+}  // namespace
+
 void RegisterConfigCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("config", "Inspect kvroute serve configuration files");
   cmd->require_subcommand(1);
@@ -52,6 +79,7 @@ void RegisterConfigCommand(CLI::App& app, int* exit_code) {
   AddGatewayConfigFlags(check, path.get(), overrides.get());
   auto k8s_dir = std::make_shared<std::string>();
   auto k8s_options = std::make_shared<k8s::CheckOptions>();
+  k8s_options->validate_serve_config = RefusalOfServeConfig;
   auto* config_opt = check->get_option("--config");
   config_opt->required(false);
   check->add_option("--k8s", *k8s_dir,

@@ -68,7 +68,13 @@ int RunServe(gateway::GatewayConfig config) {
   if (epp_config.enabled) {
     auto started = extproc::EppServer::Start(
         {.address = epp_config.address, .max_body_bytes = epp_body_limit},
-        extproc::MakeRouterSessions((*gw)->request_path(), {.seed = seed}));
+        extproc::MakeRouterSessions(
+            (*gw)->request_path(),
+            {.seed = seed,
+             .admission = {.objective_priority = epp_config.objectives,
+                           .queue_depth = epp_config.saturation_queue_depth,
+                           .kv_usage = epp_config.saturation_kv_usage,
+                           .metrics_max_age_s = epp_config.saturation_metrics_max_age_s}}));
     if (!started) {
       std::cerr << "kvroute serve: epp: " << started.error() << "\n";
       return 2;

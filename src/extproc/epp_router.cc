@@ -65,6 +65,20 @@ class RouterSession final : public PickSession {
     if (!prepared) return Reject(prepared.error());
     request_ = std::move(*prepared);
 
+    const RequestObjective objective = ReadObjective(r.headers, shared_->options.admission);
+    if (objective.sheddable()) {
+      if (auto why = EveryCandidateSaturated(r, now)) {
+        spdlog::info("epp shed model={} objective={} priority={} fairness_id={}: every candidate saturated ({})",
+                     request_.model, objective.objective, objective.priority, objective.fairness_id, *why);
+        return Reject(api::ApiError{
+            .status = 429,
+            .message = "Request shed: objective '" + objective.objective +
+                       "' is sheddable and every endpoint is saturated (" + *why + "); retry later.",
+            .type = "rate_limit_error",
+            .code = "sheddable_request_shed"});
+      }
+    }
+
     std::vector<WorkerId> exclude = OutsideSubset(r);
     PickResult out;
     for (int k = 0; k <= shared_->options.max_fallbacks; ++k) {
@@ -161,6 +175,24 @@ class RouterSession final : public PickSession {
       if (std::find(r.subset->begin(), r.subset->end(), e) == r.subset->end()) out.push_back(w.id);
     }
     return out;
+  }
+
+  // When every routable worker the subset hint allows is saturated, what each one is
+  // ("w0: queue full, w1: kv full"); nullopt when one has room, or there is none (Route then
+  // answers 503 as it would).
+  std::optional<std::string> EveryCandidateSaturated(const PickRequest& r, Nanos now) const {
+    std::string why;
+    for (const auto& w : state_.List()) {
+      if (!state_.health().Routable(w.id, now)) continue;
+      if (r.subset && std::find(r.subset->begin(), r.subset->end(), EndpointOf(w.spec.base_url)) == r.subset->end()) {
+        continue;
+      }
+      const Saturation s = WorkerSaturation(state_.Metrics(w.id), now, shared_->options.admission);
+      if (s == Saturation::kRoom) return std::nullopt;
+      why += (why.empty() ? "" : ", ") + w.spec.name + ": " + SaturationName(s);
+    }
+    if (why.empty()) return std::nullopt;
+    return why;
   }
 
   // A request without an inference body (GET /v1/models, say): any routable worker, fewest in

@@ -12,6 +12,11 @@
 //                   fallbacks are the policy's next choices (Route again excluding the ones
 //                   before), unbooked. Other paths (GET /v1/models, say): the routable workers,
 //                   fewest in flight first, nothing booked.
+//   shedding        a sheddable request (its x-gateway-inference-objective's priority < 0,
+//                   epp_admission.h) when every candidate — each routable worker inside the
+//                   subset hint — is saturated: ImmediateResponse 429, OpenAI error body,
+//                   nothing booked. Checked after the body is prepared (a client error is
+//                   still its own 4xx).
 //   response        served endpoint ≠ the pick (the gateway used a fallback): the booking
 //                   moves to the served worker. SSE chunks → first token / tokens
 //                   (ResponseTokens); a buffered 200's first bytes → first token; the worker's
@@ -29,6 +34,7 @@
 
 #include <cstdint>
 
+#include "extproc/epp_admission.h"
 #include "extproc/epp_stream.h"
 #include "gateway/gateway.h"
 
@@ -38,6 +44,8 @@ struct EppRouterOptions {
   // Fallbacks after the pick in x-gateway-destination-endpoint (the proxy walks them on retry).
   int max_fallbacks = 2;
   std::uint64_t seed = 0;  // of each thread's PolicyState
+  // Objective → priority and the saturation thresholds (epp_admission.h).
+  EppAdmissionOptions admission;
 };
 
 // One RouterSession per stream, deciding over `path` (borrowed; must outlive the server).

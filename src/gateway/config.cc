@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "client/client_types.h"
+#include "gateway/config_k8s.h"
 #include "gateway/config_reader.h"
 #include "sched/registry.h"
 
@@ -248,17 +249,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
       KVROUTE_TRY(e.String("prefix", &c->etcd.prefix));
       KVROUTE_TRY(e.RejectUnknown());
     }
-    YAML::Node k8s = d.Get("kubernetes");
-    if (k8s && !k8s.IsNull()) {
-      MapReader k(k8s, "discovery.kubernetes");
-      KVROUTE_TRY(k.CheckIsMap());
-      KVROUTE_TRY(k.String("pool", &c->kubernetes.pool));
-      KVROUTE_TRY(k.String("namespace", &c->kubernetes.namespace_name));
-      KVROUTE_TRY(k.String("api_url", &c->kubernetes.api_url));
-      KVROUTE_TRY(k.String("token_file", &c->kubernetes.token_file));
-      KVROUTE_TRY(k.StringList("models", &c->kubernetes.models));
-      KVROUTE_TRY(k.RejectUnknown());
-    }
+    KVROUTE_TRY(ParseKubernetesDiscovery(d.Get("kubernetes"), &c->kubernetes));
     KVROUTE_TRY(d.RejectUnknown());
   }
   YAML::Node epp = r.Get("epp");
@@ -267,6 +258,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(e.CheckIsMap());
     KVROUTE_TRY(e.Bool("enabled", &c->epp.enabled));
     KVROUTE_TRY(e.String("address", &c->epp.address));
+    KVROUTE_TRY(ParseEppAdmission(e.Get("objectives"), e.Get("saturation"), &c->epp));
     KVROUTE_TRY(e.RejectUnknown());
   }
   YAML::Node debug = r.Get("debug");
@@ -321,16 +313,7 @@ std::expected<void, std::string> Validate(const GatewayConfig& c) {
   }
   if (c.http_threads < 1) return Error("listen.http_threads: must be >= 1");
   if (c.proxy_threads < 1) return Error("listen.proxy_threads: must be >= 1");
-  if (!c.kubernetes.pool.empty()) {
-    const KubernetesDiscoveryConfig& k = c.kubernetes;
-    if (k.api_url.rfind("http://", 0) != 0) {
-      return Error("discovery.kubernetes.api_url: '" + k.api_url +
-                   "' is not http://host:port (kvroute has no TLS: reach the API through a "
-                   "kubectl proxy sidecar, docs/kubernetes.md)");
-    }
-    if (k.namespace_name.empty()) return Error("discovery.kubernetes.namespace: required");
-    if (k.models.empty()) return Error("discovery.kubernetes.models: at least one model name");
-  }
+  KVROUTE_TRY(ValidateKubernetesDiscovery(c.kubernetes));
   if (c.workers.empty() && c.etcd.endpoints.empty() && c.kubernetes.pool.empty()) {
     return Error(
         "workers: at least one worker is required (or discovery.etcd, discovery.kubernetes)");
@@ -547,17 +530,12 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << c.etcd.endpoints;
   out << YAML::Key << "prefix" << YAML::Value << c.etcd.prefix;
   out << YAML::EndMap;
-  out << YAML::Key << "kubernetes" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "pool" << YAML::Value << c.kubernetes.pool;
-  out << YAML::Key << "namespace" << YAML::Value << c.kubernetes.namespace_name;
-  out << YAML::Key << "api_url" << YAML::Value << c.kubernetes.api_url;
-  out << YAML::Key << "token_file" << YAML::Value << c.kubernetes.token_file;
-  out << YAML::Key << "models" << YAML::Value << YAML::Flow << c.kubernetes.models;
-  out << YAML::EndMap;
+  EmitKubernetesDiscovery(out, c.kubernetes);
   out << YAML::EndMap;
   out << YAML::Key << "epp" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << c.epp.enabled;
   out << YAML::Key << "address" << YAML::Value << c.epp.address;
+  EmitEppAdmission(out, c.epp);
   out << YAML::EndMap;
   out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "fault" << YAML::Value << c.debug_fault;

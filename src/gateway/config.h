@@ -109,14 +109,21 @@ struct EtcdDiscoveryConfig {
 };
 
 // discovery.kubernetes: the pods of a Gateway API InferencePool, followed through the
-// Kubernetes API (src/k8s PoolWatcher; docs/kubernetes.md). Plain HTTP only (a `kubectl proxy`
-// sidecar on loopback in a cluster): kvroute's HTTP client has no TLS.
+// Kubernetes API (src/k8s PoolWatcher; docs/kubernetes.md). In a pod, leave api_url,
+// token_file, ca_file and namespace empty: they default to the in-cluster service address
+// (https, verified against the service account's CA) and the service account's token and
+// namespace; each one set here wins.
 struct KubernetesDiscoveryConfig {
   std::string pool;            // the InferencePool's name; empty: no Kubernetes discovery
-  std::string namespace_name;  // its namespace
-  std::string api_url;         // http://host:port of the API (e.g. kubectl proxy's)
-  std::string token_file;      // bearer token, re-read per request; empty: none
+  std::string namespace_name;  // its namespace; empty: the service account's
+  std::string api_url;         // http(s)://host:port; empty: https://$KUBERNETES_SERVICE_HOST:PORT
+  std::string token_file;      // bearer token, re-read per request; empty: the SA's in-cluster
+  std::string ca_file;         // https: PEM CA the API's certificate must chain to; empty: SA's
   std::vector<std::string> models;  // model names every pod serves (the catalog learns the rest)
+  // Who the pool's workers are: "pods" (the pool's selector) or "endpointslices" (those of
+  // `service`, kubernetes.io/service-name; k8s/slice_discovery.h).
+  std::string source = "pods";
+  std::string service;  // with source endpointslices: the Service's name
 };
 
 // CPUs in this process's affinity mask, clamped to [1, 64].
@@ -205,6 +212,14 @@ struct GatewayConfig {
   struct Epp {
     bool enabled = false;
     std::string address = "0.0.0.0:9002";  // host:port; port 0 picks a free one
+    // epp.objectives: InferenceObjective name → its priority (x-gateway-inference-objective;
+    // unknown or none: 0; negative: sheddable). epp.saturation: a sheddable request gets 429
+    // when every candidate shows >= queue_depth waiting, KV usage >= kv_usage, or no scrape
+    // younger than metrics_max_age_s (extproc/epp_admission.h).
+    std::map<std::string, int> objectives;
+    int saturation_queue_depth = 5;
+    double saturation_kv_usage = 0.8;
+    double saturation_metrics_max_age_s = 2.0;
   } epp;
 
   // Fault injection for tests and drills (documented in docs/operations.md):

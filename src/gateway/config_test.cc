@@ -156,8 +156,8 @@ TEST(GatewayConfig, KubernetesDiscoveryAloneIsAFleetAndBadValuesAreNamed) {
   EXPECT_EQ(again->kubernetes.models, std::vector<std::string>{"m"});
   ApplyOverrides(ConfigOverrides{.inference_pool = "other"}, &*c);
   EXPECT_EQ(c->kubernetes.pool, "other");
-  c->kubernetes.api_url = "https://10.0.0.1:443";
-  EXPECT_TRUE(Validate(*c).error().starts_with("discovery.kubernetes.api_url: 'https://10.0.0.1:443' is not http://host:port"))
+  c->kubernetes.api_url = "10.0.0.1:443";
+  EXPECT_TRUE(Validate(*c).error().starts_with("discovery.kubernetes.api_url: '10.0.0.1:443' is not http(s)://host:port"))
       << Validate(*c).error();
   c->kubernetes.api_url = "http://127.0.0.1:8001";
   c->kubernetes.models.clear();
@@ -165,6 +165,57 @@ TEST(GatewayConfig, KubernetesDiscoveryAloneIsAFleetAndBadValuesAreNamed) {
   auto unknown = ParseConfig("discovery: {kubernetes: {poll: x}}\n");
   ASSERT_FALSE(unknown.has_value());
   EXPECT_NE(unknown.error().find("discovery.kubernetes.poll"), std::string::npos) << unknown.error();
+}
+
+TEST(GatewayConfig, KubernetesDiscoveryInAPodNeedsOnlyThePoolAndTheModels) {
+  // api_url, token_file, ca_file and namespace default to the in-cluster values at start
+  // (k8s::ApplyInClusterDefaults), so validation accepts them empty; set, they round-trip.
+  auto in_pod = ParseConfig("discovery: {kubernetes: {pool: qwen-pool, models: [m]}}\n");
+  ASSERT_TRUE(in_pod.has_value()) << in_pod.error();
+  EXPECT_TRUE(Validate(*in_pod).has_value()) << Validate(*in_pod).error();
+  auto tls = ParseConfig(
+      "discovery: {kubernetes: {pool: p, api_url: 'https://10.96.0.1:443', ca_file: /ca.crt, "
+      "token_file: /t, models: [m]}}\n");
+  ASSERT_TRUE(tls.has_value()) << tls.error();
+  EXPECT_TRUE(Validate(*tls).has_value()) << Validate(*tls).error();
+  auto again = ParseConfig(EffectiveYaml(*tls));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->kubernetes.ca_file, "/ca.crt");
+  EXPECT_EQ(again->kubernetes.api_url, "https://10.96.0.1:443");
+}
+
+TEST(GatewayConfig, KubernetesDiscoveryFromEndpointSlicesNeedsTheService) {
+  auto c = ParseConfig("discovery: {kubernetes: {pool: p, models: [m], source: endpointslices}}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(Validate(*c).error(), "discovery.kubernetes.service: required when source is endpointslices");
+  c->kubernetes.service = "vllm";
+  EXPECT_TRUE(Validate(*c).has_value()) << Validate(*c).error();
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(again->kubernetes.source, "endpointslices");
+  EXPECT_EQ(again->kubernetes.service, "vllm");
+  c->kubernetes.source = "endpoints";
+  EXPECT_EQ(Validate(*c).error(), "discovery.kubernetes.source: 'endpoints' is not one of pods, endpointslices");
+}
+
+TEST(GatewayConfig, EppObjectivesAndSaturationRoundTripAndBadValuesAreNamed) {
+  auto c = ParseConfig(std::string(kMinimal) +
+                       "epp: {objectives: {batch: -1, chat: 10}, "
+                       "saturation: {queue_depth: 3, kv_usage: 0.9, metrics_max_age_s: 1.5}}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->epp.objectives, (std::map<std::string, int>{{"batch", -1}, {"chat", 10}}));
+  auto again = ParseConfig(EffectiveYaml(*c));
+  ASSERT_TRUE(again.has_value()) << again.error() << "\n" << EffectiveYaml(*c);
+  EXPECT_EQ(again->epp.objectives, c->epp.objectives);
+  EXPECT_EQ(again->epp.saturation_queue_depth, 3);
+  EXPECT_DOUBLE_EQ(again->epp.saturation_kv_usage, 0.9);
+  EXPECT_DOUBLE_EQ(again->epp.saturation_metrics_max_age_s, 1.5);
+  auto bad = ParseConfig(std::string(kMinimal) + "epp: {objectives: {batch: low}}\n");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error(), "epp.objectives.batch: must be an integer priority");
+  auto range = ParseConfig(std::string(kMinimal) + "epp: {saturation: {kv_usage: 2}}\n");
+  ASSERT_FALSE(range.has_value());
+  EXPECT_NE(range.error().find("epp.saturation.kv_usage"), std::string::npos) << range.error();
 }
 
 TEST(GatewayConfig, EtcdFlagsOverrideTheFileAndBadValuesAreNamed) {

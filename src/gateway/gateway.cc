@@ -441,10 +441,16 @@ std::expected<void, std::string> Gateway::Start() {
     k8s::PoolWatcherOptions o;
     o.api_url = c.kubernetes.api_url;
     o.token_file = c.kubernetes.token_file;
+    o.ca_file = c.kubernetes.ca_file;
     o.namespace_name = c.kubernetes.namespace_name;
     o.pool_name = c.kubernetes.pool;
     o.models = c.kubernetes.models;
-    o.on_step = [](const std::string& step) { spdlog::info("inferencepool: {}", step); };
+    o.source = c.kubernetes.source == "endpointslices" ? k8s::DiscoverySource::kEndpointSlices
+                                                       : k8s::DiscoverySource::kPods;
+    o.service = c.kubernetes.service;
+    o.on_step = [](const std::string& step, bool failed) {
+      spdlog::log(failed ? spdlog::level::warn : spdlog::level::info, "inferencepool: {}", step);
+    };
     auto watcher = k8s::PoolWatcher::Start(std::move(o), p.pool_sink.get());
     if (!watcher) return std::unexpected("discovery.kubernetes: " + watcher.error());
     p.pool_watcher = std::move(*watcher);

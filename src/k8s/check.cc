@@ -25,12 +25,38 @@ class Checker {
     Floating();
     KvEvents();
     Selectors();
+    ServeConfig();
     return std::move(out_);
   }
 
  private:
   void Add(Severity s, const char* rule, const Object& o, std::string field, std::string msg) {
     out_.push_back({s, rule, o.Ref(), o.source, std::move(field), std::move(msg)});
+  }
+
+  void ServeConfig() {
+    if (!options_.validate_serve_config) return;
+    for (const auto& p : pods_) {
+      for (const auto& c : Containers(p)) {
+        if (!IsKvroute(c)) continue;
+        auto argv = Argv(c);
+        auto serve = std::find(argv.begin(), argv.end(), "serve");
+        if (serve == argv.end()) continue;
+        YAML::Node cfg = KvrouteConfig(p, objects_);
+        if (!cfg) {  // a Secret, or a config without the keys KvrouteConfig recognises it by
+          Add(Severity::kWarning, "config", *p.owner, c.field + ".args",
+              "runs kvroute serve but no mounted ConfigMap value looks like its configuration "
+              "(mode, workers or drain_timeout_s): not checked");
+          continue;
+        }
+        YAML::Emitter text;
+        text << cfg;
+        if (auto refused = options_.validate_serve_config(text.c_str(), {serve + 1, argv.end()})) {
+          Add(Severity::kError, "config", *p.owner, c.field,
+              "kvroute serve would refuse its mounted configuration with these args: " + *refused);
+        }
+      }
+    }
   }
 
   void Drain() {

@@ -19,10 +19,16 @@
 //                  pod when there is no pool) without --kv-events-config enabling events.
 //   selector       an InferencePool's, Service's or workload's matchLabels that match no pod
 //                  template in the same namespace (matchExpressions are not evaluated).
+//   config         a `kvroute serve` container whose mounted configuration, with the flags
+//                  the container passes, `kvroute serve` would refuse (unknown keys, bad
+//                  values, a flag it does not know). Needs CheckOptions::validate_serve_config;
+//                  `kvroute config check --k8s` sets it to serve's own parse + flags + validate.
 //
 // Thread safety: pure functions; safe from any thread.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -35,7 +41,7 @@ enum class Severity { kError, kWarning };
 
 struct Finding {
   Severity severity = Severity::kError;
-  std::string rule;    // drain | failure-mode | floating | kv-events | selector
+  std::string rule;    // drain | failure-mode | floating | kv-events | selector | config
   std::string object;  // "StatefulSet/vllm"
   std::string source;  // "deploy/base/model-server.yaml#2"
   std::string field;   // "spec.template.spec.terminationGracePeriodSeconds"
@@ -46,6 +52,12 @@ struct CheckOptions {
   // Seconds left after the shutdown timeout for the process to exit (flush, close sockets)
   // before SIGKILL. llm-d's graceful-shutdown guide budgets 15 s.
   int teardown_buffer_s = 15;
+  // The `config` rule's judge: the YAML text a kvroute container mounts and its arguments
+  // after `serve`; returns why serve would refuse them, or nullopt. Injected because the
+  // gateway's configuration code depends on this module, not the other way round. Unset: the
+  // rule is skipped.
+  std::function<std::optional<std::string>(const std::string& yaml, const std::vector<std::string>& serve_args)>
+      validate_serve_config;
 };
 
 std::vector<Finding> CheckManifests(const std::vector<Object>& objects, const CheckOptions& options);

@@ -1,33 +1,14 @@
 #include "k8s/pool_discovery.h"
 
-#include <boost/json.hpp>
-
 #include <algorithm>
 
+#include "k8s/json_read.h"
+#include "k8s/pod_kv_events.h"
+#include "k8s/watch_line.h"
+
 namespace kvroute::k8s {
-namespace {
 
-namespace json = boost::json;
-
-const json::object* Obj(const json::value* v) { return v && v->is_object() ? &v->as_object() : nullptr; }
-const json::value* Field(const json::object* o, std::string_view key) {
-  if (!o) return nullptr;
-  auto it = o->find(key);
-  return it == o->end() ? nullptr : &it->value();
-}
-std::string Str(const json::object* o, std::string_view key) {
-  const json::value* v = Field(o, key);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-std::expected<json::value, std::string> Parse(std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec) return std::unexpected("not JSON: " + ec.message());
-  return v;
-}
-
-}  // namespace
+using namespace json_read;
 
 // What one pod object says, for the membership rules.
 struct PoolReconciler::PodView {
@@ -36,6 +17,7 @@ struct PoolReconciler::PodView {
   bool ready = false;
   bool terminating = false;
   bool labels_match = true;
+  std::optional<fleet::KvEventSource> kv_events;  // pod_kv_events.h
 };
 
 std::expected<PoolSpec, std::string> ParseInferencePool(std::string_view text) {
@@ -129,6 +111,9 @@ void PoolReconciler::Apply(const PodView& pod) {
     spec.base_url = "http://" + pod.ip + ":" + std::to_string(port);
     spec.models = models_;
     spec.labels = {{"k8s.pod", pod.name}, {"k8s.pool", pool_.name}};
+    // One engine per pod: its events belong to the pod's one worker. With several target
+    // ports nothing says which port's engine publishes where, so none gets them.
+    if (pod.kv_events && pool_.target_ports.size() == 1) spec.kv_events = *pod.kv_events;
     joined = sink_->JoinWorker(std::move(spec)).has_value() || joined;
   }
   if (joined) pods_[pod.name] = PodState{.ip = pod.ip};
@@ -170,6 +155,7 @@ std::expected<std::string, std::string> PoolReconciler::ApplyList(std::string_vi
   for (const auto& item : items->as_array()) {
     PodView pod;
     ReadPod(Obj(&item), pool_.selector, &pod.name, &pod.ip, &pod.ready, &pod.terminating, &pod.labels_match);
+    pod.kv_events = PodKvEvents(Obj(&item));
     if (pod.name.empty()) continue;
     seen[pod.name] = true;
     Apply(pod);
@@ -183,31 +169,19 @@ std::expected<std::string, std::string> PoolReconciler::ApplyList(std::string_vi
   return resource_version_;
 }
 
-PoolReconciler::Event PoolReconciler::ApplyEvent(std::string_view line) {
-  auto v = Parse(line);
-  if (!v) return Event::kError;
-  const json::object* root = Obj(&*v);
-  const std::string type = Str(root, "type");
-  const json::object* object = Obj(Field(root, "object"));
-  if (type == "ERROR") {
-    const json::value* code = Field(object, "code");
-    return code && code->is_int64() && code->as_int64() == 410 ? Event::kGone : Event::kError;
-  }
-  if (!object) return Event::kError;
-  const std::string rv = Str(Obj(Field(object, "metadata")), "resourceVersion");
-  if (type == "BOOKMARK") {
-    if (!rv.empty()) resource_version_ = rv;
-    return Event::kBookmark;
-  }
-  if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") return Event::kError;
+PoolReconciler::Event PoolReconciler::ApplyEvent(std::string_view text) {
+  WatchLine line = ReadWatchLine(text);
+  if (line.event == Event::kBookmark && !line.resource_version.empty()) resource_version_ = line.resource_version;
+  if (line.event != Event::kApplied) return line.event;
   PodView pod;
-  ReadPod(object, pool_.selector, &pod.name, &pod.ip, &pod.ready, &pod.terminating, &pod.labels_match);
-  if (type == "DELETED") {
+  ReadPod(line.object(), pool_.selector, &pod.name, &pod.ip, &pod.ready, &pod.terminating, &pod.labels_match);
+  pod.kv_events = PodKvEvents(line.object());
+  if (line.type == "DELETED") {
     Leave(pod.name);
   } else {
     Apply(pod);
   }
-  if (!rv.empty()) resource_version_ = rv;
+  if (!line.resource_version.empty()) resource_version_ = line.resource_version;
   return Event::kApplied;
 }
 

@@ -59,15 +59,16 @@ class MembershipSink {
   virtual bool LeaveWorker(std::string_view name) = 0;
 };
 
-class PoolReconciler {
+// What PoolWatcher drives, whatever the watched collection (pods: PoolReconciler; EndpointSlices:
+// SliceReconciler, slice_discovery.h): a list body sets the members, watch lines change them,
+// and resource_version() is where the next watch resumes. One thread.
+class WatchReconciler {
  public:
-  // `models`: the model names each joined worker serves (fleet::WorkerSpec needs one; the
-  // gateway's catalog learns the rest from /v1/models). `sink` is borrowed.
-  PoolReconciler(PoolSpec pool, std::vector<std::string> models, MembershipSink* sink);
+  virtual ~WatchReconciler() = default;
 
-  // A PodList body: members become exactly its ready pods; returns the list's
-  // metadata.resourceVersion (where the watch starts).
-  std::expected<std::string, std::string> ApplyList(std::string_view body);
+  // A list body (PodList, EndpointSliceList): members become exactly what it holds; returns the
+  // list's metadata.resourceVersion (where the watch starts).
+  virtual std::expected<std::string, std::string> ApplyList(std::string_view body) = 0;
 
   enum class Event {
     kApplied,   // ADDED / MODIFIED / DELETED
@@ -76,12 +77,25 @@ class PoolReconciler {
     kError,     // another ERROR, or a line that is not an event: watch again
   };
   // One line of a watch stream. Advances resource_version() on every event that carries one.
-  Event ApplyEvent(std::string_view line);
+  virtual Event ApplyEvent(std::string_view line) = 0;
 
-  const std::string& resource_version() const { return resource_version_; }
-  const PoolSpec& pool() const { return pool_; }
+  virtual const std::string& resource_version() const = 0;
   // Worker names currently joined (draining ones included), sorted.
-  std::vector<std::string> Members() const;
+  virtual std::vector<std::string> Members() const = 0;
+};
+
+class PoolReconciler final : public WatchReconciler {
+ public:
+  // `models`: the model names each joined worker serves (fleet::WorkerSpec needs one; the
+  // gateway's catalog learns the rest from /v1/models). `sink` is borrowed.
+  PoolReconciler(PoolSpec pool, std::vector<std::string> models, MembershipSink* sink);
+
+  // A PodList body: members become exactly its ready pods.
+  std::expected<std::string, std::string> ApplyList(std::string_view body) override;
+  Event ApplyEvent(std::string_view line) override;
+  const std::string& resource_version() const override { return resource_version_; }
+  std::vector<std::string> Members() const override;
+  const PoolSpec& pool() const { return pool_; }
 
  private:
   struct PodState {

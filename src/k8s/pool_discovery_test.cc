@@ -145,41 +145,84 @@ TEST(PoolReconciler, ARelistLeavesPodsItNoLongerHas) {
 namespace kvroute::k8s {
 namespace {
 
-TEST(InClusterConfig, ReadsTheServiceAccountAndTheServiceAddress) {
-  const auto dir = std::filesystem::temp_directory_path() / ("kvroute-sa-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "token") << "t0ken\n";
-  std::ofstream(dir / "ca.crt") << "-----BEGIN CERTIFICATE-----\n";
-  std::ofstream(dir / "namespace") << "llm\n";
-  auto env = [](const char* k) -> const char* {
+class InClusterDefaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("kvroute-sa-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "token") << "t0ken\n";
+    std::ofstream(dir_ / "ca.crt") << "-----BEGIN CERTIFICATE-----\n";
+    std::ofstream(dir_ / "namespace") << "llm\n";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string File(const char* name) const { return (dir_ / name).string(); }
+  static const char* InPod(const char* k) {
     if (std::string_view(k) == "KUBERNETES_SERVICE_HOST") return "10.96.0.1";
     if (std::string_view(k) == "KUBERNETES_SERVICE_PORT") return "443";
     return nullptr;
-  };
-  auto c = LoadInClusterConfig(env, dir.string());
-  ASSERT_TRUE(c.has_value()) << c.error();
-  EXPECT_EQ(c->api_url, "https://10.96.0.1:443");
-  EXPECT_EQ(c->namespace_name, "llm");
-  EXPECT_EQ(c->token_file, (dir / "token").string());
-  EXPECT_EQ(c->ca_file, (dir / "ca.crt").string());
-  auto none = [](const char*) -> const char* { return nullptr; };
-  EXPECT_FALSE(LoadInClusterConfig(none, dir.string()).has_value());
-  std::filesystem::remove(dir / "ca.crt");
-  EXPECT_FALSE(LoadInClusterConfig(env, dir.string()).has_value());
-  std::filesystem::remove_all(dir);
+  }
+  static const char* Outside(const char*) { return nullptr; }
+  std::filesystem::path dir_;
+};
+
+TEST_F(InClusterDefaults, AnEmptyConfigurationReadsTheServiceAddressAndTheServiceAccount) {
+  PoolWatcherOptions o;
+  ASSERT_TRUE(ApplyInClusterDefaults(&o, InPod, dir_.string()).has_value());
+  EXPECT_EQ(o.api_url, "https://10.96.0.1:443");
+  EXPECT_EQ(o.token_file, File("token"));
+  EXPECT_EQ(o.ca_file, File("ca.crt"));
+  EXPECT_EQ(o.namespace_name, "llm");
 }
 
-TEST(PoolWatcher, RefusesHttpsBecauseTheClientHasNoTls) {
+TEST_F(InClusterDefaults, EachFieldSetInTheConfigurationWins) {
+  PoolWatcherOptions o{.api_url = "https://api.example:6443", .token_file = "/t", .ca_file = "/ca",
+                       .namespace_name = "other"};
+  ASSERT_TRUE(ApplyInClusterDefaults(&o, InPod, dir_.string()).has_value());
+  EXPECT_EQ(o.api_url, "https://api.example:6443");
+  EXPECT_EQ(o.token_file, "/t");
+  EXPECT_EQ(o.ca_file, "/ca");
+  EXPECT_EQ(o.namespace_name, "other");
+}
+
+TEST_F(InClusterDefaults, AnExplicitUrlGetsTheCaButNeverTheServiceAccountToken) {
+  PoolWatcherOptions https{.api_url = "https://127.0.0.1:6443"};
+  ASSERT_TRUE(ApplyInClusterDefaults(&https, Outside, dir_.string()).has_value());
+  EXPECT_EQ(https.ca_file, File("ca.crt"));
+  EXPECT_EQ(https.token_file, "");
+  PoolWatcherOptions http{.api_url = "http://127.0.0.1:8001", .namespace_name = "llm"};
+  ASSERT_TRUE(ApplyInClusterDefaults(&http, Outside, "/nonexistent").has_value());
+  EXPECT_EQ(http.ca_file, "");
+  EXPECT_EQ(http.token_file, "");
+}
+
+TEST_F(InClusterDefaults, WhatIsMissingIsNamed) {
+  PoolWatcherOptions outside;
+  auto e = ApplyInClusterDefaults(&outside, Outside, dir_.string());
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.error().find("KUBERNETES_SERVICE_HOST"), std::string::npos) << e.error();
+  std::filesystem::remove(dir_ / "ca.crt");
+  PoolWatcherOptions no_ca;
+  e = ApplyInClusterDefaults(&no_ca, InPod, dir_.string());
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.error().find(File("ca.crt")), std::string::npos) << e.error();
+  std::filesystem::remove(dir_ / "token");
+  PoolWatcherOptions no_token;
+  e = ApplyInClusterDefaults(&no_token, InPod, dir_.string());
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.error().find(File("token")), std::string::npos) << e.error();
+}
+
+TEST(PoolWatcher, RefusesHttpsWhoseCaCannotBeLoaded) {
   struct NoSink final : MembershipSink {
     std::expected<void, std::string> JoinWorker(fleet::WorkerSpec) override { return {}; }
     bool DrainWorker(std::string_view) override { return true; }
     bool LeaveWorker(std::string_view) override { return true; }
   } sink;
-  auto w = PoolWatcher::Start({.api_url = "https://10.96.0.1:443", .namespace_name = "llm",
-                               .pool_name = "p", .models = {"m"}},
+  auto w = PoolWatcher::Start({.api_url = "https://10.96.0.1:443", .ca_file = "/nonexistent/ca.crt",
+                               .namespace_name = "llm", .pool_name = "p", .models = {"m"}},
                               &sink);
   ASSERT_FALSE(w.has_value());
-  EXPECT_NE(w.error().find("kubectl proxy"), std::string::npos);
+  EXPECT_NE(w.error().find("ca_file /nonexistent/ca.crt: not readable"), std::string::npos) << w.error();
 }
 
 }  // namespace

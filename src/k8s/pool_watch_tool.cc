@@ -1,4 +1,5 @@
-// kvroute_k8s_pool_watch API_URL NAMESPACE POOL MODEL [TOKEN_FILE]: a PoolWatcher whose sink
+// kvroute_k8s_pool_watch API_URL NAMESPACE POOL MODEL [TOKEN_FILE] [--endpointslices=SERVICE]:
+// a PoolWatcher (following the pool's pods, or SERVICE's EndpointSlices) whose sink
 // prints each membership call ("join NAME URL", "drain NAME", "leave NAME") and whose steps
 // print as "step …", one line each, flushed; runs until stdin closes. For
 // tests/integration/k8s/discovery_test.py (a recorded-shape fake API server) only.
@@ -35,7 +36,7 @@ struct PrintingSink final : kvroute::k8s::MembershipSink {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::cerr << "usage: kvroute_k8s_pool_watch API_URL NAMESPACE POOL MODEL [TOKEN_FILE]\n";
+    std::cerr << "usage: kvroute_k8s_pool_watch API_URL NAMESPACE POOL MODEL [TOKEN_FILE] [--endpointslices=SERVICE]\n";
     return 2;
   }
   PrintingSink sink;
@@ -44,9 +45,17 @@ int main(int argc, char** argv) {
   o.namespace_name = argv[2];
   o.pool_name = argv[3];
   o.models = {argv[4]};
-  if (argc > 5) o.token_file = argv[5];
+  for (int i = 5; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.starts_with("--endpointslices=")) {
+      o.source = kvroute::k8s::DiscoverySource::kEndpointSlices;
+      o.service = arg.substr(arg.find('=') + 1);
+    } else {
+      o.token_file = arg;
+    }
+  }
   o.min_backoff = std::chrono::milliseconds(50);
-  o.on_step = [](const std::string& s) { Print("step " + s); };
+  o.on_step = [](const std::string& s, bool) { Print("step " + s); };
   auto w = kvroute::k8s::PoolWatcher::Start(o, &sink);
   if (!w) {
     std::cerr << w.error() << "\n";

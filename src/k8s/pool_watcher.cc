@@ -2,12 +2,14 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
-#include "client/blocking_http_client.h"
+#include "k8s/api_client.h"
+#include "k8s/slice_discovery.h"
 
 namespace kvroute::k8s {
 namespace {
@@ -43,61 +45,63 @@ std::string UrlEncode(std::string_view s) {
 
 }  // namespace
 
-std::expected<InClusterConfig, std::string> LoadInClusterConfig(
-    const std::function<const char*(const char*)>& getenv, const std::string& dir) {
-  const char* host = getenv("KUBERNETES_SERVICE_HOST");
-  const char* port = getenv("KUBERNETES_SERVICE_PORT");
-  if (!host || !*host || !port || !*port) {
-    return std::unexpected("not in a cluster: KUBERNETES_SERVICE_HOST/PORT unset");
+std::expected<void, std::string> ApplyInClusterDefaults(
+    PoolWatcherOptions* o, const std::function<const char*(const char*)>& getenv, const std::string& dir) {
+  const bool in_cluster = o->api_url.empty();
+  if (in_cluster) {
+    const char* host = getenv("KUBERNETES_SERVICE_HOST");
+    const char* port = getenv("KUBERNETES_SERVICE_PORT");
+    if (!host || !*host || !port || !*port) {
+      return std::unexpected(
+          "no api_url and not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset): set api_url");
+    }
+    const std::string h = host;
+    o->api_url = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
   }
-  InClusterConfig c;
-  const std::string h = host;
-  c.api_url = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
-  c.token_file = dir + "/token";
-  c.ca_file = dir + "/ca.crt";
-  if (!ReadFile(c.token_file)) return std::unexpected("service account token not readable: " + c.token_file);
-  if (!ReadFile(c.ca_file)) return std::unexpected("service account CA not readable: " + c.ca_file);
-  auto ns = ReadFile(dir + "/namespace");
-  if (!ns) return std::unexpected("service account namespace not readable: " + dir + "/namespace");
-  c.namespace_name = Trim(*ns);
-  return c;
+  if (in_cluster && o->token_file.empty()) {
+    o->token_file = dir + "/token";
+    if (!ReadFile(o->token_file)) return std::unexpected("service account token not readable: " + o->token_file);
+  }
+  if (o->api_url.starts_with("https://") && o->ca_file.empty()) {
+    o->ca_file = dir + "/ca.crt";
+    if (!ReadFile(o->ca_file)) return std::unexpected("service account CA not readable: " + o->ca_file);
+  }
+  if (o->namespace_name.empty()) {
+    auto ns = ReadFile(dir + "/namespace");
+    if (!ns || Trim(*ns).empty()) {
+      return std::unexpected("no namespace given and the service account's is not readable: " + dir + "/namespace");
+    }
+    o->namespace_name = Trim(*ns);
+  }
+  return {};
 }
 
 struct PoolWatcher::Impl {
   PoolWatcherOptions options;
   MembershipSink* sink = nullptr;
-  client::Url api;
-  client::BlockingHttpClient http;
+  std::unique_ptr<ApiClient> api;
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;                               // guarded by mu
-  client::BlockingStream* open_stream = nullptr;   // guarded by mu: cancelled by Stop
+  ApiStream* open_stream = nullptr;           // guarded by mu: cancelled by Stop
 
   void Step(const std::string& s) {
-    if (options.on_step) options.on_step(s);
+    if (options.on_step) options.on_step(s, false);
+  }
+  void Failure(const std::string& s) {
+    if (options.on_step) options.on_step(s, true);
   }
 
-  client::ClientRequest Request(const std::string& target, bool watch) const {
-    client::ClientRequest r;
-    r.host = api.host;
-    r.port = api.port;
-    r.target = target;
-    r.headers.emplace_back("accept", "application/json");
-    if (!options.token_file.empty()) {
-      if (auto token = ReadFile(options.token_file)) r.headers.emplace_back("authorization", "Bearer " + Trim(*token));
+  // A watch may be quiet for its whole timeoutSeconds (bookmarks come about once a minute).
+  std::chrono::milliseconds WatchIdle() const { return std::chrono::seconds(options.watch_timeout_s + 30); }
+
+  // The collection listed and watched: the pool's pods, or its Service's EndpointSlices.
+  std::string CollectionPath(const PoolSpec& pool) const {
+    if (options.source == DiscoverySource::kEndpointSlices) {
+      return "/apis/discovery.k8s.io/v1/namespaces/" + options.namespace_name +
+             "/endpointslices?labelSelector=" + UrlEncode(std::string(kServiceNameLabel) + "=" + options.service);
     }
-    client::Timeouts t;
-    t.connect = std::chrono::milliseconds(5'000);
-    t.first_byte = std::chrono::milliseconds(30'000);
-    // A watch may be quiet for its whole timeoutSeconds (bookmarks come about once a minute).
-    t.idle = watch ? std::chrono::seconds(options.watch_timeout_s + 30) : std::chrono::milliseconds(30'000);
-    t.total = watch ? std::chrono::milliseconds(0) : std::chrono::milliseconds(60'000);
-    r.timeouts = t;
-    return r;
-  }
-
-  std::string PodsPath(const PoolSpec& pool) const {
     return "/api/v1/namespaces/" + options.namespace_name + "/pods?labelSelector=" +
            UrlEncode(LabelSelector(pool.selector));
   }
@@ -113,21 +117,21 @@ struct PoolWatcher::Impl {
   }
 
   std::expected<std::string, std::string> Get(const std::string& target) {
-    auto r = http.Send(Request(target, false));
-    if (!r) return std::unexpected(r.error().text);
+    auto r = api->Get(target);
+    if (!r) return std::unexpected(r.error());
     if (r->status != 200) return std::unexpected("HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200));
     return r->body;
   }
 
   enum class WatchEnd { kResume, kRelist, kFailed };
-  WatchEnd Watch(PoolReconciler& rec) {
-    const std::string target = PodsPath(rec.pool()) + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
+  WatchEnd Watch(WatchReconciler& rec, const std::string& collection) {
+    const std::string target = collection + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
                                UrlEncode(rec.resource_version()) +
                                "&timeoutSeconds=" + std::to_string(options.watch_timeout_s);
     Step("watch rv=" + rec.resource_version());
-    auto stream = http.Stream(Request(target, true));
+    auto stream = api->Watch(target);
     if (!stream) {
-      Step("watch failed: " + stream.error().text);
+      Failure("watch failed: " + stream.error());
       return WatchEnd::kFailed;
     }
     if ((*stream)->status() == 410) {
@@ -135,7 +139,7 @@ struct PoolWatcher::Impl {
       return WatchEnd::kRelist;
     }
     if ((*stream)->status() != 200) {
-      Step("watch failed: HTTP " + std::to_string((*stream)->status()));
+      Failure("watch failed: HTTP " + std::to_string((*stream)->status()));
       return WatchEnd::kFailed;
     }
     {
@@ -146,9 +150,9 @@ struct PoolWatcher::Impl {
     std::string buffer;
     WatchEnd end = WatchEnd::kResume;
     for (bool more = true; more;) {
-      auto piece = (*stream)->Next();
+      auto piece = (*stream)->Next(WatchIdle());
       if (!piece || !*piece) {
-        Step(piece ? "watch ended" : "dropped: " + piece.error().text);
+        Step(piece ? "watch ended" : "dropped: " + piece.error());
         break;
       }
       buffer += **piece;
@@ -156,15 +160,15 @@ struct PoolWatcher::Impl {
       for (std::size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string_view line(buffer.data() + start, nl - start);
         if (line.empty()) continue;
-        PoolReconciler::Event e = rec.ApplyEvent(line);
-        if (e == PoolReconciler::Event::kGone) {
+        WatchReconciler::Event e = rec.ApplyEvent(line);
+        if (e == WatchReconciler::Event::kGone) {
           Step("gone (ERROR 410)");
           end = WatchEnd::kRelist;
           more = false;
           break;
         }
-        if (e == PoolReconciler::Event::kBookmark) Step("bookmark rv=" + rec.resource_version());
-        if (e == PoolReconciler::Event::kError) Step("watch error event");
+        if (e == WatchReconciler::Event::kBookmark) Step("bookmark rv=" + rec.resource_version());
+        if (e == WatchReconciler::Event::kError) Step("watch error event");
       }
       buffer.erase(0, start);
     }
@@ -174,7 +178,8 @@ struct PoolWatcher::Impl {
   }
 
   void Run() {
-    std::optional<PoolReconciler> rec;
+    std::unique_ptr<WatchReconciler> rec;
+    std::string collection;
     bool need_list = true;
     auto backoff = options.min_backoff;
     while (!Stopped()) {
@@ -183,7 +188,7 @@ struct PoolWatcher::Impl {
                         "/inferencepools/" + options.pool_name);
         auto pool = body ? ParseInferencePool(*body) : std::unexpected(body.error());
         if (!pool) {
-          Step("pool error: " + pool.error());
+          Failure("pool error: " + pool.error());
           if (!Wait(backoff)) return;
           backoff = std::min(backoff * 2, options.max_backoff);
           continue;
@@ -191,14 +196,20 @@ struct PoolWatcher::Impl {
         std::string ports;
         for (int p : pool->target_ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
         Step("pool " + pool->name + " selector=" + LabelSelector(pool->selector) + " ports=" + ports +
-             " failureMode=" + pool->EffectiveFailureMode() + (pool->failure_mode ? "" : " (unset)"));
-        rec.emplace(std::move(*pool), options.models, sink);
+             " failureMode=" + pool->EffectiveFailureMode() + (pool->failure_mode ? "" : " (unset)") +
+             (options.source == DiscoverySource::kEndpointSlices ? " from endpointslices of " + options.service : ""));
+        collection = CollectionPath(*pool);
+        if (options.source == DiscoverySource::kEndpointSlices) {
+          rec = std::make_unique<SliceReconciler>(std::move(*pool), options.service, options.models, sink);
+        } else {
+          rec = std::make_unique<PoolReconciler>(std::move(*pool), options.models, sink);
+        }
       }
       if (need_list) {
-        auto body = Get(PodsPath(rec->pool()));
+        auto body = Get(collection);
         auto rv = body ? rec->ApplyList(*body) : std::unexpected(body.error());
         if (!rv) {
-          Step("list error: " + rv.error());
+          Failure("list error: " + rv.error());
           if (!Wait(backoff)) return;
           backoff = std::min(backoff * 2, options.max_backoff);
           continue;
@@ -206,7 +217,7 @@ struct PoolWatcher::Impl {
         Step("list rv=" + *rv);
         need_list = false;
       }
-      switch (Watch(*rec)) {
+      switch (Watch(*rec, collection)) {
         case WatchEnd::kResume:
           backoff = options.min_backoff;
           break;
@@ -228,21 +239,23 @@ PoolWatcher::~PoolWatcher() { Stop(); }
 
 std::expected<std::unique_ptr<PoolWatcher>, std::string> PoolWatcher::Start(PoolWatcherOptions options,
                                                                             MembershipSink* sink) {
-  if (options.api_url.starts_with("https://")) {
-    return std::unexpected("kubernetes api " + options.api_url +
-                           ": TLS is not built into kvroute's client; reach the API through a "
-                           "`kubectl proxy` sidecar (http://127.0.0.1:8001), docs/kubernetes.md");
+  if (auto ok = ApplyInClusterDefaults(&options, [](const char* k) { return std::getenv(k); }); !ok) {
+    return std::unexpected("kubernetes api: " + ok.error());
   }
-  auto url = client::ParseUrl(options.api_url);
-  if (!url) return std::unexpected("kubernetes api url: " + url.error());
+  auto api = ApiClient::Create({.api_url = options.api_url, .ca_file = options.ca_file,
+                                .token_file = options.token_file});
+  if (!api) return std::unexpected("kubernetes api: " + api.error());
   if (options.namespace_name.empty() || options.pool_name.empty()) {
     return std::unexpected("kubernetes discovery needs a namespace and a pool name");
   }
   if (options.models.empty()) return std::unexpected("kubernetes discovery needs the model name(s) served");
+  if (options.source == DiscoverySource::kEndpointSlices && options.service.empty()) {
+    return std::unexpected("kubernetes discovery from EndpointSlices needs the Service's name");
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->sink = sink;
-  impl->api = *url;
+  impl->api = std::move(*api);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });
   return std::unique_ptr<PoolWatcher>(new PoolWatcher(std::move(impl)));

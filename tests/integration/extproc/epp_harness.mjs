@@ -1,4 +1,6 @@
-// Shared by the `kvroute serve --epp` tests: starts two `kvroute sim` processes behind
+// Shared by the Node ext_proc tests (epp_server_test against the fixed test server, the
+// `kvroute serve --epp` tests): loadProtos, openStream and the message helpers play Envoy; for
+// serve --epp, startEppCluster starts two `kvroute sim` processes behind
 // `kvroute serve --epp 127.0.0.1:0` (tests/integration/gateway/cluster.py, which stops what it
 // started by pid when its stdin closes), loads the ext_proc and health protos with the official
 // @grpc/proto-loader, and plays Envoy's side of one ext_proc stream with @grpc/grpc-js.
@@ -19,18 +21,20 @@ export function loadProtos(src) {
   return { grpc, extproc, health };
 }
 
-// {http, epp, sims: [{name, port}], stop()}.
-export async function startEppCluster(binary, src, extraYaml = '') {
+// {http, epp, sims: [{name, port}], stop()}. `simArgs`: extra `kvroute sim` flags; `speedup`:
+// the sims' (50 unless a test needs requests that last).
+export async function startEppCluster(binary, src, extraYaml = '', { simArgs = [], speedup = 50 } = {}) {
   const harness = spawn('/usr/bin/python3', ['-c', `
 import json, re, sys
 sys.path.insert(0, ${JSON.stringify(path.join(src, 'tests/integration/gateway'))})
 from cluster import Cluster
-with Cluster(sys.argv[1], n=2, speedup=50, serve_args=["--epp", "127.0.0.1:0"], extra_yaml=sys.argv[2]) as c:
+with Cluster(sys.argv[1], n=2, speedup=float(sys.argv[3]), sim_extra=json.loads(sys.argv[4]),
+             serve_args=["--epp", "127.0.0.1:0"], extra_yaml=sys.argv[2]) as c:
     epp = re.search(rb"epp listening on (\\S+):(\\d+)", c.serve.match.string)
     print("CLUSTER " + json.dumps({"http": c.port, "epp": int(epp.group(2)) if epp else 0,
                                    "sims": [{"name": s.name, "port": s.port} for s in c.sims], "serve_pid": c.serve.p.pid}), flush=True)
     sys.stdin.read()
-`, binary, extraYaml], { stdio: ['pipe', 'pipe', 'inherit'] });
+`, binary, extraYaml, String(speedup), JSON.stringify(simArgs)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const info = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('cluster not ready')), 60000);
     let out = '';

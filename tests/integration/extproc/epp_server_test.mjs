@@ -3,25 +3,17 @@
 // the stream — the message sequence of a streamed chat request and its SSE response in
 // FULL_DUPLEX_STREAMED mode — and check every field the EPP protocol requires, then the
 // subset hint, 429/503 immediate responses, chunking of a large body, and gRPC health
-// (liveness, readiness, the ext_proc service). No Envoy binary runs here (none can be
-// installed on these machines); an Envoy-based end-to-end test needs `serve --epp`, not built.
+// (liveness, readiness, the ext_proc service). Envoy's side of the stream is epp_harness.mjs's,
+// shared with the serve --epp tests. No Envoy binary runs here (none can be installed on these
+// machines; envoy_e2e_test.py is skipped without one).
 //
 // usage: node epp_server_test.mjs KVROUTE_EPP_TESTSERVER SOURCE_DIR
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import { once } from 'node:events';
+import { hdrs, hint, lbOf, loadProtos, openStream, setHeaders, streamed } from './epp_harness.mjs';
 
 const [serverBin, src] = process.argv.slice(2);
-const require = createRequire(path.join(src, 'package.json'));
-const grpc = require('@grpc/grpc-js');
-const protoLoader = require('@grpc/proto-loader');
-
-const opts = { keepCase: true, longs: String, enums: String, defaults: false, oneofs: true };
-const extproc = grpc.loadPackageDefinition(protoLoader.loadSync('envoy/service/ext_proc/v3/external_processor.proto',
-  { ...opts, includeDirs: [path.join(src, 'src/extproc/proto')] }));
-const health = grpc.loadPackageDefinition(protoLoader.loadSync('health.proto',
-  { ...opts, includeDirs: [path.join(src, 'tests/integration/extproc')] }));
+const { grpc, extproc, health } = loadProtos(src);
 
 let failures = 0;
 function check(name, cond, detail = '') {
@@ -40,29 +32,7 @@ const port = await new Promise((resolve, reject) => {
 const addr = `127.0.0.1:${port}`;
 const client = new extproc.envoy.service.ext_proc.v3.ExternalProcessor(addr, grpc.credentials.createInsecure());
 
-// One stream: queued responses, next() with a timeout, the end of the stream as a promise.
-function open() {
-  const call = client.Process();
-  const queue = [], waiters = [];
-  let ended = false;
-  call.on('data', (m) => (waiters.length ? waiters.shift()(m) : queue.push(m)));
-  const done = new Promise((resolve) => { call.on('end', () => { ended = true; resolve(); }); call.on('error', resolve); });
-  return {
-    send: (m) => call.write(m),
-    next: (ms = 5000) => queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error('no response')), ms);
-      waiters.push((m) => { clearTimeout(t); resolve(m); });
-    }),
-    pending: () => queue.length,
-    end: () => call.end(),
-    done, isEnded: () => ended,
-  };
-}
-const hdrs = (pairs, eos) => ({ headers: { headers: pairs.map(([k, v]) => ({ key: k, raw_value: Buffer.from(v) })) }, end_of_stream: eos });
-const setHeaders = (m) => Object.fromEntries(m.request_headers.response.header_mutation.set_headers
-  .map((o) => [o.header.key, Buffer.from(o.header.raw_value).toString()]));
-const lbOf = (m) => m.dynamic_metadata.fields['envoy.lb'].structValue.fields['x-gateway-destination-endpoint'].stringValue;
-const streamed = (m, side) => m[side].response.body_mutation.streamed_response;
+const open = () => openStream(client);
 
 try {
   // Health.
@@ -129,7 +99,6 @@ try {
   check('server ends the stream after an immediate response', s3.isEnded());
 
   // Subset hint: honoured; present but empty → 503.
-  const hint = (v) => ({ filter_metadata: { 'envoy.lb.subset_hint': { fields: { 'x-gateway-destination-endpoint-subset': v } } } });
   const s4 = open();
   s4.send({ request_headers: hdrs([[':method', 'GET']], true), metadata_context: hint({ listValue: { values: [{ stringValue: B }] } }) });
   const r4 = await s4.next();

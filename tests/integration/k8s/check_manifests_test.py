@@ -2,7 +2,10 @@
 """`kvroute config check --k8s` against the project's own manifests and broken copies of them.
 
 No Kubernetes API server and no Envoy run here: the check reads files only. The good case is
-deploy/'s two overlays as they are (exit 0, no errors). Each bad case copies deploy/ to a
+deploy/'s two overlays as they are (exit 0, no errors) — which includes the `config` rule:
+each `kvroute serve` container's mounted ConfigMap configuration, with the container's args,
+passes serve's own flag parsing and validation, so the manifests say nothing serve refuses.
+Each bad case copies deploy/ to a
 temporary folder, changes one thing (the `old` text must occur exactly once in its file), and
 expects exit status 2 with the finding naming the object and the field.
 
@@ -24,7 +27,8 @@ GW = "overlays/standalone/gateway.yaml"
 KV_LINE = ("            - '--kv-events-config={\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", "
            "\"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\", \"topic\": \"kv\"}'\n")
 
-# (name, overlay, file, old, new, expected substrings of the output)
+# (name, overlay, file, old, new, expected substrings of the output); old and new may be tuples
+# of several edits to the same file.
 BAD = [
     ("drain: model server grace too short", "epp", MODEL,
      "terminationGracePeriodSeconds: 75", "terminationGracePeriodSeconds: 60",
@@ -61,6 +65,22 @@ BAD = [
      "kvroute.dev/role: model-server}", "kvroute.dev/role: server}",
      ["error [selector] InferencePool/qwen3-8b", "spec.selector.matchLabels",
       "matches no pod template in namespace 'kvroute'"]),
+    # config: what kvroute serve itself would refuse, with the container's flags.
+    ("config: a pool without the models its pods serve", "epp", EPP,
+     "kubernetes: {pool: qwen3-8b, models: [Qwen/Qwen3-8B]}", "kubernetes: {pool: qwen3-8b}",
+     ["error [config] Deployment/kvroute-epp", "spec.template.spec.containers[kvroute]",
+      "discovery.kubernetes.models: at least one model name"]),
+    ("config: --inference-pool with no discovery.kubernetes (issue 22's manifest bug)", "epp", EPP,
+     ("    discovery:\n      kubernetes: {pool: qwen3-8b, models: [Qwen/Qwen3-8B]}\n", "- --epp\n"),
+     ("", "- --epp\n            - --inference-pool=qwen3-8b\n"),
+     ["error [config] Deployment/kvroute-epp", "discovery.kubernetes.models: at least one model name"]),
+    ("config: an unknown key in the gateway's ConfigMap", "standalone", GW,
+     "    failure_mode: fail_open\n", "    failure: fail_open\n",
+     ["error [config] Deployment/kvroute", "failure: unknown key"]),
+    ("config: a flag serve does not have", "standalone", GW,
+     "args: [serve, --config=/etc/kvroute/kvroute.yaml, --drain-timeout=30]",
+     "args: [serve, --config=/etc/kvroute/kvroute.yaml, --drain-timeout=30, --workers=2]",
+     ["error [config] Deployment/kvroute", "flags:", "--workers"]),
     ("selector: service matches no pod template", "standalone", GW,
      "selector: {app.kubernetes.io/name: kvroute}", "selector: {app.kubernetes.io/name: kv-route}",
      ["error [selector] Service/kvroute", "spec.selector"]),
@@ -92,7 +112,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for f in ("base/namespace.yaml", MODEL, POOL, EPP, ENVOY):
         text += open(os.path.join(DEPLOY, f)).read() + "\n---\n"
     rc, out = run(["-"], stdin=text)
-    expect("good: rendered stream on stdin exits 0", rc == 0 and "10 objects checked: 0 errors" in out,
+    expect("good: rendered stream on stdin exits 0", rc == 0 and "13 objects checked: 0 errors" in out,
            f"rc={rc}\n{out}")
 
 for name, overlay, rel, old, new, wanted in BAD:
@@ -101,10 +121,14 @@ for name, overlay, rel, old, new, wanted in BAD:
         shutil.copytree(DEPLOY, copy)
         path = os.path.join(copy, rel)
         text = open(path).read()
-        if text.count(old) != 1:
-            expect(name, False, f"{rel}: {old!r} occurs {text.count(old)} times (fixture drifted)")
+        edits = list(zip(old, new)) if isinstance(old, tuple) else [(old, new)]
+        drifted = [o for o, _ in edits if text.count(o) != 1]
+        if drifted:
+            expect(name, False, f"{rel}: {drifted[0]!r} does not occur exactly once (fixture drifted)")
             continue
-        open(path, "w").write(text.replace(old, new))
+        for o, n in edits:
+            text = text.replace(o, n)
+        open(path, "w").write(text)
         rc, out = run([os.path.join(copy, "overlays", overlay)])
         missing = [w for w in wanted if w not in out]
         expect(name, rc == 2 and not missing, f"rc={rc}, missing {missing}\n{out}")

@@ -8,7 +8,13 @@ resourceVersion without a relist; a terminating pod (deletionTimestamp) drained 
 deleted; ERROR 410 in the stream → relist (the pod the new list lacks leaves); HTTP 410 on a
 watch → relist; the service-account bearer token on every request.
 
-usage: discovery_test.py KVROUTE_K8S_POOL_WATCH RECORDED_DIR"""
+With `endpointslices` the same choreography runs over the EndpointSlices of Service vllm-qwen
+(recorded/slicelist-*.json, slice-watch-*.jsonl): endpoints added in a new slice and turning
+ready, a bookmark, a dropped watch, an endpoint terminating (still serving) drained then
+removed, a slice DELETED, ERROR 410 and HTTP 410 → relist; only the pool's target port of the
+ports each slice lists becomes a worker.
+
+usage: discovery_test.py KVROUTE_K8S_POOL_WATCH RECORDED_DIR [endpointslices]"""
 
 import http.server
 import os
@@ -20,6 +26,17 @@ import time
 import urllib.parse
 
 tool, recorded = sys.argv[1], sys.argv[2]
+SLICES = len(sys.argv) > 3 and sys.argv[3] == "endpointslices"
+if SLICES:
+    COLLECTION = "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices"
+    LIST, WATCH = "slicelist-%d.json", "slice-watch-%d.jsonl"
+    SELECTOR = "kubernetes.io/service-name=vllm-qwen"
+    EXTRA_ARGS = ["--endpointslices=vllm-qwen"]
+else:
+    COLLECTION = "/api/v1/namespaces/llm/pods"
+    LIST, WATCH = "podlist-%d.json", "watch-%d.jsonl"
+    SELECTOR = "app=vllm-qwen"
+    EXTRA_ARGS = []
 
 
 def load(name):
@@ -65,14 +82,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with fake.lock:
                 fake.requests.append(("pool", query, auth))
             return self.reply(200, load("inferencepool.json"))
-        if url.path != "/api/v1/namespaces/llm/pods":
+        if url.path != COLLECTION:
             return self.reply(404, b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}')
         if query.get("watch") != "true":
             with fake.lock:
                 fake.lists += 1
                 n = fake.lists
                 fake.requests.append(("list", query, auth))
-            return self.reply(200, load("podlist-1.json" if n == 1 else "podlist-2.json"))
+            return self.reply(200, load(LIST % (1 if n == 1 else 2)))
         with fake.lock:
             fake.watches += 1
             n = fake.watches
@@ -86,7 +103,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
         if n in (1, 2):
-            for line in load("watch-%d.jsonl" % n).splitlines(keepends=True):
+            for line in load(WATCH % n).splitlines(keepends=True):
                 self.chunk(line)
             if n == 1:
                 self.close_connection = True  # dropped mid-stream: no final chunk
@@ -122,7 +139,7 @@ with tempfile.TemporaryDirectory() as d:
     token_file = os.path.join(d, "token")
     with open(token_file, "w") as f:
         f.write("recorded-fake-token\n")
-    p = subprocess.Popen([tool, "http://127.0.0.1:%d" % port, "llm", "qwen-pool", "qwen", token_file],
+    p = subprocess.Popen([tool, "http://127.0.0.1:%d" % port, "llm", "qwen-pool", "qwen", token_file] + EXTRA_ARGS,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     reached = fake.last_watch.wait(30)
     check("the watcher reached its fourth watch", reached)
@@ -140,18 +157,33 @@ server.shutdown()
 lines = out.splitlines()
 print("\n".join("    | " + l for l in lines))
 members = [l for l in lines if l.split(" ")[0] in ("join", "drain", "leave")]
-check("membership calls, in order", members == [
-    "join vllm-a:8000 http://10.2.0.11:8000",  # list 1: the ready pod only
-    "join vllm-c:8000 http://10.2.0.13:8000",  # watch 1: ADDED ready
-    "join vllm-b:8000 http://10.2.0.12:8000",  # watch 1: MODIFIED, now ready
-    "drain vllm-a:8000",                       # watch 2: deletionTimestamp set
-    "leave vllm-a:8000",                       # watch 2: DELETED
-    "join vllm-d:8000 http://10.2.0.14:8000",  # relist after 410: new pod
-    "leave vllm-c:8000",                       # relist after 410: gone
-], "\n".join(members))
+if SLICES:
+    expected = [
+        "join vllm-a:8000 http://10.2.0.11:8000",  # list 1: the ready endpoint only, port 8000 not 5557
+        "join vllm-c:8000 http://10.2.0.13:8000",  # watch 1: ADDED slice m4d9s, ready
+        "join vllm-b:8000 http://10.2.0.12:8000",  # watch 1: MODIFIED slice 7xk2p, b now ready
+        "drain vllm-a:8000",                       # watch 2: terminating (still serving)
+        "leave vllm-a:8000",                       # watch 2: removed from its slice
+        "leave vllm-c:8000",                       # watch 2: its slice DELETED
+        "join vllm-d:8000 http://10.2.0.14:8000",  # relist after 410: new endpoint
+    ]
+else:
+    expected = [
+        "join vllm-a:8000 http://10.2.0.11:8000",  # list 1: the ready pod only
+        "join vllm-c:8000 http://10.2.0.13:8000",  # watch 1: ADDED ready
+        "join vllm-b:8000 http://10.2.0.12:8000",  # watch 1: MODIFIED, now ready
+        "drain vllm-a:8000",                       # watch 2: deletionTimestamp set
+        "leave vllm-a:8000",                       # watch 2: DELETED
+        "join vllm-d:8000 http://10.2.0.14:8000",  # relist after 410: new pod
+        "leave vllm-c:8000",                       # relist after 410: gone
+    ]
+check("membership calls, in order", members == expected, "\n".join(members))
 steps = [l for l in lines if l.startswith("step ")]
 check("the pool's failureMode and ports were read",
       any("pool qwen-pool selector=app=vllm-qwen ports=8000 failureMode=FailOpen" in s for s in steps), steps[:2])
+if SLICES:
+    check("the watcher says it follows the Service's EndpointSlices",
+          any("from endpointslices of vllm-qwen" in s for s in steps), steps[:2])
 check("the dropped watch was noticed", any(s.startswith("step dropped") for s in steps), steps)
 check("410 in the stream and as a status both noticed",
       any("gone (ERROR 410)" in s for s in steps) and any("gone (HTTP 410)" in s for s in steps), steps)
@@ -162,8 +194,8 @@ check("requests: pool, list, watch, watch, list, watch(410), list, watch",
       kinds[:8] == ["pool", "list", "watch", "watch", "list", "watch", "list", "watch"], kinds)
 watches = [q for k, q, _ in reqs if k == "watch"]
 lists = [q for k, q, _ in reqs if k == "list"]
-check("every list and watch selects the pool's labels",
-      all(q.get("labelSelector") == "app=vllm-qwen" for q in lists + watches), lists + watches)
+check("every list and watch selects " + SELECTOR,
+      all(q.get("labelSelector") == SELECTOR for q in lists + watches), lists + watches)
 check("watches allow bookmarks", all(q.get("allowWatchBookmarks") == "true" for q in watches), watches)
 check("the first watch starts at the list's resourceVersion", watches and watches[0].get("resourceVersion") == "1000", watches)
 check("the dropped watch resumes from the bookmark's resourceVersion, without a relist",

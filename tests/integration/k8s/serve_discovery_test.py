@@ -1,159 +1,62 @@
 """`kvroute serve` with `discovery.kubernetes` and no static workers: the fleet is the pods of
 an InferencePool, followed through a local HTTP server that speaks the Kubernetes list/watch
-wire format. THIS IS A FAKE: no Kubernetes API server can run on the machines this project is
-tested on; its answers are shaped like tests/integration/k8s/recorded/ (hand-written in the API
-server's shapes), with the one pod's IP and the pool's target port pointing at a real
-`kvroute sim` on loopback. Checked, as a client sees it:
+wire format (fake_api.py). THIS IS A FAKE: no Kubernetes API server can run on the machines this
+project is tested on; its answers are shaped like tests/integration/k8s/recorded/ (hand-written
+in the API server's shapes), with the one pod's IP and the pool's target port pointing at a
+real `kvroute sim` on loopback. Checked, as a client sees it:
   - the pool's ready pod joins serve's fleet (named <pod>:<port>) and serves a chat request;
   - the pod turning terminating (deletionTimestamp set, in the watch) drains it at once: the
     next request is refused (503: the pool has no other endpoint), none reaches the sim;
   - the pod's deletion removes it from the fleet.
+With `endpointslices` the same through `source: endpointslices` of Service vllm-qwen: the
+endpoint ready in its slice joins, turning terminating (still serving) drains it, the slice's
+deletion removes it; the slice's second port (KV events) is not a worker.
 
-usage: serve_discovery_test.py KVROUTE"""
+usage: serve_discovery_test.py KVROUTE [endpointslices]"""
 
-import http.server
 import json
 import os
+import shutil
 import sys
 import tempfile
-import threading
 import time
-import urllib.parse
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
-from cluster import Proc, SIM_READY, SERVE_READY, get, parse_prom, post  # noqa: E402
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "gateway"))
+sys.path.insert(0, HERE)
+from cluster import Proc, SIM_READY, SERVE_READY  # noqa: E402
+from fake_api import FakeApi, endpoint_slice, inference_pool, pod  # noqa: E402
+from serve_probe import chat, fleet, sim_requests, wait_for  # noqa: E402
 
 kvroute = sys.argv[1]
+SLICES = len(sys.argv) > 2 and sys.argv[2] == "endpointslices"
 MODEL = "sim-model"
-
-
-def pod(port_ready, rv, terminating=False):
-    meta = {"name": "vllm-a", "namespace": "llm", "uid": "uid-vllm-a", "resourceVersion": str(rv),
-            "labels": {"app": "vllm-qwen", "pod-template-hash": "6d9f8b7c5"}}
-    if terminating:
-        meta["deletionTimestamp"] = "2026-11-30T10:00:00Z"
-        meta["deletionGracePeriodSeconds"] = 75
-    return {"kind": "Pod", "apiVersion": "v1", "metadata": meta,
-            "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
-            "status": {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
-class Fake:
-    def __init__(self, sim_port):
-        self.sim_port = sim_port
-        self.terminate = threading.Event()
-        self.delete = threading.Event()
-        self.watches = 0
-        self.lock = threading.Lock()
-
-
-def handler_for(fake):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def reply(self, status, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def event(self, kind, obj):
-            data = (json.dumps({"type": kind, "object": obj}) + "\n").encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-        def do_GET(self):
-            url = urllib.parse.urlparse(self.path)
-            query = dict(urllib.parse.parse_qsl(url.query))
-            if url.path == "/apis/inference.networking.k8s.io/v1/namespaces/llm/inferencepools/qwen-pool":
-                return self.reply(200, {
-                    "apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
-                    "metadata": {"name": "qwen-pool", "namespace": "llm", "resourceVersion": "812"},
-                    "spec": {"selector": {"matchLabels": {"app": "vllm-qwen"}},
-                             "targetPorts": [{"number": fake.sim_port}],
-                             "endpointPickerRef": {"name": "kvroute-epp", "port": {"number": 9002},
-                                                   "failureMode": "FailOpen"}}})
-            if url.path != "/api/v1/namespaces/llm/pods":
-                return self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                        "reason": "NotFound", "code": 404})
-            if query.get("watch") != "true":
-                return self.reply(200, {"kind": "PodList", "apiVersion": "v1",
-                                        "metadata": {"resourceVersion": "1000"},
-                                        "items": [pod(True, 990)]})
-            with fake.lock:
-                fake.watches += 1
-                first = fake.watches == 1
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            if first:
-                fake.terminate.wait(60)
-                self.event("MODIFIED", pod(True, 1001, terminating=True))
-                fake.delete.wait(60)
-                self.event("DELETED", pod(True, 1002, terminating=True))
-            # Then a quiet watch until the client's timeoutSeconds (bounded here).
-            time.sleep(min(5, float(query.get("timeoutSeconds", "5"))))
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-    return Handler
-
-
-def fleet(serve_port):
-    m = parse_prom(get(serve_port, "/metrics")[2])
-    healthy = {l["worker"] for l, v in m.get("kvroute_worker_healthy", [])}
-    draining = {l["worker"] for l, v in m.get("kvroute_worker_draining", []) if v == 1}
-    return healthy, draining
-
-
-def sim_requests(sim_port):
-    m = parse_prom(get(sim_port, "/metrics")[2])
-    return sum(v for l, v in m.get("vllm:request_success_total", []))
-
-
-def chat(serve_port, i):
-    body = json.dumps({"model": MODEL, "max_tokens": 8,
-                       "messages": [{"role": "user", "content": "turn %d" % i}]})
-    status, headers, text = post(serve_port, "/v1/chat/completions", body,
-                                 {"Content-Type": "application/json"}, timeout=30)
-    return status, headers.get("x-kvroute-worker", ""), text
-
-
-def wait_for(what, pred, timeout=15):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return time.time()
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
+LABELS = {"app": "vllm-qwen"}
 
 
 def main():
     work = tempfile.mkdtemp(prefix="kvroute-k8s-serve-")
     sim = Proc([kvroute, "sim", "--host", "127.0.0.1", "--port", "0", "--served-model-name", MODEL,
                 "--speedup", "20"], SIM_READY)
-    server = None
+    api = None
     serve = None
     try:
         sim_port = int(sim.match.group(2))
-        fake = Fake(sim_port)
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_for(fake))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        ports = [("http", sim_port), ("kv-events", 5557)]
+
+        def slice_with(rv, ready, terminating):
+            return endpoint_slice("vllm-qwen-7xk2p", "vllm-qwen", rv,
+                                  [("vllm-a", "127.0.0.1", ready, True, terminating)], ports)
+        api = FakeApi("llm", inference_pool("qwen-pool", "llm", LABELS, sim_port),
+                      [pod("vllm-a", "127.0.0.1", 990, LABELS)],
+                      slices=[slice_with(990, True, False)] if SLICES else None)
         cfg = os.path.join(work, "serve.yaml")
         with open(cfg, "w") as f:
             f.write("listen: {host: 127.0.0.1, port: 0}\nmode: approximate\n"
                     "scrape_interval_s: 0.2\nhealth_interval_s: 0.3\nshutdown_grace_s: 0\n"
                     "discovery:\n  kubernetes: {pool: qwen-pool, namespace: llm, "
-                    "api_url: 'http://127.0.0.1:%d', models: [%s]}\n"
-                    % (server.server_address[1], MODEL))
+                    "api_url: '%s', models: [%s]%s}\n"
+                    % (api.url, MODEL, ", source: endpointslices, service: vllm-qwen" if SLICES else ""))
         started = time.time()
         serve = Proc([kvroute, "serve", "--config", cfg, "--log-level", "info"], SERVE_READY)
         port = int(serve.match.group(2))
@@ -161,22 +64,29 @@ def main():
 
         joined = wait_for("the pod to join", lambda: name in fleet(port)[0])
         print("pod joined %.2f s after serve started" % (joined - started))
-        status, worker, text = chat(port, 1)
+        assert fleet(port)[0] == {name}, fleet(port)[0]  # one worker: the pool's port only
+        status, worker, text = chat(port, MODEL, 1)
         assert status == 200, (status, text)
         assert worker == name, worker
         served = sim_requests(sim_port)
         assert served >= 1, served
 
-        fake.terminate.set()
+        if SLICES:
+            api.push("MODIFIED", slice_with(1001, False, True))
+        else:
+            api.push("MODIFIED", pod("vllm-a", "127.0.0.1", 1001, LABELS, terminating=True))
         wait_for("the pod to drain", lambda: name in fleet(port)[1])
-        status, worker, text = chat(port, 2)
+        status, worker, text = chat(port, MODEL, 2)
         assert status == 503, (status, worker, text[:300])
         assert "error" in json.loads(text), text[:300]
         assert sim_requests(sim_port) == served, "a drained pod was sent a request"
 
-        fake.delete.set()
+        if SLICES:
+            api.push("DELETED", slice_with(1002, False, True))
+        else:
+            api.push("DELETED", pod("vllm-a", "127.0.0.1", 1002, LABELS, terminating=True))
         wait_for("the pod to leave", lambda: name not in fleet(port)[0])
-        print("ok: joined, served, drained (503, nothing sent), left")
+        print("ok: joined, served, drained (503, nothing sent), left%s" % (" (EndpointSlices)" if SLICES else ""))
     except Exception:
         if serve:
             sys.stderr.write(serve.stderr()[-4000:])
@@ -185,8 +95,9 @@ def main():
         if serve:
             serve.kill()
         sim.kill()
-        if server:
-            server.shutdown()
+        if api:
+            api.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
