@@ -21,7 +21,8 @@ void BookPdRoute(fleet::RouterState& state, const RequestPipeline& pipeline, Req
 
 ResponseTokens::Step ResponseTokens::Observe(std::string_view piece, Nanos now) {
   const SseTokenCounter::Counts counts = counter_.Feed(piece);
-  Step step{.tokens = counts.tokens, .error = counts.error};
+  Step step{.tokens = counts.tokens, .error = counts.error, .done = counts.done};
+  if (counts.done) done_ = true;
   if (step.tokens == 0) return step;
   if (!started_) {
     started_ = true;

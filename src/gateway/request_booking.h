@@ -51,6 +51,7 @@ class ResponseTokens {
     std::uint32_t tokens = 0;  // token events completed by this piece
     bool first = false;        // the piece carried the request's first token
     bool error = false;        // an error event was seen
+    bool done = false;         // the stream's closing [DONE] event was seen
   };
 
   ResponseTokens(fleet::RouterState* state, RequestId id) : state_(state), id_(id) {}
@@ -67,6 +68,8 @@ class ResponseTokens {
 
   std::uint64_t tokens() const { return tokens_; }
   bool started() const { return started_; }
+  // The relayed stream has ended with [DONE]: the client has every byte it will get.
+  bool done() const { return done_; }
 
  private:
   fleet::RouterState* state_;
@@ -75,6 +78,7 @@ class ResponseTokens {
   fleet::TokenBatcher batcher_;
   std::uint64_t tokens_ = 0;
   bool started_ = false;
+  bool done_ = false;
 };
 
 }  // namespace kvroute::gateway

@@ -210,7 +210,7 @@ void Exchange::OnPiece(client::ResponseStream::NextResult piece) {
     deliver(std::nullopt);
     return;
   }
-  if (!piece) {
+  if (!piece && !response_tokens_.done()) {
     // The worker failed mid-stream: the status line is long gone, so end the stream with
     // an error event the client can read, then [DONE].
     AttemptFailure f = FailureOf(piece.error().kind);
@@ -225,10 +225,19 @@ void Exchange::OnPiece(client::ResponseStream::NextResult piece) {
     deliver(translator_ ? AnthropicStreamErrorEvent(err) : api::StreamErrorFrames(err));
     return;
   }
-  if (!*piece) {
+  if (!piece || !*piece) {
+    // The end of the body — or a worker that went away after its stream's [DONE] (killed
+    // before the last chunk of its chunked body): the client already has the whole answer,
+    // and a second [DONE] after an error event would corrupt it. Health is the checker's
+    // to judge then, not this request's.
+    if (!piece) {
+      spdlog::info("request {}: worker {} closed the connection after the stream ended ({})",
+                   request_id_, route_.worker_name, piece.error().text);
+    } else {
+      proxy_->router_state_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
+    }
     upstream_.reset();
     response_tokens_.Flush();  // the last window's sample
-    proxy_->router_state_->health().OnSuccess(route_.worker, proxy_->clock_->Now());
     Finish(!stream_error_, 200);
     // A translated stream may still owe its closing events; the next Pull ends the body.
     // Bytes a split request's usage rewriter still held (an unterminated last event).

@@ -65,6 +65,7 @@ SseTokenCounter::Counts SseTokenCounter::Feed(std::string_view bytes) {
 
 void SseTokenCounter::Line(std::string_view line, Counts& counts) {
   if (line.empty()) {  // the event ends
+    if (has_data_ && done_) counts.done = true;
     if (has_data_ && !done_) {
       if (error_) {
         counts.error = true;

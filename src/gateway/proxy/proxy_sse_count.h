@@ -34,6 +34,7 @@ class SseTokenCounter {
   struct Counts {
     std::uint32_t tokens = 0;  // completed events that carried a token
     bool error = false;        // a completed event was an error object
+    bool done = false;         // a completed event was the stream's end, data: [DONE]
   };
 
   // Consumes one relayed piece; counts the events it completed.

@@ -207,6 +207,28 @@ TEST_P(ProxyTest, WorkerDyingMidStreamEndsTheStreamWithAnErrorEvent) {
   EXPECT_NE(all.find("data: [DONE]"), std::string::npos);
 }
 
+// Killed between its [DONE] and the chunked body's last chunk: the client has the whole
+// answer, so it gets no error event and no second [DONE] (seen once in etcd_outage, where a
+// worker is killed under load).
+TEST_P(ProxyTest, WorkerDyingAfterItsDoneLeavesTheStreamWhole) {
+  FakeWorker w(FakeWorker::Mode::kStreamDoneThenDie);
+  Start({&w});
+  net::testing::TestClient c;
+  ASSERT_TRUE(c.Connect(front_->port()));
+  c.Send(net::testing::TestClient::Post("/v1/completions",
+                                        R"({"model":"m","prompt":"x","stream":true})", false));
+  std::string all;
+  for (int i = 0; i < 100 && all.find("data: [DONE]") == std::string::npos; ++i) {
+    all += c.ReadSome(1 << 16, milliseconds(100));
+  }
+  ASSERT_NE(all.find("data: [DONE]"), std::string::npos) << all;
+  w.server.Shutdown(milliseconds(0));
+  all += c.ReadSome(1 << 20, seconds(5));
+  EXPECT_EQ(all.find("\"error\""), std::string::npos) << all;
+  EXPECT_EQ(all.find("data: [DONE]"), all.rfind("data: [DONE]")) << all;
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
+}
+
 TEST_P(ProxyTest, ClientDisconnectCancelsTheUpstreamStream) {
   FakeWorker w(FakeWorker::Mode::kStreamForever);
   Start({&w});

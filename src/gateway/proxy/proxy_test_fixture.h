@@ -44,6 +44,7 @@ struct FakeWorker {
     kServerError,
     kStream,
     kStreamThenDie,
+    kStreamDoneThenDie,  // the whole stream, [DONE] included, but the body never ends
     kStreamForever,
     kJsonNever
   };
@@ -80,6 +81,7 @@ struct FakeWorker {
         }
         if (m == Mode::kStreamThenDie) return;  // never closes: the server cuts it below
         queue->Push("data: [DONE]\n\n");
+        if (m == Mode::kStreamDoneThenDie) return;  // no last chunk: the server cuts it
         queue->Close();
       }).detach();
       return res;
