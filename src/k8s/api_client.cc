@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "k8s/text_file.h"
+
 namespace kvroute::k8s {
 namespace {
 
@@ -29,18 +31,6 @@ using boost::system::error_code;
 // timeoutSeconds, and each event is consumed as it arrives).
 constexpr std::uint64_t kMaxGetBody = 64ull << 20;
 
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 bool IsIpAddress(const std::string& host) {
   error_code ec;
@@ -207,7 +197,7 @@ struct ApiClient::Impl {
     req.set(http::field::accept, "application/json");
     req.set(http::field::user_agent, "kvroute");
     if (!options.token_file.empty()) {
-      if (auto token = ReadFile(options.token_file)) req.set(http::field::authorization, "Bearer " + Trim(*token));
+      if (auto token = ReadTextFile(options.token_file)) req.set(http::field::authorization, "Bearer " + TrimTrailingSpace(*token));
     }
     conn.lowest().expires_after(options.response_timeout);
     error_code ec = conn.OnStream([&](auto& s, auto handler) { http::async_write(s, req, std::move(handler)); });
@@ -252,7 +242,7 @@ std::expected<std::unique_ptr<ApiClient>, std::string> ApiClient::Create(ApiClie
   impl->endpoint = *endpoint;
   if (endpoint->tls) {
     if (options.ca_file.empty()) return std::unexpected(options.api_url + ": https needs a CA file (ca_file)");
-    if (!ReadFile(options.ca_file)) return std::unexpected("ca_file " + options.ca_file + ": not readable");
+    if (!ReadTextFile(options.ca_file)) return std::unexpected("ca_file " + options.ca_file + ": not readable");
     impl->tls.emplace(ssl::context::tls_client);
     error_code ec;
     impl->tls->set_verify_mode(ssl::verify_peer, ec);

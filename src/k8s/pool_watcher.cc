@@ -10,22 +10,11 @@
 
 #include "k8s/api_client.h"
 #include "k8s/slice_discovery.h"
+#include "k8s/text_file.h"
 
 namespace kvroute::k8s {
 namespace {
 
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 // Query-value encoding (RFC 3986 unreserved characters pass).
 std::string UrlEncode(std::string_view s) {
@@ -60,18 +49,18 @@ std::expected<void, std::string> ApplyInClusterDefaults(
   }
   if (in_cluster && o->token_file.empty()) {
     o->token_file = dir + "/token";
-    if (!ReadFile(o->token_file)) return std::unexpected("service account token not readable: " + o->token_file);
+    if (!ReadTextFile(o->token_file)) return std::unexpected("service account token not readable: " + o->token_file);
   }
   if (o->api_url.starts_with("https://") && o->ca_file.empty()) {
     o->ca_file = dir + "/ca.crt";
-    if (!ReadFile(o->ca_file)) return std::unexpected("service account CA not readable: " + o->ca_file);
+    if (!ReadTextFile(o->ca_file)) return std::unexpected("service account CA not readable: " + o->ca_file);
   }
   if (o->namespace_name.empty()) {
-    auto ns = ReadFile(dir + "/namespace");
-    if (!ns || Trim(*ns).empty()) {
+    auto ns = ReadTextFile(dir + "/namespace");
+    if (!ns || TrimTrailingSpace(*ns).empty()) {
       return std::unexpected("no namespace given and the service account's is not readable: " + dir + "/namespace");
     }
-    o->namespace_name = Trim(*ns);
+    o->namespace_name = TrimTrailingSpace(*ns);
   }
   return {};
 }
