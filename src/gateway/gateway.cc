@@ -289,8 +289,9 @@ std::expected<void, std::string> Gateway::Start() {
     o.source = c.kubernetes.source == "endpointslices" ? k8s::DiscoverySource::kEndpointSlices
                                                        : k8s::DiscoverySource::kPods;
     o.service = c.kubernetes.service;
-    o.on_step = [](const std::string& step, bool failed) {
+    o.on_step = [metrics = &p.metrics](const std::string& step, bool failed) {
       spdlog::log(failed ? spdlog::level::warn : spdlog::level::info, "inferencepool: {}", step);
+      if (failed) metrics->OnKubernetesDiscoveryFailure();
     };
     auto watcher = k8s::PoolWatcher::Start(std::move(o), p.pool_sink.get());
     if (!watcher) return std::unexpected("discovery.kubernetes: " + watcher.error());

@@ -156,12 +156,21 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                          .Help("Worker records in etcd skipped as malformed")
                          .Register(r)
                          .Add({});
+  kubernetes_failures_ =
+      &BuildCounter()
+           .Name("kvroute_discovery_kubernetes_failures_total")
+           .Help("Kubernetes API requests of the InferencePool watcher that got no answer "
+                 "(refused TLS certificate, unreachable server, HTTP errors)")
+           .Register(r)
+           .Add({});
   discovered_ = &BuildGauge()
                      .Name("kvroute_discovery_workers")
                      .Help("Workers known from etcd (draining ones included)")
                      .Register(r)
                      .Add({});
 }
+
+void RouterMetrics::OnKubernetesDiscoveryFailure() { kubernetes_failures_->Increment(); }
 
 void RouterMetrics::SetDiscovery(bool connected, std::uint64_t failures, std::uint64_t malformed,
                                  double workers) {

@@ -44,6 +44,9 @@
 //   discovery_etcd_failures_total                counter  failed etcd calls / broken watches
 //   discovery_malformed_records_total            counter  worker records skipped as malformed
 //   discovery_workers                            gauge    workers known from etcd
+//   discovery_kubernetes_failures_total          counter  Kubernetes API requests that got no
+//                                                         answer (a refused TLS certificate, an
+//                                                         unreachable server, HTTP errors)
 //
 // Thread safety: prometheus-cpp metrics are thread-safe; every method may be called from any
 // thread. Ownership: owns the registry; metric handles live as long as this object.
@@ -97,6 +100,8 @@ class RouterMetrics {
   // etcd discovery: watch open, the watcher's failure and malformed-record totals, workers.
   void SetDiscovery(bool connected, std::uint64_t failures, std::uint64_t malformed,
                     double workers);
+  // Kubernetes discovery: one more API request without its answer.
+  void OnKubernetesDiscoveryFailure();
   // A worker left the fleet: its per-worker gauges go (requests_total keeps its history).
   void ForgetWorker(std::string_view worker);
 
@@ -134,6 +139,7 @@ class RouterMetrics {
   prometheus::Gauge* etcd_connected_;
   prometheus::Counter* etcd_failures_;
   prometheus::Counter* etcd_malformed_;
+  prometheus::Counter* kubernetes_failures_;
   prometheus::Gauge* discovered_;
 };
 

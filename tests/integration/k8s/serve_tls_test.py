@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "gateway"))
 sys.path.insert(0, HERE)
-from cluster import Proc, SIM_READY, SERVE_READY  # noqa: E402
+from cluster import Proc, SIM_READY, SERVE_READY, get, parse_prom  # noqa: E402
 from fake_api import FakeApi, inference_pool, make_ca, make_cert, pod  # noqa: E402
 from serve_probe import chat, fleet, wait_for  # noqa: E402
 
@@ -58,7 +58,11 @@ def refused_run(api, cfg, name, expect_in_log):
         for text in expect_in_log:
             assert text in log, "%s: %r not in the log:\n%s" % (name, text, log[-3000:])
         line = next(l for l in log.splitlines() if "tls handshake" in l)
-        print("ok: %s refused; serve logs: %s" % (name, line.strip()[:300]))
+        m = parse_prom(get(port, "/metrics")[2])
+        failures = sum(v for _, v in m.get("kvroute_discovery_kubernetes_failures_total", []))
+        assert failures >= 2, "%s: kvroute_discovery_kubernetes_failures_total %s" % (name, failures)
+        print("ok: %s refused (%d failures counted); serve logs: %s"
+              % (name, failures, line.strip()[:300]))
     finally:
         serve.kill()
 
