@@ -133,6 +133,43 @@ TEST_P(MigrationTest, AtTheLimitASecondDeathEndsTheStreamWithAnErrorEvent) {
   EXPECT_EQ(InflightAfterItDrains(), 0u);
 }
 
+TEST_P(MigrationTest, AStreamThatHadAllItsTokensOnlyGetsItsDone) {
+  FakeWorker dying(FakeWorker::Mode::kCountedStream);
+  dying.die_after = 4;  // = max_tokens: it dies before its [DONE]
+  max_migrations_ = 1;
+  Start({&dying});  // no other worker is needed
+  const std::string all = StreamAndCut(
+      "/v1/completions", R"({"model":"m","prompt":"x","max_tokens":4,"stream":true})", dying, 4,
+      R"("text":"a")");
+  EXPECT_EQ(Count(all, R"("text":"a")"), 4) << all;
+  EXPECT_EQ(Count(all, "data: [DONE]"), 1) << all;
+  EXPECT_EQ(all.find("\"error\""), std::string::npos) << all;
+  EXPECT_EQ(Migrations("completed"), 1);
+  EXPECT_EQ(InflightAfterItDrains(), 0u);
+}
+
+// The Messages API runs through the chat path: the client sees one Anthropic stream.
+TEST_P(MigrationTest, AMessagesStreamContinuesAsOneAnthropicStream) {
+  FakeWorker dying(FakeWorker::Mode::kCountedStream);
+  FakeWorker spare(FakeWorker::Mode::kCountedStream);
+  dying.die_after = 3;
+  max_migrations_ = 1;
+  Start({&dying, &spare});
+  const std::string all = StreamAndCut(
+      "/v1/messages",
+      R"({"model":"m","max_tokens":7,"stream":true,"messages":[{"role":"user","content":"hey"}]})",
+      dying, 3, "event: content_block_delta");
+  EXPECT_EQ(Count(all, "event: content_block_delta"), 7) << all;
+  EXPECT_EQ(Count(all, "event: message_start"), 1) << all;
+  EXPECT_EQ(Count(all, "event: message_stop"), 1) << all;
+  EXPECT_EQ(all.find("error"), std::string::npos) << all;
+  EXPECT_NE(all.find(R"("output_tokens":7)"), std::string::npos) << all;
+  ASSERT_EQ(spare.requests.load(), 1);
+  auto sent = boost::json::parse(spare.last_body).as_object();
+  EXPECT_EQ(sent.at("messages").as_array().back().at("content").as_string(), "aaa");
+  EXPECT_EQ(Migrations("resumed"), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Lanes, MigrationTest,
                          ::testing::Values(ProxySetup{false, -1, "OwnLanes"},
                                            ProxySetup{true, -1, "SharedWithServer"},

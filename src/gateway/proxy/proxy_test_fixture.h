@@ -50,7 +50,8 @@ struct FakeWorker {
     // Stream migration: streams the body's max_tokens (or max_completion_tokens) tokens, each
     // "a" (chat: after the role chunk; a usage chunk when stream_options.include_usage, its
     // prompt_tokens the prompt's or last message's length in bytes). With `die_after` >= 0
-    // it sends that many tokens and then hangs (the test cuts it with server.Shutdown).
+    // it sends that many tokens (all of them: all but [DONE]) and then hangs (the test cuts it
+    // with server.Shutdown).
     kCountedStream
   };
   explicit FakeWorker(Mode m) : mode(m), server(net::ServerOptions{}) {
@@ -107,7 +108,8 @@ struct FakeWorker {
     }
     std::size_t prompt_bytes = 0;
     if (chat) {
-      prompt_bytes = body.at("messages").as_array().back().at("content").as_string().size();
+      const auto& last = body.at("messages").as_array().back().at("content");
+      prompt_bytes = last.is_string() ? last.as_string().size() : 0;
     } else {
       prompt_bytes = body.at("prompt").as_string().size();
     }
@@ -134,6 +136,7 @@ struct FakeWorker {
         }
         std::this_thread::sleep_for(milliseconds(5));
       }
+      if (stop == tokens) return;  // every token, then it hangs before [DONE]
       if (usage) {
         queue->Push(R"(data: {"choices":[],"usage":{"prompt_tokens":)" +
                     std::to_string(prompt_bytes) + R"(,"completion_tokens":)" +
