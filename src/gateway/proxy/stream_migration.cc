@@ -40,20 +40,90 @@ bool ReduceBudget(json::object& body, std::uint64_t streamed) {
 }  // namespace
 
 void StreamedText::Feed(std::string_view piece) {
-  if (!unsupported_.empty()) return;
-  events_.clear();
-  if (!parser_.Feed(piece, events_)) {
-    unsupported_ = "malformed stream";
-    return;
-  }
-  for (const auto& e : events_) {
-    if (e.done || e.data.empty()) continue;
-    Event(e.data);
-    if (!unsupported_.empty()) return;
+  std::size_t i = 0;
+  while (i < piece.size() && unsupported_.empty()) {
+    if (skip_lf_) {
+      skip_lf_ = false;
+      if (piece[i] == '\n') {
+        ++i;
+        continue;
+      }
+    }
+    const std::size_t end = api::FindSseLineEnd(piece, i);
+    if (end == std::string_view::npos) {  // the line goes on in the next piece
+      partial_.append(piece.substr(i));
+      if (partial_.size() > kMaxTextBytes) unsupported_ = "an event over the bound";
+      return;
+    }
+    skip_lf_ = piece[end] == '\r';
+    if (partial_.empty()) {
+      Line(piece.substr(i, end - i));
+    } else {
+      partial_.append(piece.substr(i, end - i));
+      Line(partial_);
+      partial_.clear();
+    }
+    i = end + 1;
   }
 }
 
+void StreamedText::Line(std::string_view line) {
+  if (line.empty()) {
+    in_event_ = false;
+    return;
+  }
+  if (!line.starts_with("data:")) return;  // comments, event:, id:
+  if (in_event_) {
+    unsupported_ = "an event of several data lines";
+    return;
+  }
+  in_event_ = true;
+  line.remove_prefix(5);
+  if (line.starts_with(' ')) line.remove_prefix(1);
+  if (line == "[DONE]") return;
+  Event(line);
+}
+
+// The fast path: vLLM and `kvroute sim` write token events without spaces, the text as the
+// first "text":"…" (completions) or "content":"…" (chat) of the event. Inside a JSON string
+// every quote is escaped, so an unescaped `"content":"` is a key, never text.
 void StreamedText::Event(std::string_view data) {
+  // Patterns start after their opening quote: find() runs memchr for a pattern's first byte,
+  // and a quote is every tenth byte of an event.
+  constexpr auto npos = std::string_view::npos;
+  const std::string_view key =
+      endpoint_ == api::Endpoint::kCompletions ? R"(text":")" : R"(content":")";
+  const std::size_t choices = data.find(R"(choices":[)");
+  if (choices == npos) {
+    // No choices (an error event), or another layout of them.
+    if (data.find("choices") != npos) ParsedEvent(data);
+    return;
+  }
+  const std::string_view rest = data.substr(choices + 10);
+  if (rest.starts_with(']')) return;  // usage only
+  const std::size_t at = rest.find(key);
+  if (at == npos || at == 0 || rest[at - 1] != '"' || rest.find(R"(tool_calls":)") != npos ||
+      rest.find("reasoning") != npos || rest.find(R"(index":1)") != npos) {
+    return ParsedEvent(data);
+  }
+  const std::size_t from = at + key.size();
+  if (rest.find(R"(role":)") != npos) {
+    // The role chunk, {"role":"assistant","content":""}, opens the message: no token.
+    if (from < rest.size() && rest[from] == '"') return;
+    return ParsedEvent(data);
+  }
+  std::size_t end = from;
+  while (end < rest.size() && rest[end] != '"') end += rest[end] == '\\' ? 2 : 1;
+  if (end >= rest.size()) {
+    unsupported_ = "malformed event";
+    return;
+  }
+  ++tokens_;
+  escaped_.append(rest.substr(from, end - from));
+  if (escaped_.size() > kMaxTextBytes) unsupported_ = "streamed text over the bound";
+}
+
+void StreamedText::ParsedEvent(std::string_view data) {
   json::error_code ec;
   json::value v = json::parse(data, ec);
   if (ec || !v.is_object()) {
@@ -69,7 +139,8 @@ void StreamedText::Event(std::string_view data) {
     const json::object& delta = d->as_object();
     for (const char* key : {"tool_calls", "reasoning_content", "reasoning"}) {
       const json::value* extra = delta.if_contains(key);
-      if (extra != nullptr && !extra->is_null()) {
+      if (extra != nullptr && !extra->is_null() &&
+          !(extra->is_array() && extra->as_array().empty())) {
         unsupported_ = std::string("a streamed ") + key;
         return;
       }
@@ -80,8 +151,16 @@ void StreamedText::Event(std::string_view data) {
   }
   if (text == nullptr) return;
   ++tokens_;
-  text_.append(text->data(), text->size());
-  if (text_.size() > kMaxTextBytes) unsupported_ = "streamed text over the bound";
+  const std::string quoted = json::serialize(*text);  // back to the escaped form
+  escaped_.append(quoted, 1, quoted.size() - 2);
+  if (escaped_.size() > kMaxTextBytes) unsupported_ = "streamed text over the bound";
+}
+
+std::optional<std::string> StreamedText::text() const {
+  json::error_code ec;
+  json::value v = json::parse("\"" + escaped_ + "\"", ec);
+  if (ec || !v.is_string()) return std::nullopt;
+  return std::string(v.as_string());
 }
 
 Continuation BuildContinuation(api::Endpoint endpoint, std::string_view original_body,

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,21 +46,32 @@ class StreamedText {
   // One relayed piece of the stream's SSE bytes.
   void Feed(std::string_view piece);
 
-  const std::string& text() const { return text_; }
+  // The text so far, decoded from the JSON-escaped form it is kept in (call on migration);
+  // nullopt if that form does not decode (the stream is then not continued).
+  std::optional<std::string> text() const;
   std::uint64_t tokens() const { return tokens_; }
   // Why the stream cannot be continued (empty: it can): text over the bound, a delta kvroute
   // cannot replay (tool calls, reasoning, several choices), a malformed event.
   const std::string& unsupported() const { return unsupported_; }
   // The last relayed piece ended inside an event: the client holds its first half.
-  bool mid_event() const { return parser_.HasPartialEvent(); }
+  bool mid_event() const { return !partial_.empty() || in_event_; }
 
  private:
+  void Line(std::string_view line);
   void Event(std::string_view data);
+  // Any event the fast path does not recognise (the role chunk, a JSON layout with spaces):
+  // a full JSON parse.
+  void ParsedEvent(std::string_view data);
 
   api::Endpoint endpoint_;
-  api::SseParser parser_;
-  std::vector<api::SseMessage> events_;
-  std::string text_;
+  // Lines are read in place (as SseTokenCounter does; api::SseParser's copies cost more than
+  // the rest of this class): only a line cut between two pieces is held.
+  std::string partial_;
+  bool skip_lf_ = false;
+  bool in_event_ = false;  // a data line was read, its event's blank line not yet
+  // The text as the events carried it, JSON-escaped (a token's text is copied, never parsed:
+  // a full parse of every event cost more than the rest of the relay).
+  std::string escaped_;
   std::uint64_t tokens_ = 0;
   std::string unsupported_;
 };

@@ -73,8 +73,14 @@ asio::awaitable<void> Exchange::Migrate(AttemptFailure failure, std::string deta
       break;
     }
     ++migrations_;
-    Continuation next = BuildContinuation(request_.endpoint, *request_.body, streamed_->text(),
-                                          streamed_->tokens());
+    const std::optional<std::string> text = streamed_->text();
+    if (!text) {
+      outcome = "unsupported";
+      spdlog::warn("request {}: stream not migrated: its text does not decode", request_id_);
+      break;
+    }
+    Continuation next =
+        BuildContinuation(request_.endpoint, *request_.body, *text, streamed_->tokens());
     if (next.kind == Continuation::Kind::kComplete) {
       // Every requested token reached the client: it is owed only the stream's end.
       proxy_->metrics_->OnStreamMigration("completed");

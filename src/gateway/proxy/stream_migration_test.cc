@@ -39,6 +39,15 @@ TEST(StreamedText, CollectsCompletionText) {
   EXPECT_EQ(s.tokens(), 2u);
 }
 
+TEST(StreamedText, KeepsEscapesExactOnTheFastPathAndReadsOtherLayoutsByParsing) {
+  StreamedText s(Endpoint::kChatCompletions);
+  s.Feed(Event(R"({"choices":[{"index":0,"delta":{"content":"a\"b\\c\n\u00e9"}}]})"));
+  // Spaces after the colons: not the fast path's layout, still read.
+  s.Feed(Event(R"({"choices": [{"index": 0, "delta": {"content": " d"}}]})"));
+  EXPECT_EQ(s.text(), "a\"b\\c\n\xc3\xa9 d");
+  EXPECT_EQ(s.tokens(), 2u);
+}
+
 TEST(StreamedText, ToolCallsAndSeveralChoicesCannotBeContinued) {
   StreamedText tools(Endpoint::kChatCompletions);
   tools.Feed(Event(R"({"choices":[{"delta":{"tool_calls":[{"index":0}]}}]})"));
