@@ -162,6 +162,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(l.CheckIsMap());
     KVROUTE_TRY(l.Number("max_body_bytes", &c->limits.max_body_bytes, 1024, 1 << 30));
     KVROUTE_TRY(l.Number("max_attempts", &c->limits.max_attempts, 1, 16));
+    KVROUTE_TRY(l.Number("max_migrations", &c->limits.max_migrations, 0, 16));
     KVROUTE_TRY(l.RejectUnknown());
   }
   KVROUTE_TRY(r.StringList("api_keys", &c->api_keys));
@@ -431,6 +432,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "max_body_bytes" << YAML::Value << c.limits.max_body_bytes;
   out << YAML::Key << "max_attempts" << YAML::Value << c.limits.max_attempts;
+  out << YAML::Key << "max_migrations" << YAML::Value << c.limits.max_migrations;
   out << YAML::EndMap;
   // Keys are secrets: print how many, never their values.
   out << YAML::Key << "api_keys" << YAML::Value << YAML::BeginSeq;

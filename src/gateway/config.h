@@ -72,6 +72,9 @@ struct UpstreamTimeouts {
 struct LimitsConfig {
   std::int64_t max_body_bytes = 4 << 20;  // request body; larger → 413 (OpenAI error JSON)
   int max_attempts = 3;                   // workers tried per request (first + retries)
+  // Times one streamed request is resumed on another worker after its worker died
+  // mid-stream (docs/configuration.md says why 1); 0: the stream ends with an error event.
+  int max_migrations = 1;
 };
 
 struct TokenizerConfig {

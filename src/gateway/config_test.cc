@@ -273,7 +273,7 @@ mode: approximate
 failure_mode: fail_close
 scheduler: {policy: dynamo_cost, seed: 7, itl_slo_s: 0.033}
 timeouts: {connect_ms: 100, first_byte_ms: 200, idle_ms: 300}
-limits: {max_body_bytes: 2048, max_attempts: 2}
+limits: {max_body_bytes: 2048, max_attempts: 2, max_migrations: 3}
 drain_timeout_s: 4.5
 debug: {fault: schedule_error}
 )");
@@ -287,8 +287,21 @@ debug: {fault: schedule_error}
   EXPECT_DOUBLE_EQ(again->itl_slo_s, 0.033);
   EXPECT_EQ(again->timeouts.first_byte_ms, 200);
   EXPECT_EQ(again->limits.max_attempts, 2);
+  EXPECT_EQ(again->limits.max_migrations, 3);
   EXPECT_DOUBLE_EQ(again->drain_timeout_s, 4.5);
   EXPECT_EQ(again->debug_fault, "schedule_error");
+}
+
+TEST(GatewayConfig, MaxMigrationsDefaultsToOneAndIsBounded) {
+  auto c = ParseConfig(std::string(kMinimal));
+  ASSERT_TRUE(c.has_value()) << c.error();
+  EXPECT_EQ(c->limits.max_migrations, 1);
+  EXPECT_NE(EffectiveYaml(*c).find("max_migrations: 1"), std::string::npos);
+  EXPECT_TRUE(ParseConfig(std::string(kMinimal) + "limits: {max_migrations: 0}\n").has_value());
+  auto bad = ParseConfig(std::string(kMinimal) + "limits: {max_migrations: -1}\n");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().find("max_migrations"), std::string::npos) << bad.error();
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "limits: {max_migrations: 17}\n").has_value());
 }
 
 TEST(GatewayConfig, ImagesAndTheParityProbeAreReadAndKeptByEffectiveYaml) {

@@ -224,6 +224,7 @@ std::expected<void, std::string> Gateway::Start() {
   ProxyOptions xopts;
   xopts.lanes_pool = p.lanes;
   xopts.max_attempts = c.limits.max_attempts;
+  xopts.max_migrations = c.limits.max_migrations;
   xopts.seed = c.scheduler_seed;
   xopts.timeouts.connect = std::chrono::milliseconds(c.timeouts.connect_ms);
   xopts.timeouts.first_byte = std::chrono::milliseconds(c.timeouts.first_byte_ms);

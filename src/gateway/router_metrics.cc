@@ -40,6 +40,11 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                   .Name("kvroute_retries_total")
                   .Help("Attempts moved to another worker before anything reached the client")
                   .Register(r);
+  migrations_ = &BuildCounter()
+                     .Name("kvroute_stream_migrations_total")
+                     .Help("Streams whose worker died mid-stream, by what migration did: "
+                           "resumed on another worker, completed (nothing left), or not")
+                     .Register(r);
   pd_placements_ = &BuildCounter()
                         .Name("kvroute_pd_requests_total")
                         .Help("Requests placed by the prefill/decode decision, by placement")
@@ -202,6 +207,9 @@ void RouterMetrics::OnError(std::string_view reason) {
 }
 void RouterMetrics::OnRetry(std::string_view reason) {
   retries_->Add({{"reason", S(reason)}}).Increment();
+}
+void RouterMetrics::OnStreamMigration(std::string_view outcome) {
+  migrations_->Add({{"outcome", S(outcome)}}).Increment();
 }
 void RouterMetrics::OnPdPlacement(std::string_view placement) {
   pd_placements_->Add({{"placement", S(placement)}}).Increment();

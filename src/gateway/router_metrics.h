@@ -7,6 +7,9 @@
 //   requests_total{model,worker,status}          counter  answered requests (status: HTTP code)
 //   request_errors_total{reason}                 counter  refused/failed before or while proxying
 //   retries_total{reason}                        counter  attempts moved to another worker
+//   stream_migrations_total{outcome}             counter  mid-stream worker failures met by
+//                                                         migration: resumed, completed,
+//                                                         no_worker, failed, unsupported, limit
 //   scheduling_failures_total{failure_mode}      counter  scheduling path errors (fail open/close)
 //   ttft_seconds{model}                          histogram router-seen time to first token
 //   itl_seconds{model}                           histogram router-seen inter-token latency
@@ -74,6 +77,7 @@ class RouterMetrics {
   void OnRequestDone(std::string_view model, std::string_view worker, int status);
   void OnError(std::string_view reason);
   void OnRetry(std::string_view reason);
+  void OnStreamMigration(std::string_view outcome);
   void OnSchedulingFailure(std::string_view failure_mode);
   void OnPdPlacement(std::string_view placement);
   void OnPdPrefillFallback(std::string_view reason);
@@ -113,6 +117,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Counter>* errors_;
   prometheus::Family<prometheus::Counter>* retries_;
+  prometheus::Family<prometheus::Counter>* migrations_;
   prometheus::Family<prometheus::Counter>* sched_failures_;
   prometheus::Family<prometheus::Counter>* pd_placements_;
   prometheus::Family<prometheus::Counter>* pd_fallbacks_;

@@ -112,6 +112,10 @@ struct ProxyOptions {
   // about a 4k-token prompt.
   std::size_t compute_min_body_bytes = 16u << 10;
   int max_attempts = 3;
+  // Times a stream whose worker died mid-stream is resumed on another worker (stream
+  // migration, proxy/stream_migration.h); 0 (the default here; serve's config says 1): the
+  // stream ends with an error event and [DONE].
+  int max_migrations = 0;
   client::Timeouts timeouts;  // per attempt
   // P/D: the prefill leg's whole exchange (pd.prefill_timeout_ms); past it the request
   // decodes locally on its decode worker. 0: `timeouts` only.

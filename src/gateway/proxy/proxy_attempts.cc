@@ -26,7 +26,7 @@ namespace kvroute::gateway {
 
 asio::awaitable<void> Exchange::Attempts() {
   const int max_attempts = std::max(1, proxy_->options_.max_attempts);
-  std::vector<WorkerId> tried;
+  std::vector<WorkerId>& tried = tried_;  // a migration excludes them too
   api::ApiError last_error = api::ApiError::Overloaded("no worker could serve this request");
   last_error.status = 502;
   Prepared prepared = co_await PrepareAndRoute();
@@ -46,6 +46,7 @@ asio::awaitable<void> Exchange::Attempts() {
   if (anthropic_ && request_.stream) {
     translator_.emplace(request_.model, request_.prompt_tokens);
   }
+  if (request_.stream && proxy_->options_.max_migrations > 0) streamed_.emplace(request_.endpoint);
   // The decision latency: CPU work only (parse, tokenize, key, route), not the hand-offs.
   proxy_->metrics_->ObserveDecision(ToSeconds(prepared.prepare_time + prepared.route_time));
   std::optional<std::expected<RouteOutcome, api::ApiError>> next = std::move(prepared.route);
@@ -214,15 +215,16 @@ void Exchange::OnPiece(client::ResponseStream::NextResult piece) {
     // The worker failed mid-stream: the status line is long gone, so end the stream with
     // an error event the client can read, then [DONE].
     AttemptFailure f = FailureOf(piece.error().kind);
+    if (MayMigrate()) {
+      StartMigration(f, piece.error().text, std::move(deliver));
+      return;
+    }
+    if (streamed_) proxy_->metrics_->OnStreamMigration("limit");
     spdlog::warn("request {}: worker {} failed mid-stream ({}: {})", request_id_,
                  route_.worker_name, AttemptFailureName(f), piece.error().text);
     proxy_->router_state_->health().OnFailure(route_.worker, proxy_->clock_->Now());
-    proxy_->metrics_->OnError("upstream_failed_mid_stream");
-    api::ApiError err = api::ApiError::Internal("the model server failed mid-stream");
-    err.status = 502;
     upstream_.reset();
-    Finish(false, 502);
-    deliver(translator_ ? AnthropicStreamErrorEvent(err) : api::StreamErrorFrames(err));
+    EndWithErrorFrames(std::move(deliver));
     return;
   }
   if (!piece || !*piece) {

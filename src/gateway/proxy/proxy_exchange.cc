@@ -170,6 +170,8 @@ asio::awaitable<Exchange::Routed> Exchange::RouteAgain(std::vector<WorkerId> tri
 }
 
 std::string Exchange::Relay(std::string piece) {
+  if (continuation_) piece = continuation_->Feed(piece);  // what would duplicate is dropped
+  if (streamed_) streamed_->Feed(piece);
   Observe(piece);
   if (usage_rewriter_) piece = usage_rewriter_->Feed(piece);
   return Translate(std::move(piece));
@@ -306,9 +308,9 @@ void Exchange::Observe(std::string_view piece) {
   if (step.error) stream_error_ = true;
   const std::uint32_t n = step.tokens;
   if (n == 0) return;
-  if (step.first) {
+  if (step.first && proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, now);
+  if (step.first && !first_token_at_) {  // a migrated stream's TTFT is its first worker's
     first_token_at_ = now;
-    if (proxy_->parity_ != nullptr) proxy_->parity_->OnFirstToken(id_, now);
     histograms_ = &lane_->HistogramsFor(*proxy_->metrics_, request_.model);
     histograms_->ttft->Observe(ToSeconds(now - arrived_));
   } else {

@@ -38,6 +38,7 @@
 #include "gateway/proxy/proxy.h"
 #include "gateway/proxy/pd_usage.h"
 #include "gateway/proxy/proxy_sse_count.h"
+#include "gateway/proxy/stream_migration.h"
 #include "gateway/request_booking.h"
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
@@ -299,8 +300,23 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   void PullOnLane(Deliver deliver);
 
   // The upstream read a Pull started has completed: relay the piece, end the stream, or turn
-  // a worker failure into error frames.
+  // a worker failure into a migration or error frames.
   void OnPiece(client::ResponseStream::NextResult piece);
+
+  // --- Stream migration (proxy/stream_migration_exchange.cc): a worker failed mid-stream.
+  // Whether this stream may still be resumed elsewhere (enabled, within the limit).
+  bool MayMigrate() const;
+  // Resumes the stream on another worker; `deliver` (the Pull the failed read answered) gets
+  // the continuation's first bytes, or the error frames when no migration succeeded.
+  void StartMigration(AttemptFailure failure, std::string detail, Deliver deliver);
+  static asio::awaitable<void> RunMigration(std::shared_ptr<Exchange> self,
+                                            AttemptFailure failure, std::string detail,
+                                            Deliver deliver) {
+    co_await self->Migrate(failure, std::move(detail), std::move(deliver));
+  }
+  asio::awaitable<void> Migrate(AttemptFailure failure, std::string detail, Deliver deliver);
+  // Today's end of a stream whose worker failed: an error event, then [DONE].
+  void EndWithErrorFrames(Deliver deliver);
 
   Proxy::Impl* const proxy_;
   Lane* const lane_;
@@ -336,6 +352,12 @@ class Exchange final : public net::BodySource, public std::enable_shared_from_th
   std::optional<SseUsageRewriter> usage_rewriter_;
   std::string prefill_worker_name_;
   bool prefill_open_ = false;  // the prefill leg's booking is not released yet
+  // Stream migration: the text streamed so far (streams only, when max_migrations > 0), the
+  // filter of the continuation being relayed, the workers tried (never tried again).
+  std::optional<StreamedText> streamed_;
+  std::optional<ContinuationRelay> continuation_;
+  std::vector<WorkerId> tried_;
+  int migrations_ = 0;
   int attempts_ = 0;
   bool routed_ = false;
   bool answered_ = false;

@@ -46,7 +46,13 @@ struct FakeWorker {
     kStreamThenDie,
     kStreamDoneThenDie,  // the whole stream, [DONE] included, but the body never ends
     kStreamForever,
-    kJsonNever
+    kJsonNever,
+    // Stream migration: streams the body's max_tokens (or max_completion_tokens) tokens, each
+    // "a" (chat: after the role chunk; a usage chunk when stream_options.include_usage, its
+    // prompt_tokens the prompt's or last message's length in bytes). With `die_after` >= 0
+    // it sends that many tokens (all of them: all but [DONE]) and then hangs (the test cuts it
+    // with server.Shutdown).
+    kCountedStream
   };
   explicit FakeWorker(Mode m) : mode(m), server(net::ServerOptions{}) {
     auto handler = [this](const net::HttpRequest& r) -> net::HandlerResult {
@@ -69,6 +75,7 @@ struct FakeWorker {
         default:
           break;
       }
+      if (mode == Mode::kCountedStream) return CountedStream(r);
       auto queue = std::make_shared<net::ChunkQueue>([this] { ++cancelled; });
       net::HttpResponse res;
       res.content_type = "text/event-stream";
@@ -92,12 +99,63 @@ struct FakeWorker {
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server.port()); }
 
+  net::HandlerResult CountedStream(const net::HttpRequest& r) {
+    boost::json::object body = boost::json::parse(r.body).as_object();
+    const bool chat = r.target == "/v1/chat/completions";
+    int tokens = 0;
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+      if (const auto* v = body.if_contains(key)) tokens = v->to_number<int>();
+    }
+    std::size_t prompt_bytes = 0;
+    if (chat) {
+      const auto& last = body.at("messages").as_array().back().at("content");
+      prompt_bytes = last.is_string() ? last.as_string().size() : 0;
+    } else {
+      prompt_bytes = body.at("prompt").as_string().size();
+    }
+    const auto* so = body.if_contains("stream_options");
+    const bool usage = so != nullptr && so->as_object().contains("include_usage");
+    auto queue = std::make_shared<net::ChunkQueue>([this] { ++cancelled; });
+    net::HttpResponse res;
+    res.content_type = "text/event-stream";
+    res.stream = queue;
+    const int stop = die_after.load();
+    std::thread([queue, chat, tokens, prompt_bytes, usage, stop] {
+      if (chat) {
+        queue->Push(R"(data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})"
+                    "\n\n");
+      }
+      for (int i = 0; i < tokens; ++i) {
+        if (i == stop) return;  // hangs: the server cuts it
+        std::string finish = i + 1 == tokens ? R"("length")" : "null";
+        if (!queue->Push(chat ? R"(data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":)" +
+                                    finish + "}]}\n\n"
+                              : R"(data: {"choices":[{"index":0,"text":"a","finish_reason":)" +
+                                    finish + "}]}\n\n")) {
+          return;
+        }
+        std::this_thread::sleep_for(milliseconds(5));
+      }
+      if (stop == tokens) return;  // every token, then it hangs before [DONE]
+      if (usage) {
+        queue->Push(R"(data: {"choices":[],"usage":{"prompt_tokens":)" +
+                    std::to_string(prompt_bytes) + R"(,"completion_tokens":)" +
+                    std::to_string(tokens) + R"(,"total_tokens":)" +
+                    std::to_string(prompt_bytes + tokens) + "}}\n\n");
+      }
+      queue->Push("data: [DONE]\n\n");
+      queue->Close();
+    }).detach();
+    return res;
+  }
+
   Mode mode;
   net::HttpServer server;
   std::atomic<int> requests{0};
   std::atomic<int> cancelled{0};
   std::string last_request_id;
   std::string last_body;
+  std::atomic<int> die_after{-1};  // kCountedStream
 };
 
 // SimpleTokenizer, except that encoding a text that contains "SLOW" blocks until Release()
@@ -185,6 +243,7 @@ class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
     pipeline_ = std::make_unique<RequestPipeline>(std::move(deps), PipelineOptions{});
     ProxyOptions opts;
     opts.lanes = 1;
+    opts.max_migrations = max_migrations_;
     opts.compute_threads = GetParam().compute_threads;
     opts.compute_min_body_bytes = 0;  // the tests' bodies are small: offload them all
     net::ServerOptions front_opts;
@@ -201,6 +260,9 @@ class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
     front_ = std::make_unique<net::HttpServer>(front_opts);
     front_->Handle("POST", "/v1/completions", [this](net::HttpRequest&& r) {
       return proxy_->Handle(api::Endpoint::kCompletions, std::move(r));
+    });
+    front_->Handle("POST", "/v1/chat/completions", [this](net::HttpRequest&& r) {
+      return proxy_->Handle(api::Endpoint::kChatCompletions, std::move(r));
     });
     front_->Handle("POST", "/v1/messages",
                    [this](net::HttpRequest&& r) { return proxy_->HandleMessages(std::move(r)); });
@@ -222,6 +284,7 @@ class ProxyTest : public ::testing::TestWithParam<ProxySetup> {
     return c.ReadResponse(seconds(10));
   }
 
+  int max_migrations_ = 0;  // ProxyOptions::max_migrations, set before Start
   SteadyClock clock_;
   fleet::RouterState router_state_;
   kv::KvIndex index_{kv::BlockKeyer(16)};
