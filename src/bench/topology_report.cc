@@ -158,40 +158,53 @@ std::string TopologyTable(const std::vector<TopologyRow>& rows, double speedup) 
   std::ostringstream out;
   const std::vector<double> targets =
       rows.empty() ? std::vector<double>{} : rows.front().row.targets_tps;
-  out << "topology / router                     GPUs";
-  for (double t : targets) out << "  good/GPU@" << t << "  ratio";
-  out << "  TTFT p50/p99 s  ITL p50/p99 ms  hit GPU/CPU  xfer GB  xfer p50/p99 ms  xfer/TTFT\n";
+  std::size_t name_width = 16;
   for (const auto& r : rows) {
-    char head[64];
-    std::snprintf(head, sizeof head, "%-37s %4d", (r.topology + " / " + r.router).c_str(), r.gpus);
-    out << head;
+    name_width = std::max(name_width, r.topology.size() + 3 + r.router.size());
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-*s %4s", static_cast<int>(name_width), "topology / router",
+                "GPUs");
+  out << buf;
+  for (double t : targets) {
+    std::snprintf(buf, sizeof buf, " %11s %6s", ("good/GPU@" + Cell(t, "%g")).c_str(), "ratio");
+    out << buf;
+  }
+  out << "  TTFT p50/p99 s  ITL p50/p99 ms  hit GPU/CPU  xfer GB  xfer p50/p99 ms  xfer/TTFT\n";
+  const auto ms = [](std::optional<double> s) {
+    return s ? std::optional<double>(*s * 1e3) : std::nullopt;
+  };
+  for (const auto& r : rows) {
+    std::snprintf(buf, sizeof buf, "%-*s %4d", static_cast<int>(name_width),
+                  (r.topology + " / " + r.router).c_str(), r.gpus);
+    out << buf;
     for (std::size_t i = 0; i < targets.size(); ++i) {
-      out << "  " << std::string(10 - std::min<std::size_t>(10, Cell(i < r.row.goodput.size() ? r.row.goodput[i] : std::nullopt, "%.1f").size()), ' ')
-          << Cell(i < r.row.goodput.size() ? r.row.goodput[i] : std::nullopt, "%.1f") << " "
-          << Cell(i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt, "%5.2fx");
+      const auto g = i < r.row.goodput.size() ? r.row.goodput[i] : std::nullopt;
+      const auto ratio = i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt;
+      std::snprintf(buf, sizeof buf, " %11s %6s", Cell(g, "%.1f").c_str(),
+                    Cell(ratio, "%.2fx").c_str());
+      out << buf;
     }
-    char rest[200];
-    std::snprintf(rest, sizeof rest, "  %6.2f/%-7.2f  %6.1f/%-7.1f  %5s/%-5s", r.row.ttft.p50,
+    std::snprintf(buf, sizeof buf, "  %6.2f/%-7.2f  %6.1f/%-7.1f  %5s/%-5s", r.row.ttft.p50,
                   r.row.ttft.p99, r.row.itl.p50 * 1e3, r.row.itl.p99 * 1e3,
                   Cell(r.row.hit_rate, "%.2f").c_str(),
                   Cell(r.row.external_hit_rate, "%.2f").c_str());
-    out << rest;
+    out << buf;
     if (r.transfer) {
-      char x[120];
-      std::snprintf(x, sizeof x, "  %7.2f  %7s/%-7s  %s", r.transfer->bytes / 1e9,
-                    Cell(r.transfer->time_p50_s ? std::optional(*r.transfer->time_p50_s * 1e3)
-                                                : std::nullopt, "%.1f").c_str(),
-                    Cell(r.transfer->time_p99_s ? std::optional(*r.transfer->time_p99_s * 1e3)
-                                                : std::nullopt, "%.1f").c_str(),
+      std::snprintf(buf, sizeof buf, "  %7.2f  %7s/%-7s  %9s", r.transfer->bytes / 1e9,
+                    Cell(ms(r.transfer->time_p50_s), "%.1f").c_str(),
+                    Cell(ms(r.transfer->time_p99_s), "%.1f").c_str(),
                     Cell(r.transfer_share_of_ttft, "%.3f").c_str());
-      out << x;
+      out << buf;
     }
     out << "\n";
   }
-  out << "Goodput: Infera's output tokens/s per GPU of the topology at each per-user speed; "
-         "ratio: ÷ the first topology under the same router. Times in model time (sims sped "
-         "up "
-      << speedup << "x). xfer: KV pulls the decode sims report (vllm:nixl_* histograms).\n";
+  out << "Goodput: Infera's tokens/s per GPU of the topology at each per-user speed (the "
+         "highest level whose median ITL meets it); ratio: / the first topology under the "
+         "same router. Model time (sims sped up "
+      << speedup
+      << "x). xfer: KV pulls the decode sims report (vllm:nixl_* histograms; percentiles "
+         "from their buckets); xfer/TTFT: summed pull time / summed TTFT.\n";
   return out.str();
 }
 
