@@ -207,9 +207,9 @@ std::expected<void, std::string> Cluster::StartSims() {
   const int count = options_.launches.empty() ? options_.workers
                                               : static_cast<int>(options_.launches.size());
   for (int i = 0; i < count; ++i) {
+    const auto at = static_cast<std::size_t>(i);
     std::vector<std::string> argv =
-        options_.launches.empty() ? SimArgv(options_)
-                                  : SimArgv(options_, options_.launches[static_cast<std::size_t>(i)]);
+        options_.launches.empty() ? SimArgv(options_) : SimArgv(options_, options_.launches[at]);
     const std::string log = options_.dir + "/sim" + std::to_string(i) + ".log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn(argv, log);

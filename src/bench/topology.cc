@@ -81,7 +81,9 @@ std::expected<SimLaunch, std::string> LaunchOf(const simulate::WorkerSpec& spec,
   if (c.num_gpu_blocks_override > 0) {
     a.insert(a.end(), {"--num-gpu-blocks", std::to_string(c.num_gpu_blocks_override)});
   }
-  if (c.num_cpu_blocks > 0) a.insert(a.end(), {"--num-cpu-blocks", std::to_string(c.num_cpu_blocks)});
+  if (c.num_cpu_blocks > 0) {
+    a.insert(a.end(), {"--num-cpu-blocks", std::to_string(c.num_cpu_blocks)});
+  }
   launch.tp = spec.profile.hardware.num_gpus;
   launch.gpus = spec.gpus > 0 ? spec.gpus : launch.tp;
   if (pd) {
@@ -164,7 +166,9 @@ std::expected<std::vector<Topology>, std::string> LoadTopologies(
   }
   for (std::size_t i = 0; i < out.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
-      if (out[i].name == out[j].name) return std::unexpected("--topology: two named " + out[i].name);
+      if (out[i].name == out[j].name) {
+        return std::unexpected("--topology: two named " + out[i].name);
+      }
     }
   }
   return out;

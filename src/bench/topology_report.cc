@@ -150,7 +150,9 @@ void FillTopologyRatios(std::vector<TopologyRow>& rows) {
       if (a && b && *b > 0) r.goodput_ratio[i] = *a / *b;
     }
     const double ttft_total = r.row.ttft.mean * static_cast<double>(r.row.ttft.count);
-    if (r.transfer && ttft_total > 0) r.transfer_share_of_ttft = r.transfer->time_sum_s / ttft_total;
+    if (r.transfer && ttft_total > 0) {
+      r.transfer_share_of_ttft = r.transfer->time_sum_s / ttft_total;
+    }
   }
 }
 
@@ -221,9 +223,10 @@ std::string TopologyJson(const std::vector<TopologyRow>& rows, double speedup) {
     o["requests"] = {{"sent", r.row.sent}, {"ok", r.row.ok}, {"failed", r.row.failed}};
     boost::json::array goodput;
     for (std::size_t i = 0; i < r.row.targets_tps.size(); ++i) {
+      const auto g = i < r.row.goodput.size() ? r.row.goodput[i] : std::nullopt;
       goodput.push_back(
           {{"target_tokens_per_s_per_user", r.row.targets_tps[i]},
-           {"tokens_per_s_per_gpu", OrNull(i < r.row.goodput.size() ? r.row.goodput[i] : std::nullopt)},
+           {"tokens_per_s_per_gpu", OrNull(g)},
            {"ratio_vs_first_topology",
             OrNull(i < r.goodput_ratio.size() ? r.goodput_ratio[i] : std::nullopt)},
            {"at_concurrency", i < r.row.goodput_at.size() && r.row.goodput_at[i]
