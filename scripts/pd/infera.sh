@@ -8,7 +8,8 @@
 #
 # Usage: scripts/pd/infera.sh KVROUTE OUT [CONCURRENCY...]   (default 4 8 16 32 48 64 96)
 #   CONFIGS="pd_cost pd_dynamo" limits the runs (default: all four); EXTRA="--pd-stall 1"
-#   adds flags to the P/D runs.
+#   adds flags to the P/D runs; TURNS=4 shortens every session (the live check's shape,
+#   infera_live.sh), default 30.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 KVROUTE="$1"
@@ -17,7 +18,8 @@ shift 2
 LEVELS=("$@")
 ((${#LEVELS[@]} > 0)) || LEVELS=(4 8 16 32 48 64 96)
 mkdir -p "$OUT"
-SHAPE="--workload agentic --turns 30 --common-prefix-tokens 20000 --session-prefix-tokens 10000
+TURNS="${TURNS:-30}"
+SHAPE="--workload agentic --turns $TURNS --common-prefix-tokens 20000 --session-prefix-tokens 10000
   --turn-input-tokens 2048 --output-tokens 900 --turn-jitter 3s --max-model-len 131072
   --itl-target-tps 30,50 --seed 1 --no-plots --no-progress --out $OUT"
 run() {  # run LABEL C ARGS...

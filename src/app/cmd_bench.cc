@@ -10,6 +10,7 @@
 #include "bench/compare_notes.h"
 #include "bench/compare_run.h"
 #include "bench/plot.h"
+#include "bench/topology_run.h"
 #include "workload/report.h"
 #include "bench/runner.h"
 #include "workload/sweep_stop.h"
@@ -146,7 +147,44 @@ struct CompareFlags {
   std::uint32_t max_model_len = 0;
   std::int64_t num_cpu_blocks = 0;
   std::vector<std::string> routers = bench::kDefaultCompareRouters;
+  std::vector<std::string> topologies;  // fleet files or presets; empty: --workers sims
+  std::string pd_rule = "cost";
+  std::int64_t pd_token_cap = -1;
 };
+
+// --topology: the same workload on each fleet, per GPU (bench/topology_run.h). Without
+// --routers only kvroute:predicted_latency runs (nginx cannot route a P/D fleet).
+int RunTopologyCommand(BenchFlags& f, const CompareFlags& c, bench::CompareOptions options,
+                       workload::RunReport& report) {
+  auto topologies = bench::LoadTopologies(c.topologies);
+  if (!topologies) {
+    std::cerr << "kvroute bench compare: " << topologies.error() << "\n";
+    return 2;
+  }
+  if (c.routers == bench::kDefaultCompareRouters) options.routers = {"kvroute:predicted_latency"};
+  options.cluster.pd_rule = c.pd_rule;
+  options.cluster.pd_token_cap = c.pd_token_cap;
+  report.config.push_back({"pd_rule", c.pd_rule});
+  if (c.pd_token_cap >= 0) {
+    report.config.push_back({"pd_token_cap", static_cast<double>(c.pd_token_cap)});
+  }
+  auto result = bench::RunTopologyCompare(options, *topologies, f.run, report);
+  if (!result) {
+    std::cerr << "kvroute bench compare: " << result.error() << "\n";
+    return 2;
+  }
+  std::cout << bench::TopologyTable(result->rows, c.speedup);
+  if (auto wrote = bench::WriteTopologyFiles(result->rows, c.speedup, f.out_dir); !wrote) {
+    std::cerr << "kvroute bench compare: " << wrote.error() << "\n";
+    return 2;
+  }
+  std::cout << "wrote " << f.out_dir << "/topology.json, per-run " << f.out_dir
+            << "/<topology>_<router>.json; logs in " << f.out_dir << "/cluster/\n";
+  for (const auto& row : result->rows) {
+    if (row.row.ok == 0) return 1;
+  }
+  return 0;
+}
 
 int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   f.workers = c.workers;
@@ -171,6 +209,7 @@ int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   options.plots = !f.no_plots;
   options.progress = !f.no_progress;
   bench::InstallChildCleanupHandlers();  // Ctrl-C kills the sims and the router, then exits
+  if (!c.topologies.empty()) return RunTopologyCommand(f, c, options, report);
   auto result = bench::RunCompare(options, f.run, report);
   if (!result) {
     std::cerr << "kvroute bench compare: " << result.error() << "\n";
@@ -323,6 +362,23 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                    "approx_prefix, dynamo_cost, llmd_sticky, predicted_latency)")
       ->delimiter(',')
       ->capture_default_str();
+  compare
+      ->add_option("--topology", cflags->topologies,
+                   "Instead of --workers identical sims: run the workload on each fleet, a "
+                   "`kvroute simulate --fleet` YAML (roles, profile, tp, gpus, link, engine) or "
+                   "the preset 'infera' (1 x TP8 vs 1 x TP4 prefill + 4 x TP2 decode); goodput "
+                   "per GPU of each fleet, ratios vs the first; default router "
+                   "kvroute:predicted_latency")
+      ->delimiter(',');
+  compare
+      ->add_option("--pd-rule", cflags->pd_rule,
+                   "With --topology: kvroute serve's pd.rule on P/D fleets (cost, "
+                   "dynamo_token_cap, llmd_non_cached)")
+      ->capture_default_str();
+  compare
+      ->add_option("--pd-token-cap", cflags->pd_token_cap,
+                   "With --topology and --pd-rule dynamo_token_cap: pd.token_cap (split above "
+                   "this many uncached tokens; default: serve's 5000)");
   AddBenchFlags(compare, compare_flags.get());
   compare->callback([compare_flags, cflags, exit_code] {
     *exit_code = RunCompareCommand(*compare_flags, *cflags);

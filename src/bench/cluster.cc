@@ -1,5 +1,6 @@
 #include "bench/cluster.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -136,6 +137,14 @@ std::vector<std::string> SimArgv(const ClusterOptions& options) {
   return argv;
 }
 
+std::vector<std::string> SimArgv(const ClusterOptions& options, const SimLaunch& launch) {
+  ClusterOptions own = options;
+  if (!launch.profile.empty()) own.profile = launch.profile;
+  std::vector<std::string> argv = SimArgv(own);
+  argv.insert(argv.end(), launch.extra_argv.begin(), launch.extra_argv.end());
+  return argv;
+}
+
 double WallItlSlo(double target_tokens_per_s, double speedup) {
   if (!(target_tokens_per_s > 0) || !(speedup > 0)) return 0;
   return 1.0 / target_tokens_per_s / speedup;
@@ -161,6 +170,18 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions
       const auto colon = s.kv_endpoint.rfind(':');
       y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
     }
+    if (!s.role.empty()) y << "    role: " << s.role << "\n";
+    if (s.tp > 0) y << "    tp: " << s.tp << "\n";
+    if (s.gpus > 0) y << "    gpus: " << s.gpus << "\n";
+    if (!s.link.empty()) y << "    link: \"" << s.link << "\"\n";
+  }
+  const bool has_roles = std::any_of(sims.begin(), sims.end(), [](const SimInfo& s) {
+    return !s.role.empty() && s.role != "mixed";
+  });
+  if (has_roles && !options.pd_rule.empty()) {
+    y << "pd: {rule: " << options.pd_rule;
+    if (options.pd_token_cap >= 0) y << ", token_cap: " << options.pd_token_cap;
+    y << "}\n";
   }
   y << "scheduler: {policy: " << options.policy << ", seed: " << options.seed;
   if (options.itl_slo_s > 0) {
@@ -183,8 +204,12 @@ std::expected<void, std::string> Cluster::StartSims() {
   std::filesystem::create_directories(options_.dir, ec);
   if (ec) return std::unexpected("cannot create " + options_.dir + ": " + ec.message());
   // Start all, then wait for all: the sims come up in parallel.
-  for (int i = 0; i < options_.workers; ++i) {
-    std::vector<std::string> argv = SimArgv(options_);
+  const int count = options_.launches.empty() ? options_.workers
+                                              : static_cast<int>(options_.launches.size());
+  for (int i = 0; i < count; ++i) {
+    const auto at = static_cast<std::size_t>(i);
+    std::vector<std::string> argv =
+        options_.launches.empty() ? SimArgv(options_) : SimArgv(options_, options_.launches[at]);
     const std::string log = options_.dir + "/sim" + std::to_string(i) + ".log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn(argv, log);
@@ -197,6 +222,14 @@ std::expected<void, std::string> Cluster::StartSims() {
     if (!line) return std::unexpected("sim " + std::to_string(i) + ": " + line.error());
     auto info = StartedSimInfo(*line, options_);
     if (!info) return std::unexpected(info.error());
+    if (i < options_.launches.size()) {
+      const SimLaunch& launch = options_.launches[i];
+      if (!launch.profile.empty()) info->profile = launch.profile;
+      info->role = launch.role;
+      info->tp = launch.tp;
+      info->gpus = launch.gpus;
+      info->link = launch.link;
+    }
     if (!WaitHttpOk(info->url + "/health", options_.ready_timeout_s)) {
       return std::unexpected("sim " + info->url + " never answered /health");
     }
@@ -236,6 +269,8 @@ std::expected<StartedRouter, std::string> Cluster::StartServe(const std::string&
   serve.policy = policy;
   serve.seed = options_.seed;
   serve.itl_slo_s = options_.itl_slo_s;
+  serve.pd_rule = options_.pd_rule;
+  serve.pd_token_cap = options_.pd_token_cap;
   return SpawnServe(options_.exe, dir, ServeYaml(sims_, serve), options_.ready_timeout_s);
 }
 

@@ -24,9 +24,25 @@
 
 namespace kvroute::bench {
 
+// One sim of a heterogeneous cluster (bench compare --topology, bench/topology.h): its own
+// flags after the common ones, and what kvroute serve is told about it.
+struct SimLaunch {
+  std::string profile;                  // empty: ClusterOptions::profile
+  std::vector<std::string> extra_argv;  // engine settings, NixlConnector role, KV link
+  std::string role;                     // serve's workers[].role; empty: not written (mixed)
+  std::uint32_t tp = 0, gpus = 0;       // serve's workers[].tp / gpus; 0: not written
+  std::string link;                     // serve's workers[].link; empty: not written
+};
+
 struct ClusterOptions {
   std::string exe;  // the kvroute binary; empty: SelfExe()
-  int workers = 4;
+  int workers = 4;  // ignored when `launches` is not empty
+  // One sim per entry, each with its own profile and flags; empty: `workers` identical sims.
+  std::vector<SimLaunch> launches;
+  // `kvroute serve`'s pd.rule when a sim has a P/D role (cost, dynamo_token_cap, ...).
+  std::string pd_rule = "cost";
+  // pd.token_cap (dynamo_token_cap: split above this many uncached tokens); < 0: not written.
+  std::int64_t pd_token_cap = -1;
   std::string profile;  // empty: the sim's default
   std::uint64_t seed = 1;
   double speedup = 1;
@@ -54,6 +70,10 @@ struct SimInfo {
   // runs. ServeYaml writes both on the sim's worker.
   std::string profile;
   double speedup = 1;
+  // From its SimLaunch (empty / 0 for a homogeneous cluster): serve's role, tp, gpus, link.
+  std::string role;
+  std::uint32_t tp = 0, gpus = 0;
+  std::string link;
 };
 
 // Parses a ready line "kvroute sim listening on http://H:P model=M kv_events=E ...".
@@ -69,6 +89,9 @@ std::expected<std::string, std::string> ParseServeReadyLine(const std::string& l
 // make the sim connect (vLLM's convention), and kvroute serve, told "tcp://*:P", connects
 // too, so no event would ever flow.
 std::vector<std::string> SimArgv(const ClusterOptions& options);
+// The command line of one sim of a heterogeneous cluster: SimArgv with `launch`'s profile
+// instead of the options' and its extra flags appended.
+std::vector<std::string> SimArgv(const ClusterOptions& options, const SimLaunch& launch);
 // What differs between the `kvroute serve` configurations the bench writes (`bench compare`
 // and `demo`: an ITL SLO; `bench overhead`: a lane count). What describes a worker comes from
 // its SimInfo instead, so every caller models the sims alike.
@@ -81,6 +104,9 @@ struct ServeConfigOptions {
   // listen.http_threads and listen.proxy_threads (the event loops the server and proxy
   // share); 0: not written, serve's default (one per CPU it may run on when it starts).
   int lanes = 0;
+  // pd.rule, written (as `pd: {rule: ...}`) only when some sim has a role.
+  std::string pd_rule = "cost";
+  std::int64_t pd_token_cap = -1;  // pd.token_cap; < 0: not written
 };
 // `kvroute serve`'s configuration in front of `sims`: loopback on a port the OS picks,
 // precise mode, one worker per sim (its URL, model, KV events when it publishes them,
