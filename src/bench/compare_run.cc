@@ -21,6 +21,15 @@ ClusterOptions ClusterOptionsFor(const CompareOptions& options, const workload::
   return c;
 }
 
+RunnerOptions RunnerOptionsFor(const RunnerOptions& run, const Cluster& cluster) {
+  RunnerOptions r = run;
+  r.target_url = cluster.router_url();
+  r.metrics_urls.clear();
+  for (const auto& sim : cluster.sims()) r.metrics_urls.push_back(sim.url + "/metrics");
+  if (r.model.empty() && !cluster.sims().empty()) r.model = cluster.sims().front().model;
+  return r;
+}
+
 std::expected<CompareResult, std::string> RunCompare(const CompareOptions& options,
                                                      const RunnerOptions& run,
                                                      const workload::RunReport& report) {
@@ -40,11 +49,7 @@ std::expected<CompareResult, std::string> RunCompare(const CompareOptions& optio
     if (auto ok = cluster.StartRouter(router); !ok) {
       return std::unexpected(router + ": " + ok.error());
     }
-    RunnerOptions r = run;
-    r.target_url = cluster.router_url();
-    r.metrics_urls.clear();
-    for (const auto& sim : cluster.sims()) r.metrics_urls.push_back(sim.url + "/metrics");
-    if (r.model.empty() && !cluster.sims().empty()) r.model = cluster.sims().front().model;
+    RunnerOptions r = RunnerOptionsFor(run, cluster);
     workload::RunReport one = report;
     one.label = router;
     if (auto ran = RunBenchmark(r, one); !ran) return std::unexpected(router + ": " + ran.error());

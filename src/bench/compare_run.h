@@ -47,6 +47,10 @@ struct CompareResult {
 ClusterOptions ClusterOptionsFor(const CompareOptions& options, const workload::RunReport& report,
                                  const std::string& router);
 
+// `run` aimed at a started cluster: its router as the target, every sim's /metrics scraped,
+// and the sims' model when `run` names none.
+RunnerOptions RunnerOptionsFor(const RunnerOptions& run, const Cluster& cluster);
+
 // `run` is the workload (target_url, metrics_urls and model are set per router); `report`
 // the template of every run's report (config, gpus, targets; the label becomes the router).
 std::expected<CompareResult, std::string> RunCompare(const CompareOptions& options,

@@ -66,11 +66,7 @@ std::expected<TopologyResult, std::string> RunTopologyCompare(
       if (auto ok = cluster.StartRouter(router); !ok) {
         return std::unexpected(label + ": " + ok.error());
       }
-      RunnerOptions r = run;
-      r.target_url = cluster.router_url();
-      r.metrics_urls.clear();
-      for (const auto& sim : cluster.sims()) r.metrics_urls.push_back(sim.url + "/metrics");
-      if (r.model.empty() && !cluster.sims().empty()) r.model = cluster.sims().front().model;
+      RunnerOptions r = RunnerOptionsFor(run, cluster);
       workload::RunReport one = report;
       one.label = t.name + "_" + RouterDirName(router);
       one.gpus = t.gpus;
