@@ -41,7 +41,8 @@ bool LoadTracker::OnRouted(RequestId id, const RoutedRequest& request, Nanos now
   r.routed = request;
   r.routed.uncached_tokens = std::min(request.uncached_tokens, request.prompt_tokens);
   r.routed_at = now;
-  r.queued_ahead_tokens = w.pending_prefill_tokens;
+  r.queued_ahead_tokens = PendingLocked(request.worker, booked, now);
+  if (w.pending_prefill_tokens == 0) booked.prefill_since = now;
   w.inflight_requests += 1;
   w.pending_prefill_tokens += r.routed.uncached_tokens;
   w.active_kv_blocks += request.kv_blocks;
@@ -65,8 +66,11 @@ void LoadTracker::CalibrateLocked(const Request& r, Nanos now) {
   const double e = Epsilon(own);
   const double measured_wait = std::max(0.0, measured - own);
   const double predicted_wait = *r.routed.predicted_wait_s;
-  // No queue predicted and none seen: nothing to learn about the wait.
-  if (measured_wait >= e || predicted_wait >= e) {
+  // The factor scales the predicted wait, so only a sample that predicted one can tell it
+  // anything: raising it for a wait the model put at zero changes no prediction of that kind
+  // and winds it up for every other (an own-prefill error read as queueing). A wait the
+  // model misses entirely is the overdue bound's (WaitCorrectionLocked).
+  if (predicted_wait >= e) {
     const double step = kCalibrationGain * std::log((measured_wait + e) / (predicted_wait + e));
     c.log_correction = std::clamp(c.log_correction + step, std::log(kMinWaitCorrection),
                                   std::log(kMaxWaitCorrection));
@@ -84,7 +88,27 @@ double LoadTracker::WaitCorrection(WorkerId worker, Nanos now) const {
 LoadTracker::View LoadTracker::ViewOf(WorkerId worker, Nanos now) const {
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker);
-  return {it == workers_.end() ? 0 : it->second.version, WaitCorrectionLocked(worker, now)};
+  if (it == workers_.end()) return {0, WaitCorrectionLocked(worker, now), 0};
+  return {it->second.version, WaitCorrectionLocked(worker, now),
+          PendingLocked(worker, it->second, now)};
+}
+
+std::uint64_t LoadTracker::PendingPrefillTokens(WorkerId worker, Nanos now) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker);
+  return it == workers_.end() ? 0 : PendingLocked(worker, it->second, now);
+}
+
+std::uint64_t LoadTracker::PendingLocked(WorkerId worker, const Booked& booked, Nanos now) const {
+  const std::uint64_t booked_tokens = booked.load.pending_prefill_tokens;
+  if (booked_tokens == 0 || learner_ == nullptr || now <= booked.prefill_since) return booked_tokens;
+  const std::optional<RateEstimate> rate = learner_->Estimate(worker);
+  if (!rate || !std::isfinite(rate->prefill_tokens_per_s) || !(rate->prefill_tokens_per_s > 0)) {
+    return booked_tokens;
+  }
+  const double done = rate->prefill_tokens_per_s * ToSeconds(now - booked.prefill_since);
+  if (done >= static_cast<double>(booked_tokens)) return 0;
+  return booked_tokens - static_cast<std::uint64_t>(done);
 }
 
 double LoadTracker::WaitCorrectionLocked(WorkerId worker, Nanos now) const {
@@ -131,6 +155,7 @@ std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now) {
   StopWaitingLocked(r, id);
   CalibrateLocked(r, now);
   SubClamped(w.pending_prefill_tokens, r.routed.uncached_tokens);
+  booked.prefill_since = now;
   w.decoding_requests += 1;
   w.active_kv_tokens += r.routed.prompt_tokens + 1;
   // Work the worker had to do before this request's first token: its own uncached tokens

@@ -5,15 +5,18 @@
 // Per worker it keeps:
 //   inflight_requests       +1 on route, -1 on completion
 //   pending_prefill_tokens  the uncached prompt tokens of requests whose first token has not
-//                           arrived yet (dropped at first token: the prefill is done)
+//                           arrived yet (dropped at first token: the prefill is done). What
+//                           a decision sees is that less the work done since the last first
+//                           token at the learned rate (PendingPrefillTokens, View)
 //   active_kv_blocks        blocks the in-flight requests hold (freed at completion)
 //   decoding / active_kv_tokens  requests past their first token and the KV tokens they hold
 //                           (prompt + tokens generated so far): the batch of an ITL sample
 //
 // Observations fed to the learner (when one is given):
 //   prefill: TTFT (route → first token) against own uncached tokens + the pending prefill
-//            tokens already queued on the worker at route time. Queue-free TTFTs are not
-//            observable from the router, so the queue ahead is counted as work.
+//            tokens still ahead on the worker at route time (drained, as above).
+//            Queue-free TTFTs are not observable from the router, so the queue ahead is
+//            counted as work.
 //   calibration: each first token's measured TTFT against the policy's prediction for it
 //            (RoutedRequest::predicted_*). The queue-dependent part of the prediction (queue,
 //            decode interference, KV wait) is what a model of the engine gets wrong under
@@ -22,7 +25,8 @@
 //              log c <- log c + kCalibrationGain * log((measured_wait + e) / (predicted_wait + e))
 //            with measured_wait = TTFT - the prediction's own part (prefill and tier loads),
 //            e = max(50 ms, 10 % of that own part) so that a near-zero wait neither explodes
-//            nor dominates, and c within [kMinWaitCorrection, kMaxWaitCorrection]. The
+//            nor dominates, and c within [kMinWaitCorrection, kMaxWaitCorrection]; only
+//            samples that predicted a wait (>= e) teach c, since c scales nothing else. The
 //            prediction already carries c, so each sample corrects the residual (an
 //            integral controller): c settles where predicted and measured waits agree.
 //            Feedback at first token is late exactly when it matters (a queue of 150 s
@@ -112,6 +116,7 @@ class LoadTracker {
   struct View {
     std::uint64_t version = 0;
     double wait_correction = 1;
+    std::uint64_t pending_prefill_tokens = 0;  // PendingPrefillTokens(worker, now)
   };
   View ViewOf(WorkerId worker, Nanos now) const;
   // The factor for the queue-dependent part of predicted TTFT on `worker` at `now`: the
@@ -119,6 +124,12 @@ class LoadTracker {
   // there implies (see above). 1 for a worker never calibrated and nothing overdue.
   double WaitCorrection(WorkerId worker, Nanos now) const;
   TtftCalibration Calibration(WorkerId worker) const;
+  // The prefill work still ahead on `worker` at `now`: the booked pending tokens less what
+  // the worker has prefilled since its last first token (or since its queue formed) at the
+  // learned rate. Chunked prefill works on the queue the whole time, so counting every
+  // booked token until its request's first token counts work already done (a queue of
+  // three 30k-token prompts, half through the first, is 75k tokens ahead, not 90k).
+  std::uint64_t PendingPrefillTokens(WorkerId worker, Nanos now) const;
   // Drops every in-flight record of `worker` (it was removed); their later calls are ignored.
   void ForgetWorker(WorkerId worker);
 
@@ -144,7 +155,11 @@ class LoadTracker {
   struct Booked {  // per worker; kept (zeroed) when nothing is in flight, for its version
     WorkerLoad load;
     std::uint64_t version = 0;
+    // Since when the pending requests have been worked on: the last first token, or the
+    // route that started a queue on an idle prefill.
+    Nanos prefill_since{0};
   };
+  std::uint64_t PendingLocked(WorkerId worker, const Booked& booked, Nanos now) const;
   void DropLocked(std::unordered_map<RequestId, Request>::iterator it);
   void StopWaitingLocked(const Request& r, RequestId id);
   void CalibrateLocked(const Request& r, Nanos now);

@@ -114,6 +114,31 @@ class LoadTrackerLearningTest : public ::testing::Test {
   LoadTracker tracker_{&learner_};
 };
 
+TEST_F(LoadTrackerLearningTest, PendingPrefillDrainsAtTheLearnedRate) {
+  // 30k + 20k uncached tokens booked at t = 0 on a worker learned at ~50k tokens/s: the
+  // work still ahead shrinks with time, restarts from the remaining requests at each first
+  // token, and never goes below zero; the booking itself (Load) is untouched.
+  const double rate = learner_.Estimate(kA)->prefill_tokens_per_s;
+  tracker_.OnRouted(1, Req(kA, 30000, 30000, 1), Ms(0));
+  tracker_.OnRouted(2, Req(kA, 20000, 20000, 1), Ms(0));
+  EXPECT_EQ(tracker_.PendingPrefillTokens(kA, Ms(0)), 50000u);
+  EXPECT_NEAR(static_cast<double>(tracker_.PendingPrefillTokens(kA, Ms(200))), 50000 - 0.2 * rate, 2);
+  EXPECT_EQ(tracker_.ViewOf(kA, Ms(200)).pending_prefill_tokens, tracker_.PendingPrefillTokens(kA, Ms(200)));
+  EXPECT_EQ(tracker_.Load(kA).pending_prefill_tokens, 50000u);
+  tracker_.OnFirstToken(1, Ms(700));
+  const double learned = learner_.Estimate(kA)->prefill_tokens_per_s;  // request 1 taught it
+  EXPECT_EQ(tracker_.PendingPrefillTokens(kA, Ms(700)), 20000u);
+  EXPECT_NEAR(static_cast<double>(tracker_.PendingPrefillTokens(kA, Ms(800))), 20000 - 0.1 * learned, 2);
+  EXPECT_EQ(tracker_.PendingPrefillTokens(kA, Ms(5000)), 0u);  // overdue: nothing left ahead
+  // A request routed behind a drained queue sees what is left, not the whole booking.
+  tracker_.OnRouted(3, Req(kA, 1000, 1000, 1), Ms(800));
+  EXPECT_NEAR(static_cast<double>(tracker_.PendingPrefillTokens(kA, Ms(800))), 21000 - 0.1 * learned, 2);
+  // Without a learner nothing drains.
+  LoadTracker plain;
+  plain.OnRouted(1, Req(kA, 30000, 30000, 1), Ms(0));
+  EXPECT_EQ(plain.PendingPrefillTokens(kA, Ms(5000)), 30000u);
+}
+
 TEST_F(LoadTrackerLearningTest, TtftIsFittedAgainstOwnPlusQueuedAheadTokens) {
   // A worker that prefills 10k tokens/s, FIFO: request 2's TTFT includes request 1's work.
   const double rate = 10000;
@@ -284,6 +309,21 @@ TEST(LoadTrackerCalibrationTest, NoQueueEitherWayTeachesNothing) {
   EXPECT_EQ(t.Calibration(kA).samples, 20u);
 }
 
+TEST(LoadTrackerCalibrationTest, AWaitPredictedAtZeroTeachesNothing) {
+  // Own prefill predicted 2 s, no wait; measured 2.5 s. The factor scales the predicted wait,
+  // which is zero here: raising it would fix nothing for these requests and inflate every
+  // queued prediction (it wound up to ~4x on the conversation traces, issue 15).
+  LoadTracker t;
+  for (RequestId id = 1; id <= 50; ++id) {
+    const Nanos at = Ms(10000.0 * static_cast<double>(id));
+    t.OnRouted(id, Predicted(kA, 2.0, 0.0), at);
+    t.OnFirstToken(id, at + Ms(2500));
+    t.OnDone(id, at + Ms(3000), true);
+  }
+  EXPECT_EQ(t.Calibration(kA).wait_correction, 1.0);
+  EXPECT_EQ(t.Calibration(kA).samples, 50u);
+}
+
 TEST(LoadTrackerCalibrationTest, AnOverdueRequestRaisesTheFactorBeforeItsFirstToken) {
   // Predicted own 1 s + wait 4 s; 45 s later it still waits: >= (44 + 0.1) / (4 + 0.1) ~ 10.8x.
   LoadTracker t;
@@ -306,7 +346,7 @@ TEST(LoadTrackerCalibrationTest, TheFactorStaysWithinItsBounds) {
   LoadTracker t;
   for (RequestId id = 1; id <= 200; ++id) {
     const Nanos at = Ms(1e6 * static_cast<double>(id));
-    t.OnRouted(id, Predicted(kA, 0.01, 0.001), at);
+    t.OnRouted(id, Predicted(kA, 0.2, 0.1), at);
     t.OnFirstToken(id, at + FromSeconds(3000));
     t.OnDone(id, at + FromSeconds(3001), true);
   }

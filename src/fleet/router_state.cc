@@ -235,10 +235,12 @@ std::pair<std::uint64_t, bool> RouterState::FillState(WorkerId id, const Entry& 
   // Pooled rates move with every peer's sample: rewritten at every call.
   const bool lent = pools_.Apply(id, s);
   const bool reread = !known_version || *known_version != view.version || (was_lent && !lent);
+  // The prefill still ahead drains with time (LoadTracker::PendingPrefillTokens): read at
+  // every call.
+  s->pending_prefill_tokens = view.pending_prefill_tokens;
   if (reread) {
     const WorkerLoad l = load_.Load(id);
     s->inflight_requests = l.inflight_requests;
-    s->pending_prefill_tokens = l.pending_prefill_tokens;
     s->pending_prefill_requests = l.inflight_requests - std::min(l.inflight_requests, l.decoding_requests);
     s->active_kv_blocks = l.active_kv_blocks;
     if (!lent) {
