@@ -70,7 +70,8 @@ std::string DecisionsCsv(const workload::RunReport& report,
                          const std::vector<SimLevelExtras>& levels) {
   std::ostringstream out;
   out << "level,request,worker,at_s,prompt_tokens,predicted_cached_tokens,cached_tokens,"
-         "predicted_ttft_s,ttft_s,inflight_at_route,pending_prefill_at_route,ok\n";
+         "predicted_ttft_s,ttft_s,inflight_at_route,pending_prefill_at_route,ok,predicted_wait_s,"
+         "wait_correction\n";
   for (std::size_t li = 0; li < levels.size() && li < report.levels.size(); ++li) {
     const auto& reqs = report.levels[li].requests;
     for (const DecisionRecord& d : levels[li].decisions) {
@@ -84,7 +85,9 @@ std::string DecisionsCsv(const workload::RunReport& report,
       out << ',';
       if (r.ok) out << ShortNumber(r.ttft_s);
       out << ',' << d.inflight_at_route << ',' << d.pending_prefill_at_route << ','
-          << (r.ok ? 1 : 0) << '\n';
+          << (r.ok ? 1 : 0) << ',';
+      if (d.predicted_wait_s) out << ShortNumber(*d.predicted_wait_s);
+      out << ',' << ShortNumber(d.wait_correction_at_route) << '\n';
     }
   }
   return out.str();

@@ -285,7 +285,11 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
       std::uint64_t{cached.blocks[static_cast<int>(Tier::kGpu)]} * bs, prompt_tokens);
   dr.inflight_at_route = rows[w].inflight_requests;
   dr.pending_prefill_at_route = rows[w].pending_prefill_tokens;
-  if (const sched::CandidateTrace* c = decision->Find(w)) dr.predicted_ttft_s = c->predicted_ttft_s;
+  dr.wait_correction_at_route = rows[w].wait_correction;
+  if (const sched::CandidateTrace* c = decision->Find(w)) {
+    dr.predicted_ttft_s = c->predicted_ttft_s;
+    dr.predicted_wait_s = c->predicted_wait_s;
+  }
   result.decisions.push_back(dr);
   if (use_cache && options.predicted_overlay) predicted.Record(w, keys, now);
 

@@ -99,6 +99,10 @@ struct DecisionRecord {
   std::optional<double> predicted_ttft_s;
   std::uint32_t inflight_at_route = 0;
   std::uint64_t pending_prefill_at_route = 0;
+  // The queue-dependent part of predicted_ttft_s and the worker's wait correction in it
+  // (fleet::LoadTracker): where a miscalibrated prediction comes from.
+  std::optional<double> predicted_wait_s;
+  double wait_correction_at_route = 1;
 };
 
 struct WorkerReport {
