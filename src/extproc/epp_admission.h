@@ -6,7 +6,8 @@
 //                                    `epp.objectives` in the config (kvroute does not read the
 //                                    CRDs). Negative priority = sheddable.
 //   x-gateway-inference-fairness-id  read and logged; kvroute has no fairness queues.
-//   x-gateway-model-name-rewrite     read and logged; not applied (the body's model routes).
+//   x-gateway-model-name-rewrite     the model the request is routed, scored and forwarded as
+//                                    (epp_router.h: the body's "model" is rewritten).
 //
 // Shedding (llm-d's saturation-detector shape): a sheddable request is answered 429 when every
 // candidate worker is saturated — its last scrape shows at least `queue_depth` waiting requests

@@ -60,12 +60,19 @@ class RouterSession final : public PickSession {
     const gateway::RequestPipeline& pipeline = *shared_->path.pipeline;
     net::HttpRequest http;  // what the tenancy rule reads: the headers
     for (const auto& [k, v] : r.headers) http.headers.emplace_back(k, v);
+    const RequestObjective objective = ReadObjective(r.headers, shared_->options.admission);
     gateway::RequestContext context{.tenant_salt = pipeline.TenantSalt(http)};
+    // x-gateway-model-name-rewrite: the request is checked, scored, booked and forwarded as
+    // that model (the forwarded body's "model" rewritten, Content-Length following).
+    if (!objective.model_rewrite.empty()) {
+      context.rewrite_model = [&objective](std::string_view) { return objective.model_rewrite; };
+    }
     auto prepared = pipeline.Prepare(*endpoint, r.body, now, context);
     if (!prepared) return Reject(prepared.error());
     request_ = std::move(*prepared);
-
-    const RequestObjective objective = ReadObjective(r.headers, shared_->options.admission);
+    if (!request_.requested_model.empty()) {
+      spdlog::debug("epp model rewrite {} -> {}", request_.requested_model, request_.model);
+    }
     if (objective.sheddable()) {
       if (auto why = EveryCandidateSaturated(r, now)) {
         spdlog::info("epp shed model={} objective={} priority={} fairness_id={}: every candidate saturated ({})",
@@ -93,7 +100,7 @@ class RouterSession final : public PickSession {
     }
     Book(0, now);
     shared_->path.metrics->AddPromptTokens(static_cast<double>(std::max<std::int64_t>(request_.prompt_tokens, 0)));
-    if (*request_.body != r.body) out.body = *request_.body;  // kvroute added a salt or uuids
+    if (*request_.body != r.body) out.body = *request_.body;  // a salt, uuids, the rewritten model
     return out;
   }
 

@@ -7,6 +7,8 @@
 //   Pick            :path → endpoint (/v1/chat/completions, /v1/completions); the body is
 //                   prepared (parsed, validated, tokenized, keyed) like the HTTP path's; a
 //                   client error is an ImmediateResponse with its status and OpenAI error body.
+//                   With x-gateway-model-name-rewrite the request is prepared, routed and
+//                   booked as that model, and the body handed back carries it.
 //                   Route over the router state's snapshot, restricted to the subset hint
 //                   (workers outside it are excluded; none left: 503), booked at once. The
 //                   fallbacks are the policy's next choices (Route again excluding the ones
