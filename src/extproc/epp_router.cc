@@ -25,7 +25,9 @@ constexpr RequestId kEppIdBit = RequestId{1} << 63;
 struct Shared {
   gateway::RequestPath path;
   EppRouterOptions options;
+  std::shared_ptr<EppPolicy> policy;  // never null
   std::atomic<std::uint64_t> next_id{1};
+  std::atomic<std::uint64_t> next_key{0};  // rewrite keys of requests without x-request-id
   std::atomic<std::uint64_t> next_seed{0};
 };
 
@@ -60,30 +62,35 @@ class RouterSession final : public PickSession {
     const gateway::RequestPipeline& pipeline = *shared_->path.pipeline;
     net::HttpRequest http;  // what the tenancy rule reads: the headers
     for (const auto& [k, v] : r.headers) http.headers.emplace_back(k, v);
-    const RequestObjective objective = ReadObjective(r.headers, shared_->options.admission);
+    const EppPolicy& policy = *shared_->policy;
+    const RequestObjective objective =
+        ReadObjective(r.headers, [&policy](std::string_view o) { return policy.Priority(o); });
     gateway::RequestContext context{.tenant_salt = pipeline.TenantSalt(http)};
-    // x-gateway-model-name-rewrite: the request is checked, scored, booked and forwarded as
-    // that model (the forwarded body's "model" rewritten, Content-Length following).
-    if (!objective.model_rewrite.empty()) {
-      context.rewrite_model = [&objective](std::string_view) { return objective.model_rewrite; };
-    }
+    // The model the request is checked, scored, booked and forwarded as (the forwarded body's
+    // "model" rewritten, Content-Length following): x-gateway-model-name-rewrite names it
+    // outright; else the pool's InferenceModelRewrite rules, weighted per request
+    // (epp_policy.h: the key is x-request-id's hash, else a counter).
+    const std::string_view request_id = Header(r, "x-request-id");
+    const std::uint64_t key = request_id.empty() ? shared_->next_key++ : StableHash(request_id);
+    context.rewrite_model = [&objective, &policy, key](std::string_view model) {
+      return objective.model_rewrite.empty() ? policy.RewriteFor(model, key) : objective.model_rewrite;
+    };
     auto prepared = pipeline.Prepare(*endpoint, r.body, now, context);
     if (!prepared) return Reject(prepared.error());
     request_ = std::move(*prepared);
     if (!request_.requested_model.empty()) {
       spdlog::debug("epp model rewrite {} -> {}", request_.requested_model, request_.model);
     }
-    if (objective.sheddable()) {
-      if (auto why = EveryCandidateSaturated(r, now)) {
-        spdlog::info("epp shed model={} objective={} priority={} fairness_id={}: every candidate saturated ({})",
-                     request_.model, objective.objective, objective.priority, objective.fairness_id, *why);
-        return Reject(api::ApiError{
-            .status = 429,
-            .message = "Request shed: objective '" + objective.objective +
-                       "' is sheddable and every endpoint is saturated (" + *why + "); retry later.",
-            .type = "rate_limit_error",
-            .code = "sheddable_request_shed"});
-      }
+    const std::optional<std::string> saturated = EveryCandidateSaturated(r, now);
+    if (objective.sheddable() && saturated) {
+      spdlog::info("epp shed model={} objective={} priority={} fairness_id={}: every candidate saturated ({})",
+                   request_.model, objective.objective, objective.priority, objective.fairness_id, *saturated);
+      return Reject(api::ApiError{
+          .status = 429,
+          .message = "Request shed: objective '" + objective.objective +
+                     "' is sheddable and every endpoint is saturated (" + *saturated + "); retry later.",
+          .type = "rate_limit_error",
+          .code = "sheddable_request_shed"});
     }
 
     std::vector<WorkerId> exclude = OutsideSubset(r);
@@ -238,7 +245,25 @@ SessionFactory MakeRouterSessions(gateway::RequestPath path, EppRouterOptions op
   auto shared = std::make_shared<Shared>();
   shared->path = path;
   shared->options = options;
+  shared->policy = options.policy ? options.policy : std::make_shared<EppPolicy>(options.admission.objective_priority);
   return [shared]() -> std::unique_ptr<PickSession> { return std::make_unique<RouterSession>(shared); };
+}
+
+std::expected<std::unique_ptr<k8s::ObjectiveWatcher>, std::string> WatchPoolObjectives(
+    const gateway::KubernetesDiscoveryConfig& k, EppPolicy* policy) {
+  if (k.pool.empty()) return nullptr;
+  k8s::ObjectiveWatcherOptions o;
+  o.api.api_url = k.api_url;
+  o.api.token_file = k.token_file;
+  o.api.ca_file = k.ca_file;
+  o.api.namespace_name = k.namespace_name;
+  o.api.pool_name = k.pool;
+  o.api.on_step = [](const std::string& step, bool failed) {
+    spdlog::log(failed ? spdlog::level::warn : spdlog::level::info, "inferenceobjectives: {}", step);
+  };
+  auto w = k8s::ObjectiveWatcher::Start(std::move(o), policy);
+  if (!w) return std::unexpected("epp.watch_objectives: " + w.error());
+  return std::move(*w);
 }
 
 }  // namespace kvroute::extproc

@@ -35,10 +35,16 @@
 #pragma once
 
 #include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "extproc/epp_admission.h"
+#include "extproc/epp_policy.h"
 #include "extproc/epp_stream.h"
 #include "gateway/gateway.h"
+#include "k8s/objective_watcher.h"
 
 namespace kvroute::extproc {
 
@@ -48,9 +54,18 @@ struct EppRouterOptions {
   std::uint64_t seed = 0;  // of each thread's PolicyState
   // Objective → priority and the saturation thresholds (epp_admission.h).
   EppAdmissionOptions admission;
+  // Objectives and model rewrites merged with the cluster's (epp_policy.h; shared with the
+  // watcher that fills it); null: one holding admission.objective_priority alone.
+  std::shared_ptr<EppPolicy> policy;
 };
 
 // One RouterSession per stream, deciding over `path` (borrowed; must outlive the server).
 SessionFactory MakeRouterSessions(gateway::RequestPath path, EppRouterOptions options = {});
+
+// The InferencePool of discovery.kubernetes (`k.pool`; none: nullptr) — its InferenceObjective and
+// InferenceModelRewrite objects followed into `policy` (borrowed; must outlive the watcher), with
+// the same API address, credentials and namespace as the pool's discovery; steps logged.
+std::expected<std::unique_ptr<k8s::ObjectiveWatcher>, std::string> WatchPoolObjectives(
+    const gateway::KubernetesDiscoveryConfig& k, EppPolicy* policy);
 
 }  // namespace kvroute::extproc
