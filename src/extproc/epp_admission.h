@@ -5,14 +5,15 @@
 //                                    critical; unset or unknown = 0, as the CRD says) comes from
 //                                    the pool's InferenceObjective objects, else `epp.objectives`
 //                                    (epp_policy.h). Negative priority = sheddable.
-//   x-gateway-inference-fairness-id  read and logged; kvroute has no fairness queues.
+//   x-gateway-inference-fairness-id  the tenant whose fair share of a saturated pool is judged
+//                                    (epp_fairness.h); absent: "", one default flow.
 //   x-gateway-model-name-rewrite     the model the request is routed, scored and forwarded as
 //                                    (epp_router.h: the body's "model" is rewritten).
 //
 // Shedding (llm-d's saturation-detector shape): a sheddable request is answered 429 when every
 // candidate worker is saturated — its last scrape shows at least `queue_depth` waiting requests
 // or KV usage at least `kv_usage`, or it has no scrape younger than `metrics_max_age_s` (no
-// evidence of room). Requests of priority >= 0 are never shed here.
+// evidence of room). Requests of priority >= 0 are never shed here (the fairness rule may refuse one).
 //
 // Thread safety: pure functions over values.
 #pragma once

@@ -10,6 +10,7 @@
 
 #include "client/client_types.h"
 #include "common/clock.h"
+#include "extproc/epp_fairness.h"
 #include "fleet/router_state.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/request_booking.h"
@@ -26,6 +27,7 @@ struct Shared {
   gateway::RequestPath path;
   EppRouterOptions options;
   std::shared_ptr<EppPolicy> policy;  // never null
+  FairShareLedger fairness;
   std::atomic<std::uint64_t> next_id{1};
   std::atomic<std::uint64_t> next_key{0};  // rewrite keys of requests without x-request-id
   std::atomic<std::uint64_t> next_seed{0};
@@ -47,6 +49,7 @@ class RouterSession final : public PickSession {
  public:
   explicit RouterSession(std::shared_ptr<Shared> shared)
       : shared_(std::move(shared)), state_(*shared_->path.router_state) {}
+  ~RouterSession() override { ReleaseFairness(); }
 
   PickResult Pick(const PickRequest& r) override {
     const Nanos now = shared_->path.clock->Now();
@@ -92,13 +95,37 @@ class RouterSession final : public PickSession {
           .type = "rate_limit_error",
           .code = "sheddable_request_shed"});
     }
+    // Fairness (epp_fairness.h): in a saturated pool, an id holding more than its share of
+    // this priority's requests in flight is refused; otherwise the request is counted.
+    const FairShareVerdict fair =
+        shared_->fairness.Admit(objective.priority, objective.fairness_id, saturated.has_value());
+    if (fair.over) {
+      spdlog::info("epp shed model={} priority={} fairness_id={}: holds {} of {} in flight (share {:.2f} among {})",
+                   request_.model, objective.priority, objective.fairness_id, fair.held, fair.in_flight,
+                   fair.share, fair.ids);
+      return Reject(api::ApiError{
+          .status = 429,
+          .message = "Request shed: fairness id '" + objective.fairness_id + "' holds " + std::to_string(fair.held) +
+                     " of the " + std::to_string(fair.in_flight) + " requests in flight at priority " +
+                     std::to_string(objective.priority) + ", more than its fair share among " +
+                     std::to_string(fair.ids) + ", and every endpoint is saturated (" + *saturated +
+                     "); retry later.",
+          .type = "rate_limit_error",
+          .code = "fairness_share_exceeded"});
+    }
+    fair_priority_ = objective.priority;
+    fair_id_ = objective.fairness_id;
+    fair_counted_ = true;
 
     std::vector<WorkerId> exclude = OutsideSubset(r);
     PickResult out;
     for (int k = 0; k <= shared_->options.max_fallbacks; ++k) {
       auto route = pipeline.Route(request_, exclude, now, ThreadPolicyState(*shared_));
       if (!route) {
-        if (k == 0) return Reject(route.error());
+        if (k == 0) {
+          ReleaseFairness();  // never routed
+          return Reject(route.error());
+        }
         break;
       }
       exclude.push_back(route->worker);
@@ -136,6 +163,7 @@ class RouterSession final : public PickSession {
   }
 
   void OnStreamEnd(bool response_complete, bool destination_sent) override {
+    ReleaseFairness();
     if (!booked_) return;
     const Nanos now = shared_->path.clock->Now();
     const gateway::RouteOutcome& route = routes_[booked_index_];
@@ -169,6 +197,12 @@ class RouterSession final : public PickSession {
 
   static PickResult Reject(const api::ApiError& error) {
     return PickResult{.reject_status = error.status, .reject_message = error.Body()};
+  }
+
+  void ReleaseFairness() {
+    if (!fair_counted_) return;
+    fair_counted_ = false;
+    shared_->fairness.Release(fair_priority_, fair_id_);
   }
 
   // Books routes_[i] under a fresh id (a moved booking never reuses the withdrawn one).
@@ -237,6 +271,10 @@ class RouterSession final : public PickSession {
   int status_ = 0;
   bool sse_ = false;
   bool stream_error_ = false;
+  // The fairness ledger's count this request holds (released once, at the end).
+  bool fair_counted_ = false;
+  int fair_priority_ = 0;
+  std::string fair_id_;
 };
 
 }  // namespace

@@ -19,6 +19,10 @@
 //                   subset hint — is saturated: ImmediateResponse 429, OpenAI error body,
 //                   nothing booked. Checked after the body is prepared (a client error is
 //                   still its own 4xx).
+//   fairness        in a saturated pool, a request whose x-gateway-inference-fairness-id holds
+//                   more than its fair share of its priority's requests in flight (epp_fairness.h)
+//                   is answered 429 (code fairness_share_exceeded), nothing booked; every
+//                   request routed is counted until its stream ends.
 //   response        served endpoint ≠ the pick (the gateway used a fallback): the booking
 //                   moves to the served worker. SSE chunks → first token / tokens
 //                   (ResponseTokens); a buffered 200's first bytes → first token; the worker's
