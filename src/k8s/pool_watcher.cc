@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "k8s/api_client.h"
+#include "k8s/json_read.h"
 #include "k8s/list_watch.h"
+#include "k8s/pod_kv_events.h"
 #include "k8s/slice_discovery.h"
 #include "k8s/text_file.h"
 
@@ -63,6 +65,20 @@ struct PoolWatcher::Impl {
            UrlEncode(LabelSelector(pool.selector));
   }
 
+  // A slice endpoint's pod, read for its KV-event endpoint (the slice carries no pod spec).
+  // Any failure (RBAC without `get` on pods, the pod gone) only means no events: logged.
+  std::optional<fleet::KvEventSource> PodEvents(const std::string& pod) {
+    auto body = loop->Get("/api/v1/namespaces/" + options.namespace_name + "/pods/" + UrlEncode(pod));
+    if (!body) {
+      loop->Failure("pod " + pod + " (for its KV events): " + body.error());
+      return std::nullopt;
+    }
+    auto v = json_read::Parse(*body);
+    auto events = v ? PodKvEvents(json_read::Obj(&*v)) : std::nullopt;
+    loop->Step("pod " + pod + " kv events " + (events ? events->endpoint : std::string("none")));
+    return events;
+  }
+
   // The pool first (its selector and target ports say what to follow), then its collection.
   void Run() {
     std::unique_ptr<WatchReconciler> rec;
@@ -83,7 +99,8 @@ struct PoolWatcher::Impl {
                  (options.source == DiscoverySource::kEndpointSlices ? " from endpointslices of " + options.service : ""));
       const std::string collection = CollectionPath(*pool);
       if (options.source == DiscoverySource::kEndpointSlices) {
-        rec = std::make_unique<SliceReconciler>(std::move(*pool), options.service, options.models, sink);
+        rec = std::make_unique<SliceReconciler>(std::move(*pool), options.service, options.models, sink,
+                                                [this](const std::string& pod) { return PodEvents(pod); });
       } else {
         rec = std::make_unique<PoolReconciler>(std::move(*pool), options.models, sink);
       }

@@ -2,7 +2,7 @@
 `kvroute serve` with discovery.kubernetes. THIS IS A FAKE: no Kubernetes API server can run on
 the machines this project is tested on. Its answers have the shapes of recorded/ (hand-written
 in the API server's shapes): GET of one InferencePool, list and watch of pods or of
-EndpointSlices, and of further collections such as InferenceObjectives (chunked,
+EndpointSlices, GET of one pod, and of further collections such as InferenceObjectives (chunked,
 one `{"type", "object"}` event a line). The test scripts the watch: events pushed with push()
 go out on the open watch (or the next one); a watch with nothing to send ends after
 min(timeoutSeconds, 5) s, as a real one ends at its timeout.
@@ -155,6 +155,13 @@ class FakeApi:
                 ns = "/namespaces/%s/" % fake.namespace
                 if url.path == "/apis/inference.networking.k8s.io/v1" + ns + "inferencepools/" + fake.pool["metadata"]["name"]:
                     return self.reply(200, fake.pool)
+                if url.path.startswith("/api/v1" + ns + "pods/"):  # GET one pod (by name)
+                    name = url.path.rsplit("/", 1)[1]
+                    found = [p for p in fake.pods if p["metadata"]["name"] == name]
+                    if found:
+                        return self.reply(200, found[0])
+                    return self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                            "reason": "NotFound", "code": 404})
                 events, list_rv = fake.events, fake.list_rv
                 if url.path in fake.collections:
                     c = fake.collections[url.path]
