@@ -86,6 +86,7 @@ try {
   await sleep(600);  // a scrape after the queues formed
 
   const over = await hold(client, 'a');
+  held.push(over);  // (released at the end should it have been routed)
   const ir = over.first.immediate_response;
   let err = null;
   try { err = JSON.parse(Buffer.from(ir?.body || []).toString()); } catch { /* checked below */ }
