@@ -42,6 +42,7 @@ int RunServe(gateway::GatewayConfig config) {
   const std::string host = config.host;
   const std::size_t workers = config.workers.size();
   const gateway::GatewayConfig::Epp epp_config = config.epp;
+  const gateway::KubernetesDiscoveryConfig kubernetes = config.kubernetes;
   const auto epp_body_limit = static_cast<std::size_t>(config.limits.max_body_bytes);
   const auto grace = std::chrono::milliseconds(static_cast<std::int64_t>(config.shutdown_grace_s * 1000));
   const auto drain = std::chrono::milliseconds(static_cast<std::int64_t>(config.drain_timeout_s * 1000));
@@ -65,6 +66,17 @@ int RunServe(gateway::GatewayConfig config) {
   // The Endpoint Picker beside the HTTP gateway (not instead of it): the HTTP side keeps
   // serving /health, /ready, /metrics and /admin, which probes, Prometheus and operators need.
   std::unique_ptr<extproc::EppServer> epp;
+  // Declared before the watcher that fills it, so the watcher stops first.
+  auto epp_policy = std::make_shared<extproc::EppPolicy>(epp_config.objectives);
+  std::unique_ptr<k8s::ObjectiveWatcher> objective_watcher;
+  if (epp_config.enabled && epp_config.watch_objectives) {
+    auto watcher = extproc::WatchPoolObjectives(kubernetes, epp_policy.get());
+    if (!watcher) {
+      std::cerr << "kvroute serve: " << watcher.error() << "\n";
+      return 2;
+    }
+    objective_watcher = std::move(*watcher);
+  }
   if (epp_config.enabled) {
     auto started = extproc::EppServer::Start(
         {.address = epp_config.address, .max_body_bytes = epp_body_limit},
@@ -74,7 +86,8 @@ int RunServe(gateway::GatewayConfig config) {
              .admission = {.objective_priority = epp_config.objectives,
                            .queue_depth = epp_config.saturation_queue_depth,
                            .kv_usage = epp_config.saturation_kv_usage,
-                           .metrics_max_age_s = epp_config.saturation_metrics_max_age_s}}));
+                           .metrics_max_age_s = epp_config.saturation_metrics_max_age_s},
+             .policy = epp_policy}));
     if (!started) {
       std::cerr << "kvroute serve: epp: " << started.error() << "\n";
       return 2;
@@ -86,6 +99,7 @@ int RunServe(gateway::GatewayConfig config) {
 #else
   (void)epp_body_limit;
   (void)seed;
+  (void)kubernetes;
 #endif
   std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   // The ready line: tests and scripts read the address from it.

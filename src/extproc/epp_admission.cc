@@ -3,7 +3,7 @@
 namespace kvroute::extproc {
 
 RequestObjective ReadObjective(const std::map<std::string, std::string>& headers,
-                               const EppAdmissionOptions& options) {
+                               const std::function<int(std::string_view)>& priority_of) {
   auto value = [&headers](const char* name) {
     auto it = headers.find(name);
     return it == headers.end() ? std::string() : it->second;
@@ -11,9 +11,7 @@ RequestObjective ReadObjective(const std::map<std::string, std::string>& headers
   RequestObjective out{.objective = value(kObjectiveHeader),
                        .fairness_id = value(kFairnessIdHeader),
                        .model_rewrite = value(kModelRewriteHeader)};
-  if (auto it = options.objective_priority.find(out.objective); it != options.objective_priority.end()) {
-    out.priority = it->second;
-  }
+  if (!out.objective.empty()) out.priority = priority_of(out.objective);
   return out;
 }
 

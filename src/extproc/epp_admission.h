@@ -3,22 +3,26 @@
 //
 //   x-gateway-inference-objective    names an InferenceObjective; its priority (higher = more
 //                                    critical; unset or unknown = 0, as the CRD says) comes from
-//                                    `epp.objectives` in the config (kvroute does not read the
-//                                    CRDs). Negative priority = sheddable.
-//   x-gateway-inference-fairness-id  read and logged; kvroute has no fairness queues.
-//   x-gateway-model-name-rewrite     read and logged; not applied (the body's model routes).
+//                                    the pool's InferenceObjective objects, else `epp.objectives`
+//                                    (epp_policy.h). Negative priority = sheddable.
+//   x-gateway-inference-fairness-id  the tenant whose fair share of a saturated pool is judged
+//                                    (epp_fairness.h); absent: "", one default flow.
+//   x-gateway-model-name-rewrite     the model the request is routed, scored and forwarded as
+//                                    (epp_router.h: the body's "model" is rewritten).
 //
 // Shedding (llm-d's saturation-detector shape): a sheddable request is answered 429 when every
 // candidate worker is saturated — its last scrape shows at least `queue_depth` waiting requests
 // or KV usage at least `kv_usage`, or it has no scrape younger than `metrics_max_age_s` (no
-// evidence of room). Requests of priority >= 0 are never shed here.
+// evidence of room). Requests of priority >= 0 are never shed here (the fairness rule may refuse one).
 //
 // Thread safety: pure functions over values.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/types.h"
 #include "fleet/scraped_metrics.h"
@@ -30,7 +34,9 @@ inline constexpr const char* kFairnessIdHeader = "x-gateway-inference-fairness-i
 inline constexpr const char* kModelRewriteHeader = "x-gateway-model-name-rewrite";
 
 struct EppAdmissionOptions {
-  std::map<std::string, int> objective_priority;  // InferenceObjective name → spec.priority
+  // InferenceObjective name → spec.priority from the config (`epp.objectives`); the cluster's
+  // objects override it (epp_policy.h).
+  std::map<std::string, int> objective_priority;
   int queue_depth = 5;            // waiting requests (vllm:num_requests_waiting) that saturate
   double kv_usage = 0.8;          // KV cache usage fraction that saturates
   double metrics_max_age_s = 2.0;  // an older scrape shows no room
@@ -44,9 +50,10 @@ struct RequestObjective {
   bool sheddable() const { return priority < 0; }
 };
 
-// `headers`: lower-case names, as Envoy sends them.
+// `headers`: lower-case names, as Envoy sends them; `priority_of`: an objective name's
+// priority (EppPolicy::Priority).
 RequestObjective ReadObjective(const std::map<std::string, std::string>& headers,
-                               const EppAdmissionOptions& options);
+                               const std::function<int(std::string_view)>& priority_of);
 
 enum class Saturation {
   kRoom,          // below both thresholds, fresh

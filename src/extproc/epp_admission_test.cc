@@ -3,24 +3,28 @@
 
 #include <gtest/gtest.h>
 
+#include "extproc/epp_policy.h"
+
 namespace kvroute::extproc {
 namespace {
 
 const EppAdmissionOptions kOptions{.objective_priority = {{"batch", -1}, {"chat", 10}},
                                    .queue_depth = 5, .kv_usage = 0.8, .metrics_max_age_s = 2.0};
+const EppPolicy kPolicy(kOptions.objective_priority);
+const std::function<int(std::string_view)> kPriority = [](std::string_view o) { return kPolicy.Priority(o); };
 
 TEST(ReadObjective, TheObjectiveNamesThePriorityUnknownOrNoneIsZero) {
   auto batch = ReadObjective({{"x-gateway-inference-objective", "batch"},
                               {"x-gateway-inference-fairness-id", "tenant-7"},
                               {"x-gateway-model-name-rewrite", "qwen-small"}},
-                             kOptions);
+                             kPriority);
   EXPECT_EQ(batch.priority, -1);
   EXPECT_TRUE(batch.sheddable());
   EXPECT_EQ(batch.fairness_id, "tenant-7");
   EXPECT_EQ(batch.model_rewrite, "qwen-small");
-  EXPECT_EQ(ReadObjective({{"x-gateway-inference-objective", "chat"}}, kOptions).priority, 10);
-  EXPECT_EQ(ReadObjective({{"x-gateway-inference-objective", "nope"}}, kOptions).priority, 0);
-  EXPECT_FALSE(ReadObjective({}, kOptions).sheddable());
+  EXPECT_EQ(ReadObjective({{"x-gateway-inference-objective", "chat"}}, kPriority).priority, 10);
+  EXPECT_EQ(ReadObjective({{"x-gateway-inference-objective", "nope"}}, kPriority).priority, 0);
+  EXPECT_FALSE(ReadObjective({}, kPriority).sheddable());
 }
 
 fleet::EngineMetrics Scrape(Nanos at, std::uint32_t waiting, double kv) {

@@ -10,6 +10,7 @@
 
 #include "client/client_types.h"
 #include "common/clock.h"
+#include "extproc/epp_fairness.h"
 #include "fleet/router_state.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/request_booking.h"
@@ -25,7 +26,10 @@ constexpr RequestId kEppIdBit = RequestId{1} << 63;
 struct Shared {
   gateway::RequestPath path;
   EppRouterOptions options;
+  std::shared_ptr<EppPolicy> policy;  // never null
+  FairShareLedger fairness;
   std::atomic<std::uint64_t> next_id{1};
+  std::atomic<std::uint64_t> next_key{0};  // rewrite keys of requests without x-request-id
   std::atomic<std::uint64_t> next_seed{0};
 };
 
@@ -45,6 +49,7 @@ class RouterSession final : public PickSession {
  public:
   explicit RouterSession(std::shared_ptr<Shared> shared)
       : shared_(std::move(shared)), state_(*shared_->path.router_state) {}
+  ~RouterSession() override { ReleaseFairness(); }
 
   PickResult Pick(const PickRequest& r) override {
     const Nanos now = shared_->path.clock->Now();
@@ -60,31 +65,67 @@ class RouterSession final : public PickSession {
     const gateway::RequestPipeline& pipeline = *shared_->path.pipeline;
     net::HttpRequest http;  // what the tenancy rule reads: the headers
     for (const auto& [k, v] : r.headers) http.headers.emplace_back(k, v);
+    const EppPolicy& policy = *shared_->policy;
+    const RequestObjective objective =
+        ReadObjective(r.headers, [&policy](std::string_view o) { return policy.Priority(o); });
     gateway::RequestContext context{.tenant_salt = pipeline.TenantSalt(http)};
+    // The model the request is checked, scored, booked and forwarded as (the forwarded body's
+    // "model" rewritten, Content-Length following): x-gateway-model-name-rewrite names it
+    // outright; else the pool's InferenceModelRewrite rules, weighted per request
+    // (epp_policy.h: the key is x-request-id's hash, else a counter).
+    const std::string_view request_id = Header(r, "x-request-id");
+    const std::uint64_t key = request_id.empty() ? shared_->next_key++ : StableHash(request_id);
+    context.rewrite_model = [&objective, &policy, key](std::string_view model) {
+      return objective.model_rewrite.empty() ? policy.RewriteFor(model, key) : objective.model_rewrite;
+    };
     auto prepared = pipeline.Prepare(*endpoint, r.body, now, context);
     if (!prepared) return Reject(prepared.error());
     request_ = std::move(*prepared);
-
-    const RequestObjective objective = ReadObjective(r.headers, shared_->options.admission);
-    if (objective.sheddable()) {
-      if (auto why = EveryCandidateSaturated(r, now)) {
-        spdlog::info("epp shed model={} objective={} priority={} fairness_id={}: every candidate saturated ({})",
-                     request_.model, objective.objective, objective.priority, objective.fairness_id, *why);
-        return Reject(api::ApiError{
-            .status = 429,
-            .message = "Request shed: objective '" + objective.objective +
-                       "' is sheddable and every endpoint is saturated (" + *why + "); retry later.",
-            .type = "rate_limit_error",
-            .code = "sheddable_request_shed"});
-      }
+    if (!request_.requested_model.empty()) {
+      spdlog::debug("epp model rewrite {} -> {}", request_.requested_model, request_.model);
     }
+    const std::optional<std::string> saturated = EveryCandidateSaturated(r, now);
+    if (objective.sheddable() && saturated) {
+      spdlog::info("epp shed model={} objective={} priority={} fairness_id={}: every candidate saturated ({})",
+                   request_.model, objective.objective, objective.priority, objective.fairness_id, *saturated);
+      return Reject(api::ApiError{
+          .status = 429,
+          .message = "Request shed: objective '" + objective.objective +
+                     "' is sheddable and every endpoint is saturated (" + *saturated + "); retry later.",
+          .type = "rate_limit_error",
+          .code = "sheddable_request_shed"});
+    }
+    // Fairness (epp_fairness.h): in a saturated pool, an id holding more than its share of
+    // this priority's requests in flight is refused; otherwise the request is counted.
+    const FairShareVerdict fair =
+        shared_->fairness.Admit(objective.priority, objective.fairness_id, saturated.has_value());
+    if (fair.over) {
+      spdlog::info("epp shed model={} priority={} fairness_id={}: holds {} of {} in flight (share {:.2f} among {})",
+                   request_.model, objective.priority, objective.fairness_id, fair.held, fair.in_flight,
+                   fair.share, fair.ids);
+      return Reject(api::ApiError{
+          .status = 429,
+          .message = "Request shed: fairness id '" + objective.fairness_id + "' holds " + std::to_string(fair.held) +
+                     " of the " + std::to_string(fair.in_flight) + " requests in flight at priority " +
+                     std::to_string(objective.priority) + ", more than its fair share among " +
+                     std::to_string(fair.ids) + ", and every endpoint is saturated (" + *saturated +
+                     "); retry later.",
+          .type = "rate_limit_error",
+          .code = "fairness_share_exceeded"});
+    }
+    fair_priority_ = objective.priority;
+    fair_id_ = objective.fairness_id;
+    fair_counted_ = true;
 
     std::vector<WorkerId> exclude = OutsideSubset(r);
     PickResult out;
     for (int k = 0; k <= shared_->options.max_fallbacks; ++k) {
       auto route = pipeline.Route(request_, exclude, now, ThreadPolicyState(*shared_));
       if (!route) {
-        if (k == 0) return Reject(route.error());
+        if (k == 0) {
+          ReleaseFairness();  // never routed
+          return Reject(route.error());
+        }
         break;
       }
       exclude.push_back(route->worker);
@@ -93,7 +134,7 @@ class RouterSession final : public PickSession {
     }
     Book(0, now);
     shared_->path.metrics->AddPromptTokens(static_cast<double>(std::max<std::int64_t>(request_.prompt_tokens, 0)));
-    if (*request_.body != r.body) out.body = *request_.body;  // kvroute added a salt or uuids
+    if (*request_.body != r.body) out.body = *request_.body;  // a salt, uuids, the rewritten model
     return out;
   }
 
@@ -122,6 +163,7 @@ class RouterSession final : public PickSession {
   }
 
   void OnStreamEnd(bool response_complete, bool destination_sent) override {
+    ReleaseFairness();
     if (!booked_) return;
     const Nanos now = shared_->path.clock->Now();
     const gateway::RouteOutcome& route = routes_[booked_index_];
@@ -155,6 +197,12 @@ class RouterSession final : public PickSession {
 
   static PickResult Reject(const api::ApiError& error) {
     return PickResult{.reject_status = error.status, .reject_message = error.Body()};
+  }
+
+  void ReleaseFairness() {
+    if (!fair_counted_) return;
+    fair_counted_ = false;
+    shared_->fairness.Release(fair_priority_, fair_id_);
   }
 
   // Books routes_[i] under a fresh id (a moved booking never reuses the withdrawn one).
@@ -223,6 +271,10 @@ class RouterSession final : public PickSession {
   int status_ = 0;
   bool sse_ = false;
   bool stream_error_ = false;
+  // The fairness ledger's count this request holds (released once, at the end).
+  bool fair_counted_ = false;
+  int fair_priority_ = 0;
+  std::string fair_id_;
 };
 
 }  // namespace
@@ -231,7 +283,25 @@ SessionFactory MakeRouterSessions(gateway::RequestPath path, EppRouterOptions op
   auto shared = std::make_shared<Shared>();
   shared->path = path;
   shared->options = options;
+  shared->policy = options.policy ? options.policy : std::make_shared<EppPolicy>(options.admission.objective_priority);
   return [shared]() -> std::unique_ptr<PickSession> { return std::make_unique<RouterSession>(shared); };
+}
+
+std::expected<std::unique_ptr<k8s::ObjectiveWatcher>, std::string> WatchPoolObjectives(
+    const gateway::KubernetesDiscoveryConfig& k, EppPolicy* policy) {
+  if (k.pool.empty()) return nullptr;
+  k8s::ObjectiveWatcherOptions o;
+  o.api.api_url = k.api_url;
+  o.api.token_file = k.token_file;
+  o.api.ca_file = k.ca_file;
+  o.api.namespace_name = k.namespace_name;
+  o.api.pool_name = k.pool;
+  o.api.on_step = [](const std::string& step, bool failed) {
+    spdlog::log(failed ? spdlog::level::warn : spdlog::level::info, "inferenceobjectives: {}", step);
+  };
+  auto w = k8s::ObjectiveWatcher::Start(std::move(o), policy);
+  if (!w) return std::unexpected("epp.watch_objectives: " + w.error());
+  return std::move(*w);
 }
 
 }  // namespace kvroute::extproc

@@ -7,6 +7,8 @@
 //   Pick            :path → endpoint (/v1/chat/completions, /v1/completions); the body is
 //                   prepared (parsed, validated, tokenized, keyed) like the HTTP path's; a
 //                   client error is an ImmediateResponse with its status and OpenAI error body.
+//                   With x-gateway-model-name-rewrite the request is prepared, routed and
+//                   booked as that model, and the body handed back carries it.
 //                   Route over the router state's snapshot, restricted to the subset hint
 //                   (workers outside it are excluded; none left: 503), booked at once. The
 //                   fallbacks are the policy's next choices (Route again excluding the ones
@@ -17,6 +19,10 @@
 //                   subset hint — is saturated: ImmediateResponse 429, OpenAI error body,
 //                   nothing booked. Checked after the body is prepared (a client error is
 //                   still its own 4xx).
+//   fairness        in a saturated pool, a request whose x-gateway-inference-fairness-id holds
+//                   more than its fair share of its priority's requests in flight (epp_fairness.h)
+//                   is answered 429 (code fairness_share_exceeded), nothing booked; every
+//                   request routed is counted until its stream ends.
 //   response        served endpoint ≠ the pick (the gateway used a fallback): the booking
 //                   moves to the served worker. SSE chunks → first token / tokens
 //                   (ResponseTokens); a buffered 200's first bytes → first token; the worker's
@@ -33,10 +39,16 @@
 #pragma once
 
 #include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "extproc/epp_admission.h"
+#include "extproc/epp_policy.h"
 #include "extproc/epp_stream.h"
 #include "gateway/gateway.h"
+#include "k8s/objective_watcher.h"
 
 namespace kvroute::extproc {
 
@@ -46,9 +58,18 @@ struct EppRouterOptions {
   std::uint64_t seed = 0;  // of each thread's PolicyState
   // Objective → priority and the saturation thresholds (epp_admission.h).
   EppAdmissionOptions admission;
+  // Objectives and model rewrites merged with the cluster's (epp_policy.h; shared with the
+  // watcher that fills it); null: one holding admission.objective_priority alone.
+  std::shared_ptr<EppPolicy> policy;
 };
 
 // One RouterSession per stream, deciding over `path` (borrowed; must outlive the server).
 SessionFactory MakeRouterSessions(gateway::RequestPath path, EppRouterOptions options = {});
+
+// The InferencePool of discovery.kubernetes (`k.pool`; none: nullptr) — its InferenceObjective and
+// InferenceModelRewrite objects followed into `policy` (borrowed; must outlive the watcher), with
+// the same API address, credentials and namespace as the pool's discovery; steps logged.
+std::expected<std::unique_ptr<k8s::ObjectiveWatcher>, std::string> WatchPoolObjectives(
+    const gateway::KubernetesDiscoveryConfig& k, EppPolicy* policy);
 
 }  // namespace kvroute::extproc

@@ -221,6 +221,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(e.CheckIsMap());
     KVROUTE_TRY(e.Bool("enabled", &c->epp.enabled));
     KVROUTE_TRY(e.String("address", &c->epp.address));
+    KVROUTE_TRY(e.Bool("watch_objectives", &c->epp.watch_objectives));
     KVROUTE_TRY(ParseEppAdmission(e.Get("objectives"), e.Get("saturation"), &c->epp));
     KVROUTE_TRY(e.RejectUnknown());
   }
@@ -484,6 +485,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "epp" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "enabled" << YAML::Value << c.epp.enabled;
   out << YAML::Key << "address" << YAML::Value << c.epp.address;
+  out << YAML::Key << "watch_objectives" << YAML::Value << c.epp.watch_objectives;
   EmitEppAdmission(out, c.epp);
   out << YAML::EndMap;
   out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;

@@ -220,6 +220,11 @@ struct GatewayConfig {
     // when every candidate shows >= queue_depth waiting, KV usage >= kv_usage, or no scrape
     // younger than metrics_max_age_s (extproc/epp_admission.h).
     std::map<std::string, int> objectives;
+    // epp.watch_objectives: with discovery.kubernetes, also follow the pool's
+    // InferenceObjective and InferenceModelRewrite objects (llm-d.ai and
+    // inference.networking.x-k8s.io v1alpha2; extproc/epp_policy.h): their priorities
+    // override `objectives`, their rules rewrite request models.
+    bool watch_objectives = true;
     int saturation_queue_depth = 5;
     double saturation_kv_usage = 0.8;
     double saturation_metrics_max_age_s = 2.0;

@@ -128,6 +128,15 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
     parsed_body = std::move(parsed->body);
     images = std::move(parsed->images);
   }
+  bool rewrite = false;
+  if (context.rewrite_model) {
+    if (std::string to = context.rewrite_model(params.model); !to.empty() && to != params.model) {
+      out.requested_model = params.model;
+      params.model = to;
+      parsed_body["model"] = std::move(to);
+      rewrite = true;
+    }
+  }
   out.model = params.model;
   out.stream = params.stream;
   out.output_tokens = params.max_tokens.value_or(kAssumedOutputTokens);
@@ -140,7 +149,6 @@ std::expected<PreparedRequest, api::ApiError> RequestPipeline::PrepareOwned(
   const std::string client_salt = params.cache_salt.value_or("");
   out.cache_salt =
       tenants_.enabled() ? CombineSalts(context.tenant_salt, client_salt) : client_salt;
-  bool rewrite = false;
   if (out.cache_salt != client_salt) {
     parsed_body["cache_salt"] = out.cache_salt;
     rewrite = true;

@@ -108,6 +108,11 @@ struct PipelineOptions {
 // What the HTTP layer knows about a request beyond its body.
 struct RequestContext {
   std::string tenant_salt;  // the tenant's cache_salt (TenantSalts::SaltFor); empty: none
+  // The model to route, score and forward the request as, given the body's (the Endpoint
+  // Picker's x-gateway-model-name-rewrite, an InferenceModelRewrite rule); null, "" or the
+  // same name: the body's. Applied right after parsing, before the model check, so an
+  // unknown target is a 404 and the forwarded body's "model" is the target.
+  std::function<std::string(std::string_view model)> rewrite_model;
 };
 
 // Decode length assumed for the ITL guard and KV accounting when max_tokens is absent: vLLM's
@@ -125,6 +130,7 @@ struct PreparedRequest {
   ApiSurface surface = ApiSurface::kOpenAi;
   api::Endpoint endpoint = api::Endpoint::kCompletions;  // what the worker is sent
   std::string model;
+  std::string requested_model;  // the body's model when RequestContext::rewrite_model changed it
   bool stream = false;
   // Bytes forwarded to the worker (the client's, unchanged; Anthropic: the equivalent OpenAI
   // chat body, api::OpenAiChatBody); never null once prepared. Shared, not copied: every

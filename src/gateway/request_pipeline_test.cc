@@ -102,6 +102,41 @@ TEST_F(PipelineTest, UnknownModelIsA404) {
   EXPECT_EQ(r.error().code, "model_not_found");
 }
 
+// The Endpoint Picker's model rewrite: the request is checked, keyed and forwarded as the
+// target model; every other byte's meaning is the client's.
+TEST_F(PipelineTest, RewrittenModelIsWhatIsCheckedAndForwarded) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  RequestContext context{.rewrite_model = [](std::string_view model) {
+    return model == "alias" ? std::string("m") : std::string();
+  }};
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions,
+                              R"({"model":"alias","prompt":"hi","max_tokens":3})", now_, context);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->model, "m");
+  EXPECT_EQ(r->requested_model, "alias");
+  auto forwarded = boost::json::parse(*r->body).as_object();
+  EXPECT_EQ(forwarded.at("model").as_string(), "m");
+  EXPECT_EQ(forwarded.at("prompt").as_string(), "hi");
+  EXPECT_EQ(forwarded.at("max_tokens").as_int64(), 3);
+  EXPECT_TRUE(pipeline_->Route(*r, {}, now_, state_).has_value());
+
+  // No rewrite for this model: the body is the client's, byte for byte.
+  const std::string plain = R"({"model":"m","prompt":"hi"})";
+  auto same = pipeline_->Prepare(api::Endpoint::kCompletions, plain, now_, context);
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ(*same->body, plain);
+  EXPECT_EQ(same->requested_model, "");
+}
+
+TEST_F(PipelineTest, RewriteToAModelNoWorkerServesIsA404ForTheTarget) {
+  SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
+  RequestContext context{.rewrite_model = [](std::string_view) { return std::string("m-v2"); }};
+  auto r = pipeline_->Prepare(api::Endpoint::kCompletions, R"({"model":"m","prompt":"hi"})", now_, context);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().status, 404);
+  EXPECT_NE(r.error().message.find("m-v2"), std::string::npos) << r.error().message;
+}
+
 TEST_F(PipelineTest, PromptLongerThanTheContextIsA400NamingTheField) {
   SetUpPipeline(RoutingMode::kPrecise, FailureMode::kFailOpen, "predicted_latency");
   auto r = pipeline_->Prepare(api::Endpoint::kCompletions, CompletionBody("hello", 5000), now_);

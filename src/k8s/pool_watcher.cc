@@ -9,30 +9,13 @@
 #include <thread>
 
 #include "k8s/api_client.h"
+#include "k8s/json_read.h"
+#include "k8s/list_watch.h"
+#include "k8s/pod_kv_events.h"
 #include "k8s/slice_discovery.h"
 #include "k8s/text_file.h"
 
 namespace kvroute::k8s {
-namespace {
-
-
-// Query-value encoding (RFC 3986 unreserved characters pass).
-std::string UrlEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::expected<void, std::string> ApplyInClusterDefaults(
     PoolWatcherOptions* o, const std::function<const char*(const char*)>& getenv, const std::string& dir) {
@@ -69,21 +52,8 @@ struct PoolWatcher::Impl {
   PoolWatcherOptions options;
   MembershipSink* sink = nullptr;
   std::unique_ptr<ApiClient> api;
+  std::unique_ptr<ListWatchLoop> loop;
   std::thread thread;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;                               // guarded by mu
-  ApiStream* open_stream = nullptr;           // guarded by mu: cancelled by Stop
-
-  void Step(const std::string& s) {
-    if (options.on_step) options.on_step(s, false);
-  }
-  void Failure(const std::string& s) {
-    if (options.on_step) options.on_step(s, true);
-  }
-
-  // A watch may be quiet for its whole timeoutSeconds (bookmarks come about once a minute).
-  std::chrono::milliseconds WatchIdle() const { return std::chrono::seconds(options.watch_timeout_s + 30); }
 
   // The collection listed and watched: the pool's pods, or its Service's EndpointSlices.
   std::string CollectionPath(const PoolSpec& pool) const {
@@ -95,130 +65,46 @@ struct PoolWatcher::Impl {
            UrlEncode(LabelSelector(pool.selector));
   }
 
-  // Sleeps `d` unless stopped; false when stopped.
-  bool Wait(std::chrono::milliseconds d) {
-    std::unique_lock lock(mu);
-    return !cv.wait_for(lock, d, [this] { return stop; });
-  }
-  bool Stopped() {
-    std::lock_guard lock(mu);
-    return stop;
-  }
-
-  std::expected<std::string, std::string> Get(const std::string& target) {
-    auto r = api->Get(target);
-    if (!r) return std::unexpected(r.error());
-    if (r->status != 200) return std::unexpected("HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200));
-    return r->body;
+  // A slice endpoint's pod, read for its KV-event endpoint (the slice carries no pod spec).
+  // Any failure (RBAC without `get` on pods, the pod gone) only means no events: logged.
+  std::optional<fleet::KvEventSource> PodEvents(const std::string& pod) {
+    auto body = loop->Get("/api/v1/namespaces/" + options.namespace_name + "/pods/" + UrlEncode(pod));
+    if (!body) {
+      loop->Failure("pod " + pod + " (for its KV events): " + body.error());
+      return std::nullopt;
+    }
+    auto v = json_read::Parse(*body);
+    auto events = v ? PodKvEvents(json_read::Obj(&*v)) : std::nullopt;
+    loop->Step("pod " + pod + " kv events " + (events ? events->endpoint : std::string("none")));
+    return events;
   }
 
-  enum class WatchEnd { kResume, kRelist, kFailed };
-  WatchEnd Watch(WatchReconciler& rec, const std::string& collection) {
-    const std::string target = collection + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
-                               UrlEncode(rec.resource_version()) +
-                               "&timeoutSeconds=" + std::to_string(options.watch_timeout_s);
-    Step("watch rv=" + rec.resource_version());
-    auto stream = api->Watch(target);
-    if (!stream) {
-      Failure("watch failed: " + stream.error());
-      return WatchEnd::kFailed;
-    }
-    if ((*stream)->status() == 410) {
-      Step("gone (HTTP 410)");
-      return WatchEnd::kRelist;
-    }
-    if ((*stream)->status() != 200) {
-      Failure("watch failed: HTTP " + std::to_string((*stream)->status()));
-      return WatchEnd::kFailed;
-    }
-    {
-      std::lock_guard lock(mu);
-      if (stop) return WatchEnd::kFailed;
-      open_stream = stream->get();
-    }
-    std::string buffer;
-    WatchEnd end = WatchEnd::kResume;
-    for (bool more = true; more;) {
-      auto piece = (*stream)->Next(WatchIdle());
-      if (!piece || !*piece) {
-        Step(piece ? "watch ended" : "dropped: " + piece.error());
-        break;
-      }
-      buffer += **piece;
-      std::size_t start = 0;
-      for (std::size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
-        std::string_view line(buffer.data() + start, nl - start);
-        if (line.empty()) continue;
-        WatchReconciler::Event e = rec.ApplyEvent(line);
-        if (e == WatchReconciler::Event::kGone) {
-          Step("gone (ERROR 410)");
-          end = WatchEnd::kRelist;
-          more = false;
-          break;
-        }
-        if (e == WatchReconciler::Event::kBookmark) Step("bookmark rv=" + rec.resource_version());
-        if (e == WatchReconciler::Event::kError) Step("watch error event");
-      }
-      buffer.erase(0, start);
-    }
-    std::lock_guard lock(mu);
-    open_stream = nullptr;
-    return end;
-  }
-
+  // The pool first (its selector and target ports say what to follow), then its collection.
   void Run() {
     std::unique_ptr<WatchReconciler> rec;
-    std::string collection;
-    bool need_list = true;
-    auto backoff = options.min_backoff;
-    while (!Stopped()) {
-      if (!rec) {
-        auto body = Get("/apis/inference.networking.k8s.io/v1/namespaces/" + options.namespace_name +
-                        "/inferencepools/" + options.pool_name);
-        auto pool = body ? ParseInferencePool(*body) : std::unexpected(body.error());
-        if (!pool) {
-          Failure("pool error: " + pool.error());
-          if (!Wait(backoff)) return;
-          backoff = std::min(backoff * 2, options.max_backoff);
-          continue;
-        }
-        std::string ports;
-        for (int p : pool->target_ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
-        Step("pool " + pool->name + " selector=" + LabelSelector(pool->selector) + " ports=" + ports +
-             " failureMode=" + pool->EffectiveFailureMode() + (pool->failure_mode ? "" : " (unset)") +
-             (options.source == DiscoverySource::kEndpointSlices ? " from endpointslices of " + options.service : ""));
-        collection = CollectionPath(*pool);
-        if (options.source == DiscoverySource::kEndpointSlices) {
-          rec = std::make_unique<SliceReconciler>(std::move(*pool), options.service, options.models, sink);
-        } else {
-          rec = std::make_unique<PoolReconciler>(std::move(*pool), options.models, sink);
-        }
+    while (!rec) {
+      if (loop->Stopped()) return;
+      auto body = loop->Get("/apis/inference.networking.k8s.io/v1/namespaces/" + options.namespace_name +
+                            "/inferencepools/" + options.pool_name);
+      auto pool = body ? ParseInferencePool(*body) : std::unexpected(body.error());
+      if (!pool) {
+        loop->Failure("pool error: " + pool.error());
+        if (!loop->Wait(loop->NextBackoff())) return;
+        continue;
       }
-      if (need_list) {
-        auto body = Get(collection);
-        auto rv = body ? rec->ApplyList(*body) : std::unexpected(body.error());
-        if (!rv) {
-          Failure("list error: " + rv.error());
-          if (!Wait(backoff)) return;
-          backoff = std::min(backoff * 2, options.max_backoff);
-          continue;
-        }
-        Step("list rv=" + *rv);
-        need_list = false;
+      std::string ports;
+      for (int p : pool->target_ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
+      loop->Step("pool " + pool->name + " selector=" + LabelSelector(pool->selector) + " ports=" + ports +
+                 " failureMode=" + pool->EffectiveFailureMode() + (pool->failure_mode ? "" : " (unset)") +
+                 (options.source == DiscoverySource::kEndpointSlices ? " from endpointslices of " + options.service : ""));
+      const std::string collection = CollectionPath(*pool);
+      if (options.source == DiscoverySource::kEndpointSlices) {
+        rec = std::make_unique<SliceReconciler>(std::move(*pool), options.service, options.models, sink,
+                                                [this](const std::string& pod) { return PodEvents(pod); });
+      } else {
+        rec = std::make_unique<PoolReconciler>(std::move(*pool), options.models, sink);
       }
-      switch (Watch(*rec, collection)) {
-        case WatchEnd::kResume:
-          backoff = options.min_backoff;
-          break;
-        case WatchEnd::kRelist:
-          need_list = true;
-          backoff = options.min_backoff;
-          break;
-        case WatchEnd::kFailed:
-          if (!Wait(backoff)) return;
-          backoff = std::min(backoff * 2, options.max_backoff);
-          break;
-      }
+      loop->Run(*rec, collection);
     }
   }
 };
@@ -245,6 +131,11 @@ std::expected<std::unique_ptr<PoolWatcher>, std::string> PoolWatcher::Start(Pool
   impl->options = std::move(options);
   impl->sink = sink;
   impl->api = std::move(*api);
+  impl->loop = std::make_unique<ListWatchLoop>(
+      impl->api.get(), ListWatchOptions{.watch_timeout_s = impl->options.watch_timeout_s,
+                                        .min_backoff = impl->options.min_backoff,
+                                        .max_backoff = impl->options.max_backoff,
+                                        .on_step = impl->options.on_step});
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });
   return std::unique_ptr<PoolWatcher>(new PoolWatcher(std::move(impl)));
@@ -252,12 +143,7 @@ std::expected<std::unique_ptr<PoolWatcher>, std::string> PoolWatcher::Start(Pool
 
 void PoolWatcher::Stop() {
   if (!impl_ || !impl_->thread.joinable()) return;
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->stop = true;
-    if (impl_->open_stream) impl_->open_stream->Cancel();
-  }
-  impl_->cv.notify_all();
+  impl_->loop->Stop();
   impl_->thread.join();
 }
 

@@ -10,8 +10,12 @@ namespace kvroute::k8s {
 using namespace json_read;
 
 SliceReconciler::SliceReconciler(PoolSpec pool, std::string service, std::vector<std::string> models,
-                                 MembershipSink* sink)
-    : pool_(std::move(pool)), service_(std::move(service)), models_(std::move(models)), sink_(sink) {}
+                                 MembershipSink* sink, PodKvEventsLookup pod_kv_events)
+    : pool_(std::move(pool)),
+      service_(std::move(service)),
+      models_(std::move(models)),
+      sink_(sink),
+      pod_kv_events_(std::move(pod_kv_events)) {}
 
 std::vector<std::string> SliceReconciler::Members() const {
   std::vector<std::string> out;
@@ -101,6 +105,11 @@ void SliceReconciler::Reconcile() {
     spec.models = models_;
     spec.labels = {{"k8s.service", service_}, {"k8s.pool", pool_.name}};
     if (!e.pod.empty()) spec.labels["k8s.pod"] = e.pod;
+    // One engine per pod, as for pod discovery: with several target ports nothing says which
+    // port's engine publishes where, so none gets the events.
+    if (!e.pod.empty() && pod_kv_events_ && pool_.target_ports.size() == 1) {
+      if (auto events = pod_kv_events_(e.pod)) spec.kv_events = std::move(*events);
+    }
     if (sink_->JoinWorker(std::move(spec)).has_value()) members_[name] = Member{.url = e.url};
   }
   std::vector<std::string> gone;

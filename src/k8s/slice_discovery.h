@@ -18,15 +18,23 @@
 // An endpoint is a member if any slice holds it: one moving between slices (the controller
 // rebalancing) causes no leave and join. A new address → left and joined again.
 //
+// KV events: a slice carries no pod spec, so where the pool has one target port and the
+// endpoint's targetRef is a Pod, the joining worker's KV-event endpoint comes from
+// `pod_kv_events` (PoolWatcher GETs the Pod and reads it with PodKvEvents: the annotation or
+// vLLM's --kv-events-config args, pod_kv_events.h), asked once per join; nullopt, or no lookup:
+// the worker joins without events (routing predictions only).
+//
 // Thread safety: none; one watcher thread owns a reconciler.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fleet/worker_spec.h"
 #include "k8s/pool_discovery.h"
 
 namespace boost::json {
@@ -37,11 +45,15 @@ namespace kvroute::k8s {
 
 inline constexpr std::string_view kServiceNameLabel = "kubernetes.io/service-name";
 
+// A pod's KV-event endpoint by the pod's name (PoolWatcher: GET the Pod, PodKvEvents).
+using PodKvEventsLookup = std::function<std::optional<fleet::KvEventSource>(const std::string& pod)>;
+
 class SliceReconciler final : public WatchReconciler {
  public:
   // `pool` gives the target ports and names the pool in worker labels; `service` the slices'
-  // kubernetes.io/service-name. `sink` is borrowed.
-  SliceReconciler(PoolSpec pool, std::string service, std::vector<std::string> models, MembershipSink* sink);
+  // kubernetes.io/service-name. `sink` is borrowed; `pod_kv_events` may be null.
+  SliceReconciler(PoolSpec pool, std::string service, std::vector<std::string> models, MembershipSink* sink,
+                  PodKvEventsLookup pod_kv_events = nullptr);
 
   // An EndpointSliceList body.
   std::expected<std::string, std::string> ApplyList(std::string_view body) override;
@@ -72,6 +84,7 @@ class SliceReconciler final : public WatchReconciler {
   std::string service_;
   std::vector<std::string> models_;
   MembershipSink* sink_;
+  PodKvEventsLookup pod_kv_events_;
   std::map<std::string, SliceEndpoints> slices_;  // by slice name
   std::map<std::string, Member> members_;         // joined workers by name
   std::string resource_version_;

@@ -135,6 +135,31 @@ TEST_F(SliceReconcilerTest, ARelistIsTheTruthBookmarksAndErrorsChangeNoMember) {
   EXPECT_EQ(rec_.resource_version(), "2000");
 }
 
+// A slice has no pod spec: the joining worker's KV events come from its targetRef pod, asked
+// once per join; a pod the lookup knows nothing of joins without events.
+TEST(SliceReconcilerKvEvents, TheTargetPodsEventsAreAskedOncePerJoin) {
+  struct SpecSink final : MembershipSink {
+    std::map<std::string, std::string> events;  // worker → its KV-event endpoint
+    std::expected<void, std::string> JoinWorker(fleet::WorkerSpec spec) override {
+      events[spec.name] = spec.kv_events.endpoint;
+      return {};
+    }
+    bool DrainWorker(std::string_view) override { return true; }
+    bool LeaveWorker(std::string_view) override { return true; }
+  } sink;
+  std::vector<std::string> asked;
+  SliceReconciler rec(Pool(), "vllm", {"m"}, &sink, [&asked](const std::string& pod) -> std::optional<fleet::KvEventSource> {
+    asked.push_back(pod);
+    if (pod != "vllm-a") return std::nullopt;
+    return fleet::KvEventSource{.endpoint = "tcp://*:5557"};
+  });
+  ASSERT_TRUE(rec.ApplyList(List({Slice("s1", {{"vllm-a", "10.2.0.11"}, {"vllm-b", "10.2.0.12"}})})));
+  EXPECT_EQ(sink.events["vllm-a:8000"], "tcp://*:5557");
+  EXPECT_EQ(sink.events["vllm-b:8000"], "");
+  rec.ApplyEvent(Event("MODIFIED", Slice("s1", {{"vllm-a", "10.2.0.11"}, {"vllm-b", "10.2.0.12"}}, "vllm", "9")));
+  EXPECT_EQ(asked, (std::vector<std::string>{"vllm-a", "vllm-b"}));  // no change, no new lookups
+}
+
 TEST_F(SliceReconcilerTest, NotAnEndpointSliceListIsAnError) {
   EXPECT_FALSE(rec_.ApplyList(R"({"kind":"PodList","items":[]})").has_value());
   EXPECT_FALSE(rec_.ApplyList("{").has_value());

@@ -22,19 +22,21 @@ export function loadProtos(src) {
 }
 
 // {http, epp, sims: [{name, port}], stop()}. `simArgs`: extra `kvroute sim` flags; `speedup`:
-// the sims' (50 unless a test needs requests that last).
-export async function startEppCluster(binary, src, extraYaml = '', { simArgs = [], speedup = 50 } = {}) {
+// the sims' (50 unless a test needs requests that last); `simModels`: per sim, the LoRA adapter
+// names it serves besides sim-model (cluster.py's sim_models).
+export async function startEppCluster(binary, src, extraYaml = '', { simArgs = [], speedup = 50, simModels = null } = {}) {
   const harness = spawn('/usr/bin/python3', ['-c', `
 import json, re, sys
 sys.path.insert(0, ${JSON.stringify(path.join(src, 'tests/integration/gateway'))})
 from cluster import Cluster
 with Cluster(sys.argv[1], n=2, speedup=float(sys.argv[3]), sim_extra=json.loads(sys.argv[4]),
-             serve_args=["--epp", "127.0.0.1:0"], extra_yaml=sys.argv[2]) as c:
+             serve_args=["--epp", "127.0.0.1:0"], extra_yaml=sys.argv[2],
+             sim_models=json.loads(sys.argv[5])) as c:
     epp = re.search(rb"epp listening on (\\S+):(\\d+)", c.serve.match.string)
     print("CLUSTER " + json.dumps({"http": c.port, "epp": int(epp.group(2)) if epp else 0,
                                    "sims": [{"name": s.name, "port": s.port} for s in c.sims], "serve_pid": c.serve.p.pid}), flush=True)
     sys.stdin.read()
-`, binary, extraYaml, String(speedup), JSON.stringify(simArgs)], { stdio: ['pipe', 'pipe', 'inherit'] });
+`, binary, extraYaml, String(speedup), JSON.stringify(simArgs), JSON.stringify(simModels)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const info = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('cluster not ready')), 60000);
     let out = '';

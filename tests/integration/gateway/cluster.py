@@ -93,17 +93,21 @@ class Cluster:
     """`n` sims plus kvroute serve. Use as a context manager."""
 
     def __init__(self, binary, n=3, speedup=20, extra_yaml="", sim_extra=(), serve_args=(),
-                 worker_models=()):
+                 worker_models=(), sim_models=None):
+        # sim_models: per sim, LoRA adapter names it serves besides its model (--lora-modules,
+        # and the worker's models), for tests where only some workers serve a model.
         self.binary = binary
         self.dir = tempfile.TemporaryDirectory()
         self.sims = []
         self.serve = None
         try:
+            own = [list(sim_models[i]) if sim_models else [] for i in range(n)]
             for i in range(n):
+                lora = [a for name in own[i] for a in ("--lora-modules", name)]
                 self.sims.append(Sim(binary, "w%d" % i,
-                                     ["--speedup", str(speedup), *sim_extra]))
+                                     ["--speedup", str(speedup), *sim_extra, *lora]))
             cfg = "listen: {host: 127.0.0.1, port: 0}\nworkers:\n"
-            cfg += "".join(s.worker_yaml(worker_models) for s in self.sims)
+            cfg += "".join(s.worker_yaml([*worker_models, *own[i]]) for i, s in enumerate(self.sims))
             cfg += "scrape_interval_s: 0.2\nhealth_interval_s: 0.3\n" + extra_yaml
             self.config_path = os.path.join(self.dir.name, "serve.yaml")
             with open(self.config_path, "w") as f:

@@ -2,7 +2,7 @@
 `kvroute serve` with discovery.kubernetes. THIS IS A FAKE: no Kubernetes API server can run on
 the machines this project is tested on. Its answers have the shapes of recorded/ (hand-written
 in the API server's shapes): GET of one InferencePool, list and watch of pods or of
-EndpointSlices (chunked,
+EndpointSlices, GET of one pod, and of further collections such as InferenceObjectives (chunked,
 one `{"type", "object"}` event a line). The test scripts the watch: events pushed with push()
 go out on the open watch (or the next one); a watch with nothing to send ends after
 min(timeoutSeconds, 5) s, as a real one ends at its timeout.
@@ -66,7 +66,8 @@ class FakeApi:
     authorization) of every request that reached HTTP (a refused TLS handshake never does);
     `tls_failures` counts handshakes that failed on the server's side."""
 
-    def __init__(self, namespace, pool, pods, list_rv="1000", certfile=None, keyfile=None, slices=None):
+    def __init__(self, namespace, pool, pods, list_rv="1000", certfile=None, keyfile=None, slices=None,
+                 collections=None):
         self.namespace = namespace
         self.pool = pool
         self.pods = list(pods)
@@ -74,6 +75,11 @@ class FakeApi:
         self.slices = None if slices is None else list(slices)
         self.list_rv = list_rv
         self.events = queue.Queue()
+        # Further collections by path (e.g. /apis/llm-d.ai/v1alpha2/namespaces/llm/inferenceobjectives):
+        # {"kind": list kind, "items": [...], "rv": list resourceVersion}, each with its own watch
+        # queue (push_to). Any
+        # other path is 404, as a CRD that is not installed answers.
+        self.collections = {path: dict(c, events=queue.Queue()) for path, c in (collections or {}).items()}
         self.requests = []
         self.tls_failures = 0
         self.lock = threading.Lock()
@@ -101,6 +107,10 @@ class FakeApi:
 
     def push(self, kind, obj):
         self.events.put((kind, obj))
+
+    def push_to(self, path, kind, obj):
+        """An event on the watch of collection `path` (one of `collections`)."""
+        self.collections[path]["events"].put((kind, obj))
 
     def seen(self):
         with self.lock:
@@ -145,7 +155,19 @@ class FakeApi:
                 ns = "/namespaces/%s/" % fake.namespace
                 if url.path == "/apis/inference.networking.k8s.io/v1" + ns + "inferencepools/" + fake.pool["metadata"]["name"]:
                     return self.reply(200, fake.pool)
-                if fake.slices is None:
+                if url.path.startswith("/api/v1" + ns + "pods/"):  # GET one pod (by name)
+                    name = url.path.rsplit("/", 1)[1]
+                    found = [p for p in fake.pods if p["metadata"]["name"] == name]
+                    if found:
+                        return self.reply(200, found[0])
+                    return self.reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                            "reason": "NotFound", "code": 404})
+                events, list_rv = fake.events, fake.list_rv
+                if url.path in fake.collections:
+                    c = fake.collections[url.path]
+                    collection, kind, items, events = url.path, c["kind"], c["items"], c["events"]
+                    list_rv = c.get("rv", list_rv)
+                elif fake.slices is None:
                     collection, kind, items = "/api/v1" + ns + "pods", "PodList", fake.pods
                 else:
                     collection, kind, items = ("/apis/discovery.k8s.io/v1" + ns + "endpointslices",
@@ -155,7 +177,7 @@ class FakeApi:
                                             "reason": "NotFound", "code": 404})
                 if query.get("watch") != "true":
                     return self.reply(200, {"kind": kind, "apiVersion": "v1",
-                                            "metadata": {"resourceVersion": fake.list_rv},
+                                            "metadata": {"resourceVersion": list_rv},
                                             "items": items})
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -164,7 +186,7 @@ class FakeApi:
                 end = time.time() + min(5, float(query.get("timeoutSeconds", "5")))
                 while time.time() < end:
                     try:
-                        kind, obj = fake.events.get(timeout=max(0.01, end - time.time()))
+                        kind, obj = events.get(timeout=max(0.01, end - time.time()))
                     except queue.Empty:
                         break
                     self.event(kind, obj)

@@ -37,7 +37,8 @@ LABELS = {"app": "vllm-qwen"}
 def main():
     work = tempfile.mkdtemp(prefix="kvroute-k8s-serve-")
     sim = Proc([kvroute, "sim", "--host", "127.0.0.1", "--port", "0", "--served-model-name", MODEL,
-                "--speedup", "20"], SIM_READY)
+                "--speedup", "20", "--kv-events-endpoint", "tcp://127.0.0.1:*"], SIM_READY)
+    # (an OS-chosen loopback port: the default tcp://*:5557 collides with a parallel test's sim)
     api = None
     serve = None
     try:

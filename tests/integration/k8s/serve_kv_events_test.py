@@ -11,7 +11,11 @@ predicts nothing). Then, through kvroute: the event lag gauge exists for a and b
 and /debug/route for a's and b's prompts picks that worker with cached blocks in the gpu tier —
 blocks only the engines' events can have told it — while c's prompt shows none cached.
 
-usage: serve_kv_events_test.py KVROUTE"""
+With `endpointslices` the same pods are found through the EndpointSlice of Service vllm-qwen
+(source: endpointslices): a slice carries no pod spec, so kvroute GETs each endpoint's
+targetRef pod from the (fake) API and reads the same annotation / args there.
+
+usage: serve_kv_events_test.py KVROUTE [endpointslices]"""
 
 import http.client
 import json
@@ -25,10 +29,11 @@ HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "gateway"))
 sys.path.insert(0, HERE)
 from cluster import Proc, SIM_READY, SERVE_READY, get, parse_prom, post  # noqa: E402
-from fake_api import FakeApi, inference_pool, pod  # noqa: E402
+from fake_api import FakeApi, endpoint_slice, inference_pool, pod  # noqa: E402
 from serve_probe import fleet, wait_for  # noqa: E402
 
 kvroute = sys.argv[1]
+SLICES = len(sys.argv) > 2 and sys.argv[2] == "endpointslices"
 MODEL = "sim-model"
 LABELS = {"app": "vllm-qwen"}
 HOSTS = {"vllm-a": "127.0.0.1", "vllm-b": "127.0.0.2", "vllm-c": "127.0.0.3"}
@@ -83,13 +88,18 @@ def main():
                 containers=[{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "args": vllm_args}]),
             pod("vllm-c", HOSTS["vllm-c"], 992, LABELS),
         ]
-        api = FakeApi("llm", inference_pool("qwen-pool", "llm", LABELS, port), pods)
+        slices = None
+        if SLICES:
+            slices = [endpoint_slice("vllm-qwen-7xk2p", "vllm-qwen", 993,
+                                     [(n, HOSTS[n], True, True, False) for n in HOSTS], [("http", port)])]
+        api = FakeApi("llm", inference_pool("qwen-pool", "llm", LABELS, port), pods, slices=slices)
         cfg = os.path.join(work, "serve.yaml")
         with open(cfg, "w") as f:
             f.write("listen: {host: 127.0.0.1, port: 0}\nmode: precise\n"
                     "scrape_interval_s: 0.2\nhealth_interval_s: 0.3\nshutdown_grace_s: 0\n"
                     "discovery:\n  kubernetes: {pool: qwen-pool, namespace: llm, "
-                    "api_url: '%s', models: [%s]}\n" % (api.url, MODEL))
+                    "api_url: '%s', models: [%s]%s}\n"
+                    % (api.url, MODEL, ", source: endpointslices, service: vllm-qwen" if SLICES else ""))
         serve = Proc([kvroute, "serve", "--config", cfg, "--log-level", "info"], SERVE_READY)
         serve_port = int(serve.match.group(2))
         workers = {n: "%s:%d" % (n, port) for n in HOSTS}
@@ -117,6 +127,10 @@ def main():
         c = next(x for x in d["candidates"] if x["worker"] == workers["vllm-c"])
         assert c.get("cached_any_blocks", 0) == 0, c
         print("ok: vllm-c's prompt shows no cached blocks on vllm-c (no events subscribed)")
+        if SLICES:
+            got = {p.rsplit("/", 1)[1] for p, _, _ in api.seen() if p.startswith("/api/v1/namespaces/llm/pods/")}
+            assert got == set(HOSTS), got
+            print("ok: each slice endpoint's targetRef pod was read for its KV events: %s" % sorted(got))
     except Exception:
         if serve:
             sys.stderr.write(serve.stderr()[-4000:])
