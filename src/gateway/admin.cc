@@ -108,13 +108,20 @@ HandlerResult DebugRoute(const EndpointContext& c, const HttpRequest& r) {
                           r.body, now, RequestContext{.tenant_salt = c.pipeline->TenantSalt(r)});
   if (!prepared) return Error(prepared.error());
   std::lock_guard lock(mu);
-  auto outcome = c.pipeline->Route(*prepared, {}, now, state);
+  // The proxy's placement: the P/D decision while P/D is active, else the policy's (Route).
+  auto outcome = c.pipeline->RouteTwoLegs(*prepared, {}, now, state);
   if (!outcome) {
     return net::JsonResponse(
         200, DecisionJson(*prepared, nullptr, sched::Decision{}, outcome.error().message));
   }
   const auto views = c.pipeline->CacheViewsOf(*prepared, now);
-  return net::JsonResponse(200, DecisionJson(*prepared, &*outcome, outcome->decision, {}, views));
+  auto name_of = [&c](WorkerId id) {
+    std::string name;
+    c.router_state->VisitSpec(id, [&name](const fleet::WorkerSpec& spec) { name = spec.name; });
+    return name;
+  };
+  return net::JsonResponse(
+      200, DecisionJson(*prepared, &*outcome, outcome->decision, {}, views, name_of));
 }
 
 // The worker table first, then the image: a worker that joins in between is only missing
