@@ -147,6 +147,20 @@ HandlerResult Workers(const EndpointContext& c) {
     boost::json::array models;
     for (const auto& m : w.spec.models) models.push_back(boost::json::string(m));
     o["models"] = std::move(models);
+    // P/D: what the worker was given (static keys, its etcd record or pod annotations), with
+    // the profile's defaults resolved by the router state.
+    o["role"] = sched::RoleName(w.spec.role);
+    o["tp"] = w.spec.tp;
+    o["gpus"] = w.spec.gpus;
+    if (auto link = c.router_state->Link(w.id); link && link->seed_lane_bytes_per_s() > 0) {
+      boost::json::object l;
+      l["name"] = w.spec.link;
+      l["seed_lane_bytes_per_s"] = link->seed_lane_bytes_per_s();  // profile_speedup applied
+      l["lane_bytes_per_s"] = link->lane_bytes_per_s().value_or(link->seed_lane_bytes_per_s());
+      l["latency_s"] = link->latency_s();
+      l["samples"] = link->samples();
+      o["kv_link"] = std::move(l);
+    }
     fleet::HealthStatus h = c.router_state->health().Status(w.id, now);
     o["health"] = fleet::HealthStateName(h.state);
     o["draining"] = h.draining;
