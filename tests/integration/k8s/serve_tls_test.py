@@ -76,7 +76,8 @@ def main():
     with open(token_file, "w") as f:
         f.write(TOKEN + "\n")
     sim = Proc([kvroute, "sim", "--host", "127.0.0.1", "--port", "0", "--served-model-name", MODEL,
-                "--speedup", "20"], SIM_READY)
+                # A port of its own (not the default *:5557): these tests run side by side.
+                "--kv-events-endpoint", "tcp://127.0.0.1:*", "--speedup", "20"], SIM_READY)
     api = None
     serve = None
     try:
