@@ -8,6 +8,10 @@
 //   kvroute.io/link               the profile link a decode leg pulls over (absent: the first)
 //   kvroute.io/link-bytes-per-s   bandwidth per lane, > 0         (absent: the link's)
 //   kvroute.io/link-latency-s     latency, >= 0                   (absent: the link's)
+// A field no annotation sets is read from vLLM's own arguments where they say it (any
+// container's command/args, as pod_kv_events.h reads --kv-events-config): the role from
+// `--kv-transfer-config` kv_role (kv_producer: prefill, kv_consumer: decode), the TP from
+// `--tensor-parallel-size` / `-tp`; so a vLLM P/D pod needs annotations only for its link.
 // Annotation values are strings (Kubernetes' rule): "4", "4.5e10". A value that does not
 // parse is an error naming the annotation: the pod is not joined (a prefill pod read as mixed
 // would be sent whole requests), and the error reaches MembershipSink::Rejected.

@@ -67,6 +67,45 @@ TEST(PodPd, MalformedValuesAreErrorsNamingTheAnnotation) {
             "kvroute.io/gpus: 2 is fewer than kvroute.io/tp (4)");
 }
 
+// A vLLM pod: the role and TP from its own arguments, annotations winning field by field.
+std::expected<PodPd, std::string> ReadWithArgs(const std::string& annotations,
+                                               const std::string& args) {
+  boost::json::value pod = boost::json::parse(
+      R"({"kind":"Pod","metadata":{"name":"p","annotations":{)" + annotations +
+      R"(}},"spec":{"containers":[{"name":"sidecar","image":"envoy","args":["--port","1"]},)"
+      R"({"name":"vllm","image":"vllm/vllm-openai:v0.11.0","command":["vllm","serve"],"args":[)" +
+      args + "]}]}}");
+  return ReadPodPd(&pod.as_object());
+}
+
+TEST(PodPd, VllmArgumentsGiveTheRoleAndTpNoAnnotationSets) {
+  const std::string consumer =
+      R"("Qwen/Qwen3-32B","--tensor-parallel-size","4","--kv-transfer-config",)"
+      R"("{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_consumer\"}")";
+  auto pd = ReadWithArgs("", consumer);
+  ASSERT_TRUE(pd.has_value()) << pd.error();
+  EXPECT_EQ(pd->role, sched::Role::kDecode);
+  EXPECT_EQ(pd->tp, 4u);
+  // The = form, -tp, and kv_producer.
+  pd = ReadWithArgs("", R"("-tp","2","--kv-transfer-config={\"kv_role\":\"kv_producer\"}")");
+  ASSERT_TRUE(pd.has_value()) << pd.error();
+  EXPECT_EQ(pd->role, sched::Role::kPrefill);
+  EXPECT_EQ(pd->tp, 2u);
+  EXPECT_EQ(ReadWithArgs("", R"("--kv-transfer-config={\"kv_role\":\"kv_both\"}")")->role,
+            sched::Role::kMixed);
+  // Annotations win field by field.
+  pd = ReadWithArgs(R"("kvroute.io/role":"mixed")", consumer);
+  EXPECT_EQ(pd->role, sched::Role::kMixed);
+  EXPECT_EQ(pd->tp, 4u);
+  pd = ReadWithArgs(R"("kvroute.io/tp":"8","kvroute.io/gpus":"8")", consumer);
+  EXPECT_EQ(pd->role, sched::Role::kDecode);
+  EXPECT_EQ(pd->tp, 8u);
+  // What vLLM would refuse is not read; gpus below the args' TP is an error.
+  EXPECT_EQ(ReadWithArgs("", R"("--tensor-parallel-size","four")")->tp, 0u);
+  EXPECT_EQ(ReadWithArgs(R"("kvroute.io/gpus":"2")", consumer).error(),
+            "kvroute.io/gpus: 2 is fewer than the TP of vLLM's --tensor-parallel-size (4)");
+}
+
 struct SpecSink final : MembershipSink {
   std::vector<fleet::WorkerSpec> joined;
   std::vector<std::string> calls;

@@ -3,7 +3,8 @@ kvroute.io/* annotations (src/k8s/pod_pd.h). THE API SERVER IS A FAKE (fake_api.
 recorded-shape answers; no Kubernetes API server can run on the machines this project is tested
 on); its pods are real `kvroute sim`s speaking vLLM's NixlConnector protocol on 127.0.0.1, .2
 and .3 (one port: the pool's target port):
-  - vllm-p   kvroute.io/role: prefill, kvroute.io/tp: "2"
+  - vllm-p   no annotation: vLLM's own args say it (--tensor-parallel-size 2, --kv-transfer-config
+             with kv_role kv_producer)
   - vllm-d0  kvroute.io/role: decode, kvroute.io/link: roce-100g (a link of the profile)
   - vllm-d1  kvroute.io/role: decode, kvroute.io/link-bytes-per-s: "1e9" (the first link's
              latency, this bandwidth)
@@ -34,7 +35,7 @@ LABELS = {"app": "vllm-qwen"}
 HOSTS = {"vllm-p": "127.0.0.1", "vllm-d0": "127.0.0.2", "vllm-d1": "127.0.0.3"}
 ROLES = {"vllm-p": "kv_producer", "vllm-d0": "kv_consumer", "vllm-d1": "kv_consumer"}
 ANNOTATIONS = {
-    "vllm-p": {"kvroute.io/role": "prefill", "kvroute.io/tp": "2"},
+    "vllm-p": None,
     "vllm-d0": {"kvroute.io/role": "decode", "kvroute.io/link": "roce-100g"},
     "vllm-d1": {"kvroute.io/role": "decode", "kvroute.io/link-bytes-per-s": "1e9"},
 }
@@ -66,7 +67,12 @@ def main():
         port = int(sims["vllm-p"].match.group(2))
         for name in ("vllm-d0", "vllm-d1"):
             sims[name] = start_sim(name, port)
-        pods = [pod(n, HOSTS[n], 990 + i, LABELS, annotations=ANNOTATIONS[n])
+        vllm_p_args = ["--model=Qwen/Qwen3-32B", "--port=%d" % port, "--tensor-parallel-size", "2",
+                       "--kv-transfer-config",
+                       json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})]
+        pods = [pod(n, HOSTS[n], 990 + i, LABELS, annotations=ANNOTATIONS[n],
+                    containers=[{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                                 "args": vllm_p_args}] if n == "vllm-p" else None)
                 for i, n in enumerate(HOSTS)]
         pods.append(pod("vllm-x", "127.0.0.4", 995, LABELS, annotations={"kvroute.io/role": "both"}))
         api = FakeApi("llm", inference_pool("qwen-pool", "llm", LABELS, port), pods)
@@ -95,8 +101,8 @@ def main():
         assert d0["role"] == "decode" and d1["role"] == "decode", (d0, d1)
         assert d0["kv_link"]["name"] == "roce-100g" and d0["kv_link"]["seed_lane_bytes_per_s"] == 12e9, d0
         assert d1["kv_link"]["seed_lane_bytes_per_s"] == 1e9, d1
-        print("ok: roles, tp and links as annotated: d0 over roce-100g (12 GB/s per lane), "
-              "d1 at 1 GB/s per lane")
+        print("ok: p prefill TP2 from vLLM's args; d0, d1 decode as annotated: d0 over roce-100g "
+              "(12 GB/s per lane), d1 at 1 GB/s per lane")
 
         body = {"model": MODEL, "max_tokens": 8,
                 "messages": [{"role": "user", "content": "annotated " * 200}]}
