@@ -8,7 +8,8 @@
 # scripts/pd/infera.sh with the same TURNS runs the same shape in `kvroute simulate`.
 #
 # Usage: scripts/pd/infera_live.sh KVROUTE OUT [CONCURRENCY...]   (default 8 16 32)
-#   SPEEDUP (default 10), ROUTERS (default kvroute:predicted_latency), PD_RULE (default cost).
+#   SPEEDUP (default 10), ROUTERS (default kvroute:predicted_latency), PD_RULE (default cost),
+#   PD_TOKEN_CAP / PD_NON_CACHED (the presets' thresholds; default: serve's 5000 / 0).
 set -euo pipefail
 KVROUTE="$1"
 OUT="$2"
@@ -18,7 +19,8 @@ LEVELS=("$@")
 CONC="$(IFS=,; echo "${LEVELS[*]}")"
 mkdir -p "$OUT"
 timeout 1200 "$KVROUTE" bench compare --topology infera --routers "${ROUTERS:-kvroute:predicted_latency}" \
-  --pd-rule "${PD_RULE:-cost}" --speedup "${SPEEDUP:-10}" --sim-max-model-len 131072 \
+  --pd-rule "${PD_RULE:-cost}" ${PD_TOKEN_CAP:+--pd-token-cap "$PD_TOKEN_CAP"} \
+  ${PD_NON_CACHED:+--pd-non-cached-tokens "$PD_NON_CACHED"} --speedup "${SPEEDUP:-10}" --sim-max-model-len 131072 \
   --workload agentic --turns "${TURNS:-4}" --common-prefix-tokens 20000 \
   --session-prefix-tokens 10000 --turn-input-tokens 2048 --output-tokens 900 --turn-jitter 3s \
   --itl-target-tps 30,50 --seed 1 --concurrency "$CONC" --request-timeout 600 \

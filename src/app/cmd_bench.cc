@@ -150,6 +150,7 @@ struct CompareFlags {
   std::vector<std::string> topologies;  // fleet files or presets; empty: --workers sims
   std::string pd_rule = "cost";
   std::int64_t pd_token_cap = -1;
+  std::int64_t pd_non_cached_tokens = -1;
 };
 
 // --topology: the same workload on each fleet, per GPU (bench/topology_run.h). Without
@@ -164,9 +165,13 @@ int RunTopologyCommand(BenchFlags& f, const CompareFlags& c, bench::CompareOptio
   if (c.routers == bench::kDefaultCompareRouters) options.routers = {"kvroute:predicted_latency"};
   options.cluster.pd_rule = c.pd_rule;
   options.cluster.pd_token_cap = c.pd_token_cap;
+  options.cluster.pd_non_cached_tokens = c.pd_non_cached_tokens;
   report.config.push_back({"pd_rule", c.pd_rule});
   if (c.pd_token_cap >= 0) {
     report.config.push_back({"pd_token_cap", static_cast<double>(c.pd_token_cap)});
+  }
+  if (c.pd_non_cached_tokens >= 0) {
+    report.config.push_back({"pd_non_cached_tokens", static_cast<double>(c.pd_non_cached_tokens)});
   }
   auto result = bench::RunTopologyCompare(options, *topologies, f.run, report);
   if (!result) {
@@ -379,6 +384,10 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       ->add_option("--pd-token-cap", cflags->pd_token_cap,
                    "With --topology and --pd-rule dynamo_token_cap: pd.token_cap (split above "
                    "this many uncached tokens; default: serve's 5000)");
+  compare
+      ->add_option("--pd-non-cached-tokens", cflags->pd_non_cached_tokens,
+                   "With --topology and --pd-rule llmd_non_cached: pd.non_cached_tokens (split "
+                   "at >= this many uncached tokens; default: serve's 0 = never)");
   AddBenchFlags(compare, compare_flags.get());
   compare->callback([compare_flags, cflags, exit_code] {
     *exit_code = RunCompareCommand(*compare_flags, *cflags);

@@ -224,7 +224,7 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--kv-link", c->kv_link,
                   "The profile's link (its 'links' list) decode legs pull KV over; empty = "
-                  "the first");
+                  "the first. With --etcd, the record's 'link'");
   cmd->add_option("--tokenizer", c->tokenizer,
                   "Model directory (tokenizer.json + tokenizer_config.json) or shipped model "
                   "name (qwen3, llama3_1, deepseek_v3) for /tokenize, chat templates and output "

@@ -181,6 +181,9 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions
   if (has_roles && !options.pd_rule.empty()) {
     y << "pd: {rule: " << options.pd_rule;
     if (options.pd_token_cap >= 0) y << ", token_cap: " << options.pd_token_cap;
+    if (options.pd_non_cached_tokens >= 0) {
+      y << ", non_cached_tokens: " << options.pd_non_cached_tokens;
+    }
     y << "}\n";
   }
   y << "scheduler: {policy: " << options.policy << ", seed: " << options.seed;
@@ -271,6 +274,7 @@ std::expected<StartedRouter, std::string> Cluster::StartServe(const std::string&
   serve.itl_slo_s = options_.itl_slo_s;
   serve.pd_rule = options_.pd_rule;
   serve.pd_token_cap = options_.pd_token_cap;
+  serve.pd_non_cached_tokens = options_.pd_non_cached_tokens;
   return SpawnServe(options_.exe, dir, ServeYaml(sims_, serve), options_.ready_timeout_s);
 }
 

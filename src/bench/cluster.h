@@ -43,6 +43,8 @@ struct ClusterOptions {
   std::string pd_rule = "cost";
   // pd.token_cap (dynamo_token_cap: split above this many uncached tokens); < 0: not written.
   std::int64_t pd_token_cap = -1;
+  // pd.non_cached_tokens (llmd_non_cached: split at >= this many); < 0: not written.
+  std::int64_t pd_non_cached_tokens = -1;
   std::string profile;  // empty: the sim's default
   std::uint64_t seed = 1;
   double speedup = 1;
@@ -107,6 +109,7 @@ struct ServeConfigOptions {
   // pd.rule, written (as `pd: {rule: ...}`) only when some sim has a role.
   std::string pd_rule = "cost";
   std::int64_t pd_token_cap = -1;  // pd.token_cap; < 0: not written
+  std::int64_t pd_non_cached_tokens = -1;  // pd.non_cached_tokens; < 0: not written
 };
 // `kvroute serve`'s configuration in front of `sims`: loopback on a port the OS picks,
 // precise mode, one worker per sim (its URL, model, KV events when it publishes them,

@@ -59,7 +59,9 @@ TEST(Topology, InferaPresetIsTheAggregatedTp8AndTheTwelveGpuPdFleet) {
 // The preset is the simulate script's two fleet files, byte for byte: the live and simulated
 // experiment run the same fleets.
 TEST(Topology, InferaPresetMatchesTheScriptsFleetFiles) {
-  const auto dir = std::filesystem::path(__FILE__).parent_path() / "../../scripts/pd";
+  // The source tree by its absolute path: __FILE__ is relative to the build directory, and
+  // ctest runs each test from its own.
+  const auto dir = std::filesystem::path(KVROUTE_SOURCE_DIR) / "scripts/pd";
   for (const auto& [name, text] : TopologyPreset("infera")) {
     std::ifstream in(dir / (name + ".yaml"));
     ASSERT_TRUE(in) << (dir / (name + ".yaml"));
@@ -128,6 +130,11 @@ TEST(Topology, ServeYamlCarriesRolesLinksAndThePdRule) {
   o.pd_rule = "dynamo_token_cap";
   o.pd_token_cap = 0;
   EXPECT_NE(ServeYaml({p, d}, o).find("pd: {rule: dynamo_token_cap, token_cap: 0}\n"),
+            std::string::npos);
+  o.pd_rule = "llmd_non_cached";
+  o.pd_token_cap = -1;
+  o.pd_non_cached_tokens = 512;
+  EXPECT_NE(ServeYaml({p, d}, o).find("pd: {rule: llmd_non_cached, non_cached_tokens: 512}\n"),
             std::string::npos);
   // Without roles no pd: section: a homogeneous cluster's configuration is unchanged.
   EXPECT_EQ(ServeYaml({SimInfo{.url = "http://127.0.0.1:3", .model = "m"}}, o).find("pd:"),

@@ -92,17 +92,44 @@ TEST(WorkerRecordTest, RoundTripsEveryField) {
                  .role = "decode", .tp = 4, .gpus = 4, .block_size = 16,
                  .kv_events_endpoint = "tcp://127.0.0.1:5557",
                  .kv_events_replay_endpoint = "tcp://127.0.0.1:5558", .kv_events_topic = "kv",
-                 .profile = "llama3-8b-h100", .profile_speedup = 10, .draining = true};
+                 .profile = "llama3-8b-h100", .profile_speedup = 10, .draining = true,
+                 .link = "ib-400g", .link_bytes_per_s = 4.5e10, .link_latency_s = 0.002};
   auto back = ParseWorkerRecord(ToJson(r));
   ASSERT_TRUE(back.has_value()) << back.error();
   EXPECT_EQ(*back, r);
+}
+
+// The P/D fields a launcher writes for a real vLLM (docs/etcd.md), as JSON text.
+TEST(WorkerRecordTest, ReadsTheLinkFieldsOfADecodeServer) {
+  auto r = ParseWorkerRecord(
+      R"({"name":"d0","url":"http://10.0.0.2:8000","models":["m"],"role":"decode","tp":4,)"
+      R"("gpus":8,"link":"roce-100g","link_bytes_per_s":12500000000,"link_latency_s":0})");
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->role, "decode");
+  EXPECT_EQ(r->tp, 4u);
+  EXPECT_EQ(r->gpus, 8u);
+  EXPECT_EQ(r->link, "roce-100g");
+  EXPECT_EQ(r->link_bytes_per_s, 12.5e9);
+  EXPECT_EQ(r->link_latency_s, 0.0);
+  const std::string base = R"({"name":"w","url":"http://h:1","models":["m"],)";
+  EXPECT_EQ(ParseWorkerRecord(base + R"("link_bytes_per_s":0})").error(),
+            "link_bytes_per_s: must be a number > 0");
+  EXPECT_EQ(ParseWorkerRecord(base + R"("link_latency_s":-1})").error(),
+            "link_latency_s: must be a number >= 0");
+  EXPECT_EQ(ParseWorkerRecord(base + R"("link_bytes_per_s":"fast"})").error(),
+            "link_bytes_per_s: must be a number > 0");
+  EXPECT_EQ(ParseWorkerRecord(base + R"("link":7})").error(), "link: must be a string");
+  EXPECT_EQ(ParseWorkerRecord(base + R"("tp":4,"gpus":2})").error(), "gpus: must be >= tp");
 }
 
 TEST(WorkerRecordTest, MinimalRecordTakesDefaults) {
   auto r = ParseWorkerRecord(R"({"name":"w","url":"http://h:1","models":["m"],"extra":1})");
   ASSERT_TRUE(r.has_value()) << r.error();
   EXPECT_EQ(r->role, "mixed");
-  EXPECT_EQ(r->tp, 1u);
+  EXPECT_EQ(r->tp, 0u);  // not said: the profile's
+  EXPECT_EQ(r->gpus, 0u);
+  EXPECT_TRUE(r->link.empty());
+  EXPECT_FALSE(r->link_bytes_per_s.has_value());
   EXPECT_FALSE(r->draining);
   EXPECT_EQ(r->profile_speedup, 1);
 }

@@ -1,6 +1,7 @@
 #include "etcd/worker_record.h"
 
 #include <boost/json.hpp>
+#include <cmath>
 
 namespace kvroute::etcd {
 namespace json = boost::json;
@@ -33,6 +34,19 @@ std::expected<void, std::string> Count(const json::object& o, std::string_view n
   return {};
 }
 
+// An optional finite number: > 0 when `positive`, else >= 0 (both link figures).
+std::expected<void, std::string> Figure(const json::object& o, std::string_view name,
+                                         std::optional<double>* out, bool positive) {
+  const json::value* v = o.if_contains(name);
+  if (v == nullptr || v->is_null()) return {};
+  const double x = v->is_number() ? v->to_number<double>() : -1;
+  if (!v->is_number() || !std::isfinite(x) || (positive ? !(x > 0) : x < 0)) {
+    return std::unexpected(std::string(name) + ": must be a number " + (positive ? "> 0" : ">= 0"));
+  }
+  *out = x;
+  return {};
+}
+
 }  // namespace
 
 std::string ToJson(const WorkerRecord& r) {
@@ -43,8 +57,9 @@ std::string ToJson(const WorkerRecord& r) {
   for (const auto& m : r.models) models.emplace_back(m);
   o["models"] = std::move(models);
   o["role"] = r.role;
-  o["tp"] = r.tp;
-  o["gpus"] = r.gpus;
+  // Not said stays absent (0 is not a valid value to read back).
+  if (r.tp != 0) o["tp"] = r.tp;
+  if (r.gpus != 0) o["gpus"] = r.gpus;
   o["block_size"] = r.block_size;
   json::object ev;
   ev["endpoint"] = r.kv_events_endpoint;
@@ -54,6 +69,9 @@ std::string ToJson(const WorkerRecord& r) {
   o["profile"] = r.profile;
   o["profile_speedup"] = r.profile_speedup;
   o["draining"] = r.draining;
+  if (!r.link.empty()) o["link"] = r.link;
+  if (r.link_bytes_per_s) o["link_bytes_per_s"] = *r.link_bytes_per_s;
+  if (r.link_latency_s) o["link_latency_s"] = *r.link_latency_s;
   return json::serialize(o);
 }
 
@@ -65,7 +83,8 @@ std::expected<WorkerRecord, std::string> ParseWorkerRecord(std::string_view text
   const json::object& o = v.as_object();
   WorkerRecord r;
   for (auto ok : {String(o, "name", &r.name, true), String(o, "url", &r.url, true),
-                  String(o, "role", &r.role), String(o, "profile", &r.profile)}) {
+                  String(o, "role", &r.role), String(o, "profile", &r.profile),
+                  String(o, "link", &r.link)}) {
     if (!ok) return std::unexpected(ok.error());
   }
   if (r.role != "mixed" && r.role != "prefill" && r.role != "decode") {
@@ -83,6 +102,13 @@ std::expected<WorkerRecord, std::string> ParseWorkerRecord(std::string_view text
   }
   for (auto ok : {Count(o, "tp", &r.tp, 1), Count(o, "gpus", &r.gpus, 1),
                   Count(o, "block_size", &r.block_size, 0)}) {
+    if (!ok) return std::unexpected(ok.error());
+  }
+  if (r.tp != 0 && r.gpus != 0 && r.gpus < r.tp) {
+    return std::unexpected("gpus: must be >= tp");
+  }
+  for (auto ok : {Figure(o, "link_bytes_per_s", &r.link_bytes_per_s, /*positive=*/true),
+                  Figure(o, "link_latency_s", &r.link_latency_s, /*positive=*/false)}) {
     if (!ok) return std::unexpected(ok.error());
   }
   if (const json::value* ev = o.if_contains("kv_events"); ev != nullptr && !ev->is_null()) {

@@ -108,13 +108,20 @@ HandlerResult DebugRoute(const EndpointContext& c, const HttpRequest& r) {
                           r.body, now, RequestContext{.tenant_salt = c.pipeline->TenantSalt(r)});
   if (!prepared) return Error(prepared.error());
   std::lock_guard lock(mu);
-  auto outcome = c.pipeline->Route(*prepared, {}, now, state);
+  // The proxy's placement: the P/D decision while P/D is active, else the policy's (Route).
+  auto outcome = c.pipeline->RouteTwoLegs(*prepared, {}, now, state);
   if (!outcome) {
     return net::JsonResponse(
         200, DecisionJson(*prepared, nullptr, sched::Decision{}, outcome.error().message));
   }
   const auto views = c.pipeline->CacheViewsOf(*prepared, now);
-  return net::JsonResponse(200, DecisionJson(*prepared, &*outcome, outcome->decision, {}, views));
+  auto name_of = [&c](WorkerId id) {
+    std::string name;
+    c.router_state->VisitSpec(id, [&name](const fleet::WorkerSpec& spec) { name = spec.name; });
+    return name;
+  };
+  return net::JsonResponse(
+      200, DecisionJson(*prepared, &*outcome, outcome->decision, {}, views, name_of));
 }
 
 // The worker table first, then the image: a worker that joins in between is only missing
@@ -140,6 +147,20 @@ HandlerResult Workers(const EndpointContext& c) {
     boost::json::array models;
     for (const auto& m : w.spec.models) models.push_back(boost::json::string(m));
     o["models"] = std::move(models);
+    // P/D: what the worker was given (static keys, its etcd record or pod annotations), with
+    // the profile's defaults resolved by the router state.
+    o["role"] = sched::RoleName(w.spec.role);
+    o["tp"] = w.spec.tp;
+    o["gpus"] = w.spec.gpus;
+    if (auto link = c.router_state->Link(w.id); link && link->seed_lane_bytes_per_s() > 0) {
+      boost::json::object l;
+      l["name"] = w.spec.link;
+      l["seed_lane_bytes_per_s"] = link->seed_lane_bytes_per_s();  // profile_speedup applied
+      l["lane_bytes_per_s"] = link->lane_bytes_per_s().value_or(link->seed_lane_bytes_per_s());
+      l["latency_s"] = link->latency_s();
+      l["samples"] = link->samples();
+      o["kv_link"] = std::move(l);
+    }
     fleet::HealthStatus h = c.router_state->health().Status(w.id, now);
     o["health"] = fleet::HealthStateName(h.state);
     o["draining"] = h.draining;

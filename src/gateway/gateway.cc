@@ -271,10 +271,16 @@ std::expected<void, std::string> Gateway::Start() {
      public:
       explicit Sink(Gateway* g) : g_(g) {}
       std::expected<void, std::string> JoinWorker(fleet::WorkerSpec spec) override {
-        return g_->JoinWorker(std::move(spec));
+        const std::string name = spec.name;
+        auto ok = g_->JoinWorker(std::move(spec));
+        if (!ok) spdlog::warn("inferencepool: worker {} not joined: {}", name, ok.error());
+        return ok;
       }
       bool DrainWorker(std::string_view name) override { return g_->DrainWorker(name); }
       bool LeaveWorker(std::string_view name) override { return g_->LeaveWorker(name); }
+      void Rejected(std::string_view name, const std::string& why) override {
+        spdlog::warn("inferencepool: worker {} not joined: {}", name, why);
+      }
 
      private:
       Gateway* g_;

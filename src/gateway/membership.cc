@@ -44,12 +44,17 @@ fleet::WorkerSpec SpecFromRecord(const etcd::WorkerRecord& r, std::uint32_t bloc
   spec.base_url = r.url;
   spec.models = r.models;
   spec.role = RoleOf(r.role);
-  spec.labels = {{"discovery", "etcd"}, {"tp", std::to_string(r.tp)},
-                 {"gpus", std::to_string(r.gpus)}};
+  spec.labels = {{"discovery", "etcd"}};
   spec.profile = r.profile;
   spec.profile_speedup = r.profile_speedup;
   spec.block_size = block_size;
   spec.kv_events = {r.kv_events_endpoint, r.kv_events_replay_endpoint, r.kv_events_topic};
+  // P/D: what a static worker's tp, gpus, link, link_* keys say (0 / empty: the profile's).
+  spec.tp = r.tp;
+  spec.gpus = r.gpus;
+  spec.link = r.link;
+  spec.link_bytes_per_s = r.link_bytes_per_s;
+  spec.link_latency_s = r.link_latency_s;
   return spec;
 }
 

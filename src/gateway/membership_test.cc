@@ -54,6 +54,29 @@ fleet::WorkerSpec SpecFor(const std::string& name, const sim::SimServer& s) {
   return SpecFromRecord(r, 16);
 }
 
+// A record's P/D fields become the spec's, as a static worker's tp/gpus/link keys do.
+TEST(SpecFromRecordTest, CarriesRoleTpGpusAndLink) {
+  etcd::WorkerRecord r{.name = "d0", .url = "http://127.0.0.1:1", .models = {"m"},
+                       .role = "decode", .tp = 2, .gpus = 4, .link = "roce-100g",
+                       .link_bytes_per_s = 1e9, .link_latency_s = 0.003};
+  fleet::WorkerSpec spec = SpecFromRecord(r, 16);
+  EXPECT_EQ(spec.role, sched::Role::kDecode);
+  EXPECT_EQ(spec.tp, 2u);
+  EXPECT_EQ(spec.gpus, 4u);
+  EXPECT_EQ(spec.link, "roce-100g");
+  EXPECT_EQ(spec.link_bytes_per_s, 1e9);
+  EXPECT_EQ(spec.link_latency_s, 0.003);
+  // Not said: left to the profile (0 / empty / none), as for a static worker.
+  spec = SpecFromRecord(etcd::WorkerRecord{.name = "m0", .url = "http://127.0.0.1:1",
+                                           .models = {"m"}},
+                        16);
+  EXPECT_EQ(spec.role, sched::Role::kMixed);
+  EXPECT_EQ(spec.tp, 0u);
+  EXPECT_EQ(spec.gpus, 0u);
+  EXPECT_TRUE(spec.link.empty());
+  EXPECT_FALSE(spec.link_bytes_per_s.has_value());
+}
+
 class MembershipTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -81,7 +81,7 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::RouteTwoLegs(
     return std::unexpected(
         api::ApiError::Overloaded("no worker can take this request now: " + decided->why_none));
   }
-  const sched::PdOption& o = *decided->chosen;
+  const sched::PdOption o = *decided->chosen;
   const sched::WorkerSnapshot* d = Row(workers, o.decode);
   const sched::WorkerSnapshot* p = Row(workers, o.prefill);
   if (d == nullptr || p == nullptr) {
@@ -96,6 +96,7 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::RouteTwoLegs(
   out.decision.policy = std::string("pd:") + sched::PdRuleName(options_.pd.rule);
   out.decision.chosen = d->id;
   out.decision.notes.push_back(decided->reason);
+  out.pd = std::make_shared<const sched::PdDecision>(std::move(*decided));
   const fleet::CachedPrefix on_decode = fleet::CachedPrefixOn(profile, d->id);
   out.cached_blocks = on_decode.blocks;
   out.cached_any_blocks = on_decode.any_blocks;

@@ -105,6 +105,75 @@ TEST_F(PdRouteTest, SplitPlansAPrefillLegOnPAndADecodeLegWithNothingToPrefill) {
   EXPECT_TRUE(out->prefill->local_booking.observe_prefill);
 }
 
+// What /debug/route shows of a P/D placement (DecisionJson's "pd"): the split, the rule's
+// numbers, both workers by name and every option priced.
+TEST_F(PdRouteTest, DecisionJsonShowsTheSplitItsWorkersAndTheAlternatives) {
+  SetUp(/*with_roles=*/true);
+  PreparedRequest req = Prepared();
+  auto out = pipeline_->RouteTwoLegs(req, {}, now_, state_);
+  ASSERT_TRUE(out.has_value() && out->prefill.has_value());
+  ASSERT_NE(out->pd, nullptr);
+  std::map<WorkerId, std::string> names;
+  for (const auto& [name, id] : ids_) names[id] = name;
+  auto name_of = [&names](WorkerId id) { return names[id]; };
+  auto j = boost::json::parse(DecisionJson(req, &*out, out->decision, {}, {}, name_of))
+               .as_object();
+  EXPECT_EQ(j.at("policy").as_string(), "pd:dynamo_token_cap");
+  EXPECT_EQ(j.at("chosen").as_string(), out->worker_name);
+  const auto& pd = j.at("pd").as_object();
+  EXPECT_TRUE(pd.at("split").as_bool());
+  EXPECT_EQ(pd.at("prefill_worker").as_string(), "p");
+  EXPECT_EQ(pd.at("decode_worker").as_string(), out->worker_name);
+  // Dynamo's rule: the uncached tokens on D against the cap (0 here).
+  EXPECT_EQ(pd.at("threshold_tokens").to_number<std::uint64_t>(), 0u);
+  EXPECT_EQ(pd.at("uncached_tokens").to_number<std::uint64_t>(), static_cast<std::uint64_t>(req.prompt_tokens));
+  EXPECT_GT(pd.at("transfer_s").as_double(), 0);
+  EXPECT_GT(pd.at("aggregated_cost_s").as_double(), 0);
+  EXPECT_DOUBLE_EQ(pd.at("split_cost_s").as_double(), pd.at("cost_s").as_double());
+  const auto& chosen = pd.at("chosen").as_object();
+  EXPECT_EQ(chosen.at("placement").as_string(), "split");
+  EXPECT_EQ(chosen.at("transfer_blocks").to_number<std::uint64_t>(), out->prefill->transfer_blocks);
+  // The alternatives: aggregated on d1 and on d2, and the chosen decode worker's split.
+  const auto& options = pd.at("options").as_array();
+  ASSERT_EQ(options.size(), 3u);
+  int aggregated = 0;
+  for (const auto& o : options) {
+    if (o.at("placement").as_string() == "aggregated") {
+      ++aggregated;
+      EXPECT_EQ(o.at("prefill_worker"), o.at("decode_worker"));
+      EXPECT_FALSE(o.as_object().contains("transfer_s"));
+    }
+  }
+  EXPECT_EQ(aggregated, 2);
+  EXPECT_NE(pd.at("reason").as_string().find("dynamo_token_cap"), std::string::npos);
+}
+
+TEST_F(PdRouteTest, DecisionJsonOfAnAggregatedPlacementSaysWhyNotSplit) {
+  SetUp(/*with_roles=*/true);
+  PreparedRequest req = Prepared();
+  // A cap above the prompt: D prefills it itself.
+  PipelineOptions opts = pipeline_->options();
+  opts.pd.token_cap = 1u << 20;
+  PipelineDeps deps;
+  deps.router_state = &router_state_;
+  deps.index = &index_;
+  deps.predicted = &predicted_;
+  deps.tokenizer = tokenizer_;
+  deps.policy = *sched::BuiltinPolicy("predicted_latency");
+  RequestPipeline local(std::move(deps), opts);
+  auto out = local.RouteTwoLegs(req, {}, now_, state_);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_FALSE(out->prefill.has_value());
+  auto j = boost::json::parse(DecisionJson(req, &*out, out->decision, {})).as_object();
+  const auto& pd = j.at("pd").as_object();
+  EXPECT_FALSE(pd.at("split").as_bool());
+  EXPECT_EQ(pd.at("prefill_worker"), pd.at("decode_worker"));
+  EXPECT_FALSE(pd.contains("transfer_s"));
+  EXPECT_EQ(pd.at("threshold_tokens").to_number<std::uint64_t>(), 1u << 20);
+  // No name lookup given: workers by id.
+  EXPECT_EQ(pd.at("decode_worker").as_string(), "worker " + std::to_string(out->worker));
+}
+
 TEST_F(PdRouteTest, PrefillBodyIsVllmsProxyRewrite) {
   SetUp(/*with_roles=*/true);
   auto out = pipeline_->RouteTwoLegs(Prepared(), {}, now_, state_);

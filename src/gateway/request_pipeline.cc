@@ -12,6 +12,7 @@
 #include "api/context_length.h"
 #include "fleet/booking.h"
 #include "fleet/router_state.h"
+#include "gateway/pd_debug.h"
 #include "kv/index/index_overlay.h"
 #include "tokenize/simple_tokenizer.h"
 
@@ -361,7 +362,8 @@ void RequestPipeline::OnRoutedTo(const PreparedRequest& request, WorkerId worker
 
 std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,
                          const sched::Decision& decision, std::string_view error,
-                         std::span<const sched::CacheView> views) {
+                         std::span<const sched::CacheView> views,
+                         const std::function<std::string(WorkerId)>& name_of) {
   boost::json::object o;
   boost::json::object req;
   req["model"] = request.model;
@@ -431,6 +433,7 @@ std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* out
     cands.push_back(std::move(j));
   }
   o["candidates"] = std::move(cands);
+  if (outcome != nullptr && outcome->pd) o["pd"] = PdDecisionJson(*outcome->pd, name_of);
   o["trace"] = sched::RenderDecision(decision);
   return boost::json::serialize(o);
 }

@@ -180,6 +180,9 @@ struct RouteOutcome {
   fleet::RoutedRequest booking;
   bool pd_placed = false;              // decided by sched::DecidePd (RouteTwoLegs)
   std::optional<PrefillLeg> prefill;   // set when split: `worker` takes the decode leg
+  // The P/D decision itself when pd_placed (every option priced, the rule's numbers), shared
+  // so that copies of the outcome (retries, ext_proc's fallbacks) do not copy its options.
+  std::shared_ptr<const sched::PdDecision> pd;
 };
 
 // The request as the policy sees it (cache views added by the router when the policy reads
@@ -254,9 +257,12 @@ class RequestPipeline {
 };
 
 // The decision and the request's shape as JSON text (/debug/route, logs). `views`, when
-// given, adds each candidate's cached prefix ("cached_any_blocks" per candidate).
+// given, adds each candidate's cached prefix ("cached_any_blocks" per candidate). An outcome
+// placed by the P/D decision adds "pd" (gateway/pd_debug.h), its workers named by `name_of`
+// (absent: by id).
 std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,
                          const sched::Decision& decision, std::string_view error,
-                         std::span<const sched::CacheView> views = {});
+                         std::span<const sched::CacheView> views = {},
+                         const std::function<std::string(WorkerId)>& name_of = {});
 
 }  // namespace kvroute::gateway

@@ -18,6 +18,7 @@ struct PoolReconciler::PodView {
   bool terminating = false;
   bool labels_match = true;
   std::optional<fleet::KvEventSource> kv_events;  // pod_kv_events.h
+  std::expected<PodPd, std::string> pd;           // pod_pd.h
 };
 
 std::expected<PoolSpec, std::string> ParseInferencePool(std::string_view text) {
@@ -102,8 +103,15 @@ void PoolReconciler::Apply(const PodView& pod) {
     return;
   }
   if (!pod.ready || pod.ip.empty()) return Leave(pod.name);
-  if (it != pods_.end() && it->second.ip == pod.ip) return;
-  if (it != pods_.end()) Leave(pod.name);  // a new IP: a new worker
+  if (!pod.pd) {
+    if (it != pods_.end()) Leave(pod.name);
+    for (int port : pool_.target_ports) {
+      sink_->Rejected(pod.name + ":" + std::to_string(port), pod.pd.error());
+    }
+    return;
+  }
+  if (it != pods_.end() && it->second.ip == pod.ip && it->second.pd == *pod.pd) return;
+  if (it != pods_.end()) Leave(pod.name);  // a new IP or new P/D fields: a new worker
   bool joined = false;
   for (int port : pool_.target_ports) {
     fleet::WorkerSpec spec;
@@ -114,9 +122,10 @@ void PoolReconciler::Apply(const PodView& pod) {
     // One engine per pod: its events belong to the pod's one worker. With several target
     // ports nothing says which port's engine publishes where, so none gets them.
     if (pod.kv_events && pool_.target_ports.size() == 1) spec.kv_events = *pod.kv_events;
+    pod.pd->ApplyTo(&spec);
     joined = sink_->JoinWorker(std::move(spec)).has_value() || joined;
   }
-  if (joined) pods_[pod.name] = PodState{.ip = pod.ip};
+  if (joined) pods_[pod.name] = PodState{.ip = pod.ip, .pd = *pod.pd};
 }
 
 namespace {
@@ -156,6 +165,7 @@ std::expected<std::string, std::string> PoolReconciler::ApplyList(std::string_vi
     PodView pod;
     ReadPod(Obj(&item), pool_.selector, &pod.name, &pod.ip, &pod.ready, &pod.terminating, &pod.labels_match);
     pod.kv_events = PodKvEvents(Obj(&item));
+    pod.pd = ReadPodPd(Obj(&item));
     if (pod.name.empty()) continue;
     seen[pod.name] = true;
     Apply(pod);
@@ -176,6 +186,7 @@ PoolReconciler::Event PoolReconciler::ApplyEvent(std::string_view text) {
   PodView pod;
   ReadPod(line.object(), pool_.selector, &pod.name, &pod.ip, &pod.ready, &pod.terminating, &pod.labels_match);
   pod.kv_events = PodKvEvents(line.object());
+  pod.pd = ReadPodPd(line.object());
   if (line.type == "DELETED") {
     Leave(pod.name);
   } else {

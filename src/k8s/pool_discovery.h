@@ -14,7 +14,8 @@
 //                 timeout), left when the pod is deleted
 //   not ready     (alive, not terminating) → left; joins again when ready
 //   deleted, or gone from a relist, or labels no longer match → left
-//   a new pod IP → left and joined again
+//   a new pod IP, or new P/D annotations (k8s/pod_pd.h) → left and joined again
+//   malformed P/D annotations → left (if joined) and not joined: MembershipSink::Rejected
 //
 // Thread safety: none; one watcher thread owns a reconciler.
 #pragma once
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "fleet/worker_spec.h"
+#include "k8s/pod_pd.h"
 
 namespace kvroute::k8s {
 
@@ -57,6 +59,12 @@ class MembershipSink {
   virtual std::expected<void, std::string> JoinWorker(fleet::WorkerSpec spec) = 0;
   virtual bool DrainWorker(std::string_view name) = 0;
   virtual bool LeaveWorker(std::string_view name) = 0;
+  // A pod that would join but cannot, and why (a malformed kvroute.io/* annotation,
+  // k8s/pod_pd.h); it stays out until it changes. kvroute serve logs a warning.
+  virtual void Rejected(std::string_view name, const std::string& why) {
+    (void)name;
+    (void)why;
+  }
 };
 
 // What PoolWatcher drives, whatever the watched collection (pods: PoolReconciler; EndpointSlices:
@@ -101,6 +109,7 @@ class PoolReconciler final : public WatchReconciler {
   struct PodState {
     std::string ip;
     bool draining = false;
+    PodPd pd;  // what it joined with: a change of role, tp or link joins it again
   };
   struct PodView;
   void Apply(const PodView& pod);

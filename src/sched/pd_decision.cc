@@ -296,6 +296,8 @@ std::expected<PdDecision, std::string> DecidePd(const RequestProfile& request,
     all.insert(all.end(), splits.begin(), splits.end());
     slo_waived = false;
     decision.chosen = pick(all);
+    std::sort(all.begin(), all.end(), Better);
+    decision.options = std::move(all);
     if (decision.chosen) {
       const std::optional<PdOption>& rival =
           decision.chosen->split ? decision.best_aggregated : decision.best_split;
@@ -314,6 +316,12 @@ std::expected<PdDecision, std::string> DecidePd(const RequestProfile& request,
       for (const auto& d : decodes) {
         if (d.first == agg.decode) decision.best_split = best_split_for(d);
       }
+      decision.options = aggregated;
+      if (decision.best_split) decision.options.push_back(*decision.best_split);
+      std::sort(decision.options.begin(), decision.options.end(), Better);
+      decision.preset_uncached_tokens = uncached;
+      decision.preset_threshold_tokens =
+          options.rule == PdRule::kTokenCap ? options.token_cap : options.non_cached_tokens;
       char buf[120];
       std::snprintf(buf, sizeof buf, "%s: %llu uncached tokens on %u, threshold %llu: ",
                     PdRuleName(options.rule), static_cast<unsigned long long>(uncached),

@@ -46,6 +46,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sched/latency_model.h"
 #include "sched/types.h"
@@ -96,6 +97,14 @@ struct PdDecision {
   // The cheapest option of each kind (kCost's candidates; the presets' D and its best split).
   std::optional<PdOption> best_aggregated;
   std::optional<PdOption> best_split;
+  // Every option priced, cheapest first (ties as the choice breaks them): kCost's aggregated
+  // option on each eligible W and the cheapest split for each eligible D; the presets' the
+  // aggregated options and best_split. For /debug/route: the alternatives behind `chosen`.
+  std::vector<PdOption> options;
+  // The presets: the uncached tokens on the D they measured and the threshold they compared
+  // them with (kTokenCap: split when above; kNonCachedTokens: when at least, 0 = never).
+  std::optional<std::uint64_t> preset_uncached_tokens;
+  std::optional<std::uint64_t> preset_threshold_tokens;
 };
 
 // One option's cost. `view` arguments are the worker's cache view (a worker without one

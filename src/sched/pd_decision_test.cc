@@ -162,6 +162,35 @@ TEST(PdDecisionTest, RolesDecideWhoTakesWhichLeg) {
   EXPECT_FALSE(alone.chosen->split);
 }
 
+// The options behind a choice (what /debug/route shows): kCost prices aggregated on every
+// worker that can decode and the cheapest split per decode worker, cheapest first, the chosen
+// one first of all; a preset lists its numbers (uncached tokens, threshold) too.
+TEST(PdDecisionTest, EveryPricedOptionIsListedCheapestFirst) {
+  std::vector<WorkerSnapshot> ws = {Prefill(0), Busy(Decode(1), 24, 24 * 2500),
+                                    Busy(Decode(2), 24, 24 * 2500)};
+  const PdDecision d = Decide(Turn(30000), ws);
+  ASSERT_TRUE(d.chosen.has_value());
+  ASSERT_EQ(d.options.size(), 4u);  // aggregated on 1 and 2; split 0->1 and 0->2
+  EXPECT_EQ(d.options.front().split, d.chosen->split);
+  EXPECT_EQ(d.options.front().decode, d.chosen->decode);
+  int splits = 0;
+  for (std::size_t i = 0; i < d.options.size(); ++i) {
+    if (d.options[i].split) {
+      ++splits;
+      EXPECT_EQ(d.options[i].prefill, 0u);
+    }
+    if (i > 0) {
+      EXPECT_LE(d.options[i - 1].cost_s(), d.options[i].cost_s());
+    }
+  }
+  EXPECT_EQ(splits, 2);
+  EXPECT_FALSE(d.preset_threshold_tokens.has_value());
+  const PdDecision cap = Decide(Turn(6000), ws, PdOptions{.rule = PdRule::kTokenCap});
+  EXPECT_EQ(cap.preset_threshold_tokens, 5000u);
+  EXPECT_EQ(cap.preset_uncached_tokens, 6000u);
+  EXPECT_EQ(cap.options.size(), 3u);  // both aggregated options and the chosen D's split
+}
+
 // Dynamo's token cap: the decode worker (the cheapest aggregated option) prefills locally
 // up to `token_cap` uncached tokens, splits above it.
 TEST(PdDecisionTest, DynamoTokenCapSplitsOnlyAboveTheCap) {

@@ -50,6 +50,9 @@ etcd::WorkerRecord SimWorkerRecord(const SimConfig& config, const SimServer& ser
   r.kv_events_topic = config.kv_events_topic;
   r.profile = config.profile;
   r.profile_speedup = config.speedup;
+  // The link this sim's decode legs pull over (--kv-link), so a router finds it in the record
+  // as it would in a static worker's `link`; not said: the profile's first, on both sides.
+  r.link = config.kv_link;
   return r;
 }
 

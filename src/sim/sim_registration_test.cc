@@ -50,6 +50,9 @@ TEST(SimRegistrationTest, RecordDescribesTheRunningServer) {
   EXPECT_EQ(r.kv_events_replay_endpoint, server->kv_events_replay_endpoint());
   EXPECT_EQ(r.profile_speedup, 50);
   EXPECT_FALSE(r.draining);
+  EXPECT_TRUE(r.link.empty());  // no --kv-link: the profile's first link, not written
+  c.kv_link = "roce-100g";
+  EXPECT_EQ(SimWorkerRecord(c, *server, SimEtcdOptions{}, 2).link, "roce-100g");
   SimEtcdOptions named{.name = "w7", .advertise_url = "http://10.1.2.3:80"};
   r = SimWorkerRecord(c, *server, named, 1);
   EXPECT_EQ(r.name, "w7");

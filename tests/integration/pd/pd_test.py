@@ -27,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "gateway"))
-from cluster import Proc, Sim, SERVE_READY, get, metric_sum, parse_prom  # noqa: E402
+from cluster import Proc, Sim, SERVE_READY, get, metric_sum, parse_prom, post  # noqa: E402
 
 BINARY, ROOT = sys.argv[1], sys.argv[2]
 SPEEDUP = "20"
@@ -58,6 +58,34 @@ def run_clients(port, phase, sims):
     if out.returncode != 0:
         fail(f"clients ({phase}) exited {out.returncode}: {out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["requests"]
+
+
+def debug_route_shows_the_split(port, sims):
+    """POST /debug/route: the P/D placement (split, P and D, the rule's numbers, every option
+    priced), and nothing sent to any sim."""
+    before = sum(metric_sum(s.metrics(), "vllm:request_success_total") for s in sims)
+    status, _, body = post(port, "/debug/route", {
+        "model": "sim-model", "messages": [{"role": "user", "content": "plan " * 300}],
+        "max_tokens": 8})
+    if status != 200:
+        fail(f"/debug/route answered {status}: {body}")
+    d = json.loads(body)
+    pd = d.get("pd")
+    if not pd or not pd["split"] or pd["prefill_worker"] != "p" or \
+            pd["decode_worker"] not in ("d0", "d1") or d["chosen"] != pd["decode_worker"]:
+        fail(f"/debug/route shows no split placement p -> d0/d1: {body}")
+    if d["policy"] != "pd:dynamo_token_cap" or pd["threshold_tokens"] != 0 or \
+            pd["uncached_tokens"] <= 0 or not pd["transfer_s"] > 0:
+        fail(f"/debug/route: the rule's numbers are missing: {body}")
+    kinds = sorted(o["placement"] for o in pd["options"])
+    if kinds != ["aggregated", "aggregated", "split"]:
+        fail(f"/debug/route: options {kinds}, want aggregated on d0 and d1 and one split")
+    after = sum(metric_sum(s.metrics(), "vllm:request_success_total") for s in sims)
+    if before != after:
+        fail("/debug/route sent a request to a sim")
+    print(f"ok   /debug/route: split p -> {pd['decode_worker']}, {pd['uncached_tokens']} uncached "
+          f"tokens > cap 0, transfer {pd['transfer_s']:.4g} s, split cost "
+          f"{pd['split_cost_s']:.4g} s vs aggregated {pd['aggregated_cost_s']:.4g} s")
 
 
 def wait_for(predicate, what, timeout=5.0):
@@ -97,6 +125,7 @@ def main():
         serve = Proc([BINARY, "serve", "--config", path, "--log-level", "warn"], SERVE_READY)
         port = int(serve.match.group(2))
 
+        debug_route_shows_the_split(port, sims)
         n_split = run_clients(port, "split", sims)
         m = serve_metrics(port)
         split = metric_sum(m, "kvroute_pd_requests_total", placement="split")
