@@ -17,7 +17,7 @@ replicas.share_bookings false (each sees only its own); none (the default, as be
 delta stream): no sibling list at all.
 
 Usage: bench.py <kvroute binary> <out dir> [--duration S] [--replicas 1,2,3]
-                [--deltas none|on|off]"""
+                [--deltas none|on|off] [--delta-flush-ms MS]"""
 
 import argparse
 import json
@@ -73,13 +73,14 @@ def conversations(port, n=24, turns=6, threads=6):
     return [r for r in results if r]
 
 
-def one_run(binary, out, replicas, duration, deltas="none"):
+def one_run(binary, out, replicas, duration, deltas="none", flush_ms=None):
     label = "replicas%d" % replicas
     workdir = os.path.join(out, label)
     os.makedirs(workdir, exist_ok=True)
     with ReplicaSet(binary, workdir, sims=SIMS, replicas=replicas, speedup=SPEEDUP,
                     warm=deltas != "none",
-                    replicas_yaml=", share_bookings: false" if deltas == "off" else "") as rs:
+                    replicas_yaml=(", share_bookings: false" if deltas == "off" else
+                                   ", delta_flush_ms: %g" % flush_ms if flush_ms else "")) as rs:
         time.sleep(1.0)  # first scrapes and health rounds
         target = "http://127.0.0.1:%d" % rs.port
         cmd = bench_args(binary, target, rs.sims, workdir, label, duration)
@@ -115,9 +116,11 @@ def main():
     ap.add_argument("--duration", type=int, default=40)
     ap.add_argument("--replicas", default="1,2,3")
     ap.add_argument("--deltas", choices=["none", "on", "off"], default="none")
+    ap.add_argument("--delta-flush-ms", type=float, default=None,
+                    help="with --deltas on: replicas.delta_flush_ms (default: the config's)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    rows = [one_run(a.binary, a.out, int(n), a.duration, a.deltas)
+    rows = [one_run(a.binary, a.out, int(n), a.duration, a.deltas, a.delta_flush_ms)
             for n in a.replicas.split(",")]
     base = rows[0]
     for r in rows:

@@ -163,7 +163,7 @@ struct GatewayConfig {
     std::string etcd_prefix;  // empty: not in etcd
     std::string advertise_url;
     bool share_bookings = true;
-    double delta_flush_ms = 2.0;
+    double delta_flush_ms = 20.0;
     double remote_booking_ttl_s = 300.0;
     bool HasSiblings() const { return !warm_from.empty() || !etcd_prefix.empty(); }
   } replicas;

@@ -43,7 +43,7 @@
 namespace kvroute::gateway {
 
 struct DeltaPublisherOptions {
-  std::chrono::microseconds flush_interval{2'000};  // replicas.delta_flush_ms
+  std::chrono::microseconds flush_interval{20'000};  // replicas.delta_flush_ms
   std::size_t max_pending = 64;                     // deltas that force a flush at once
   std::chrono::milliseconds heartbeat{250};         // an empty frame after this much silence
   std::size_t max_buffered_bytes = 8u << 20;        // per subscriber, then it is cut
