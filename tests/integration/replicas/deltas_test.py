@@ -5,13 +5,17 @@ that find each other in a real etcd (/usr/bin/etcd on loopback), in front of two
 2. a long streamed request routed by A is in B's load view (B's
    kvroute_worker_inflight_requests on that worker, and kvroute_replica_remote_bookings) within
    2 s, while A counts it once (not echoed back); it leaves B's view within 2 s of finishing;
-3. kill -9 of A while a request of A is in flight: B drops A's bookings within 3 s (the
-   stream's EOF, or at worst 2 s without a heartbeat) and B's peer count goes to 0.
+3. A stopped (SIGSTOP) with a request in flight: its stream goes silent, B drops A's bookings
+   after its 2 s idle bound (within 4 s); A continued (SIGCONT): B follows it again and the
+   new stream's replay brings the request that is still in flight back into B's view;
+4. kill -9 of A while that request is in flight: B drops A's bookings within 3 s (the
+   stream's EOF) and B's peer count goes to 0.
 
 Usage: deltas_test.py <kvroute binary>. Stops only the processes it started, by pid.
 """
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -30,9 +34,9 @@ PREFIX = "/kvroute/test-deltas/"
 SPEEDUP, LONG_TOKENS = "1", 200
 
 
-def long_stream(port, out, tag):
+def long_stream(port, out, tag, tokens=LONG_TOKENS):
     """One streamed chat through `port` that lasts seconds; appends (status, worker, s)."""
-    body = {"model": MODEL, "stream": True, "max_tokens": LONG_TOKENS, "ignore_eos": True,
+    body = {"model": MODEL, "stream": True, "max_tokens": tokens, "ignore_eos": True,
             "messages": [{"role": "user", "content": "a long answer for %s" % tag}]}
     t0 = time.time()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -106,12 +110,31 @@ def main():
                   "after it ended (it lasted %.2f s)" % (worker, lag, gone, done[0][2]),
                   flush=True)
 
-            # 3. kill -9 of A drops A's bookings on B.
+            # 3. A silent: B drops its bookings after the idle bound; A back: the replay.
             done2 = []
-            t2 = threading.Thread(target=long_stream, args=(a.port, done2, "killed"))
+            t2 = threading.Thread(target=long_stream,
+                                  args=(a.port, done2, "stopped", LONG_TOKENS * 4))
             t2.start()
             check(wait_until(lambda: gauge(b, "kvroute_replica_remote_bookings") == 1, 5, 0.02),
                   "B never saw A's second request")
+            a.proc.signal(signal.SIGSTOP)
+            stopped_at = time.time()
+            try:
+                check(wait_until(lambda: gauge(b, "kvroute_replica_remote_bookings") == 0, 4.0,
+                                 0.02), "B still holds the silent A's booking")
+                silent = time.time() - stopped_at
+            finally:
+                a.proc.signal(signal.SIGCONT)
+            check(silent >= 1.0, "dropped %.2f s after SIGSTOP: before the idle bound" % silent)
+            check(wait_until(lambda: gauge(b, "kvroute_replica_peers") == 1 and
+                             gauge(b, "kvroute_replica_remote_bookings") == 1, 5, 0.02),
+                  "B did not follow A again with its request replayed: peers %s, remote %s, "
+                  "request %s" % (gauge(b, "kvroute_replica_peers"),
+                                  gauge(b, "kvroute_replica_remote_bookings"), done2))
+            print("deltas: SIGSTOP of A: B dropped its booking %.3f s later; after SIGCONT the "
+                  "replay brought it back" % silent, flush=True)
+
+            # 4. kill -9 of A drops A's bookings on B.
             a.proc.kill()
             killed_at = time.time()
             check(wait_until(lambda: gauge(b, "kvroute_replica_remote_bookings") == 0 and
