@@ -11,7 +11,13 @@ Every replica subscribes to every sim's KV events. The one-replica run goes thro
 so every run pays the same extra hop. Prints a table with ratios against one replica and
 writes <out>/summary.json. Bounded: each bench level runs --duration wall seconds.
 
-Usage: bench.py <kvroute binary> <out dir> [--duration S] [--replicas 1,2,3]"""
+--deltas on: every replica lists every replica in replicas.warm_from, so they share in-flight
+bookings and predicted blocks (docs/replicas.md); off: the same list with
+replicas.share_bookings false (each sees only its own); none (the default, as before the
+delta stream): no sibling list at all.
+
+Usage: bench.py <kvroute binary> <out dir> [--duration S] [--replicas 1,2,3]
+                [--deltas none|on|off] [--delta-flush-ms MS]"""
 
 import argparse
 import json
@@ -67,11 +73,14 @@ def conversations(port, n=24, turns=6, threads=6):
     return [r for r in results if r]
 
 
-def one_run(binary, out, replicas, duration):
+def one_run(binary, out, replicas, duration, deltas="none", flush_ms=None):
     label = "replicas%d" % replicas
     workdir = os.path.join(out, label)
     os.makedirs(workdir, exist_ok=True)
-    with ReplicaSet(binary, workdir, sims=SIMS, replicas=replicas, speedup=SPEEDUP) as rs:
+    with ReplicaSet(binary, workdir, sims=SIMS, replicas=replicas, speedup=SPEEDUP,
+                    warm=deltas != "none",
+                    replicas_yaml=(", share_bookings: false" if deltas == "off" else
+                                   ", delta_flush_ms: %g" % flush_ms if flush_ms else "")) as rs:
         time.sleep(1.0)  # first scrapes and health rounds
         target = "http://127.0.0.1:%d" % rs.port
         cmd = bench_args(binary, target, rs.sims, workdir, label, duration)
@@ -91,7 +100,8 @@ def one_run(binary, out, replicas, duration):
         attain = level["slo_attainment"]
         fraction, follow = follow_up_fraction(convs)
         failed = sum(1 for c in convs for s, _ in c if s != 200)
-    return {"replicas": replicas, "requests_per_s": rps, "slo_attainment": attain,
+    return {"replicas": replicas, "deltas": deltas, "requests_per_s": rps,
+            "slo_attainment": attain,
             "goodput_rps": rps * attain if attain is not None else None,
             "ttft_p50_s": level["ttft_s"].get("p50"), "hit_rate": level["cache"]["hit_rate"],
             "requests_ok": level["requests"]["ok"], "requests_failed": level["requests"]["failed"],
@@ -105,9 +115,13 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--duration", type=int, default=40)
     ap.add_argument("--replicas", default="1,2,3")
+    ap.add_argument("--deltas", choices=["none", "on", "off"], default="none")
+    ap.add_argument("--delta-flush-ms", type=float, default=None,
+                    help="with --deltas on: replicas.delta_flush_ms (default: the config's)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    rows = [one_run(a.binary, a.out, int(n), a.duration) for n in a.replicas.split(",")]
+    rows = [one_run(a.binary, a.out, int(n), a.duration, a.deltas, a.delta_flush_ms)
+            for n in a.replicas.split(",")]
     base = rows[0]
     for r in rows:
         g, f = r["goodput_rps"], r["follow_up_same_worker"]

@@ -147,12 +147,17 @@ std::optional<EngineMetrics> RouterState::Metrics(WorkerId worker) const {
 }
 
 bool RouterState::Book(RequestId id, const RoutedRequest& booking, Nanos now) {
-  return load_.OnRouted(id, booking, now);
+  if (!load_.OnRouted(id, booking, now)) return false;
+  if (BookingListener* l = listener_.load()) l->OnBooked(id, booking);
+  return true;
 }
 
 void RouterState::OnFirstToken(RequestId id, Nanos now) {
   // The one call that adds a prefill sample: the worker's share of its pool moves.
-  if (auto worker = load_.OnFirstToken(id, now)) UpdatePool(*worker);
+  if (auto worker = load_.OnFirstToken(id, now)) {
+    UpdatePool(*worker);
+    if (BookingListener* l = listener_.load()) l->OnFirstToken(id);
+  }
 }
 
 void RouterState::OnToken(RequestId id, Nanos now, std::uint32_t tokens) {
@@ -161,10 +166,12 @@ void RouterState::OnToken(RequestId id, Nanos now, std::uint32_t tokens) {
 
 void RouterState::OnDone(RequestId id, Nanos now, bool ok) {
   if (auto worker = load_.OnDone(id, now, ok)) UpdatePool(*worker);
+  if (BookingListener* l = listener_.load()) l->OnReleased(id);
 }
 
 void RouterState::Cancel(RequestId id, Nanos now) {
   load_.OnDone(id, now, false);  // nothing was observed: the pool has nothing to learn
+  if (BookingListener* l = listener_.load()) l->OnReleased(id);
 }
 
 void RouterState::ForgetBookings(WorkerId worker) { load_.ForgetWorker(worker); }

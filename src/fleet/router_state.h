@@ -29,6 +29,9 @@
 //   OnDone        completion, success or failure (frees everything the request held)
 //   Cancel        the booking is withdrawn before the worker saw the request
 // Every Book is released exactly once, by OnDone or Cancel; later calls are ignored.
+// A BookingListener (SetBookingListener) hears Book, the first OnFirstToken and every
+// OnDone/Cancel after the tracker has applied them: how a replica publishes its bookings to
+// its siblings (gateway/replica_delta_publisher.h); remote ones come back in through Book.
 //
 // Ownership: owns specs, health, load, rates, pools and metrics. Time is an argument
 // (monotonic Nanos); no clock is read. Thread safety: every method may be called from any
@@ -36,6 +39,7 @@
 // rates have their own locks; lock order is table → part, never the reverse.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <expected>
 #include <map>
@@ -92,6 +96,17 @@ class SnapshotCache {
   std::vector<char> lent_;               // the row carries its peers' decode model
   std::uint64_t health_version_ = ~std::uint64_t{0};
   std::uint64_t table_version_ = ~std::uint64_t{0};
+};
+
+// Hears the booking calls (after they are applied, with no lock of RouterState held, on the
+// caller's thread). Implementations must be thread-safe and may call RouterState's const
+// queries (VisitSpec) but no booking call.
+class BookingListener {
+ public:
+  virtual ~BookingListener() = default;
+  virtual void OnBooked(RequestId id, const RoutedRequest& booking) = 0;  // Book succeeded
+  virtual void OnFirstToken(RequestId id) = 0;  // the first OnFirstToken of a known request
+  virtual void OnReleased(RequestId id) = 0;    // every OnDone and Cancel, known id or not
 };
 
 class RouterState {
@@ -152,6 +167,9 @@ class RouterState {
   void Cancel(RequestId id, Nanos now);
   // Drops every booking on `worker` (it died); later calls for them are ignored. Rates stay.
   void ForgetBookings(WorkerId worker);
+  // The listener of the calls above (null: none). Set it before the first booking call and
+  // clear it only once no booking call can run; it must outlive its setting.
+  void SetBookingListener(BookingListener* listener) { listener_.store(listener); }
 
   // --- P/D: one finished KV pull into `decode_worker` (bytes over `lanes` NIC lanes, its
   // observed duration) teaches that worker's link bandwidth. False if unknown or rejected.
@@ -199,6 +217,7 @@ class RouterState {
   PeerPools pools_;                    // guarded by mu_
   WorkerId next_id_ = 0;               // guarded by mu_
   std::uint64_t table_version_ = 0;    // guarded by mu_; bumped by Add and Remove
+  std::atomic<BookingListener*> listener_{nullptr};
 };
 
 }  // namespace kvroute::fleet

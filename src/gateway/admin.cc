@@ -13,6 +13,7 @@
 #include "gateway/request_pipeline.h"
 #include "gateway/router_metrics.h"
 #include "fleet/router_state.h"
+#include "gateway/replica_delta_publisher.h"
 #include "gateway/replica_snapshot.h"
 #include "kv/index/index.h"
 #include "sched/tier_pricing.h"
@@ -134,6 +135,15 @@ HandlerResult IndexSnapshot(const EndpointContext& c) {
   HttpResponse r;
   r.content_type = "application/octet-stream";
   r.body = EncodeSiblingSnapshot(workers, c.index->Dump());
+  return r;
+}
+
+// A sibling's subscription: a body that lasts as long as both replicas (docs/replicas.md).
+HandlerResult ReplicaDeltas(const EndpointContext& c) {
+  if (c.deltas == nullptr) return Error(api::ApiError::NotFound("/admin/replica/deltas"));
+  HttpResponse r;
+  r.content_type = "application/x-kvroute-deltas";
+  r.stream = c.deltas->Subscribe();
   return r;
 }
 
@@ -264,6 +274,8 @@ void RegisterEndpoints(net::HttpServer& server, Ctx c) {
                 Guarded(c, true, [c](const HttpRequest& r) { return SetDrain(*c, r, false); }));
   server.Handle("GET", "/admin/index/snapshot",
                 Guarded(c, true, [c](const HttpRequest&) { return IndexSnapshot(*c); }));
+  server.Handle("GET", "/admin/replica/deltas",
+                Guarded(c, true, [c](const HttpRequest&) { return ReplicaDeltas(*c); }));
   server.Handle("GET", "/health", [](const HttpRequest&) -> HandlerResult {
     return net::JsonResponse(200, R"({"status":"ok"})");
   });

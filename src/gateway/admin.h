@@ -13,6 +13,8 @@
 //   POST /admin/drain, /admin/undrain   body {"worker": "<name>"}
 //   GET  /admin/index/snapshot   the KV index image with its worker-name table, for a
 //                          sibling replica warming before it reports ready (replica_warm.h)
+//   GET  /admin/replica/deltas   this replica's booking delta stream, for a sibling
+//                          (docs/replicas.md); 404 unless replicas.share_bookings with siblings
 //
 // With api_keys configured, /v1/*, /tokenize, /detokenize, /debug/* and /admin/* need
 // "Authorization: Bearer <key>" (401 otherwise) — /v1/messages also accepts Anthropic's
@@ -43,6 +45,7 @@ class KvIndex;
 
 namespace kvroute::gateway {
 
+class DeltaPublisher;
 class Proxy;
 class RequestPipeline;
 class RouterMetrics;
@@ -59,6 +62,7 @@ struct EndpointContext {
   const Clock* clock = nullptr;
   const std::atomic<bool>* draining = nullptr;
   const kv::KvIndex* index = nullptr;  // null in approximate mode (no snapshot to give)
+  DeltaPublisher* deltas = nullptr;    // null without the replica delta stream
   // Refreshes mirrored gauges (index size, lag, parity, worker state) before an exposition.
   std::function<void()> refresh_metrics;
 };

@@ -198,6 +198,9 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(m.Number("warm_timeout_s", &c->replicas.warm_timeout_s, 0.05, 600));
     KVROUTE_TRY(m.String("etcd_prefix", &c->replicas.etcd_prefix));
     KVROUTE_TRY(m.String("advertise_url", &c->replicas.advertise_url));
+    KVROUTE_TRY(m.Bool("share_bookings", &c->replicas.share_bookings));
+    KVROUTE_TRY(m.Number("delta_flush_ms", &c->replicas.delta_flush_ms, 0.1, 1000));
+    KVROUTE_TRY(m.Number("remote_booking_ttl_s", &c->replicas.remote_booking_ttl_s, 1, 86400));
     KVROUTE_TRY(m.RejectUnknown());
   }
   YAML::Node discovery = r.Get("discovery");
@@ -474,6 +477,9 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "warm_timeout_s" << YAML::Value << c.replicas.warm_timeout_s;
   out << YAML::Key << "etcd_prefix" << YAML::Value << c.replicas.etcd_prefix;
   out << YAML::Key << "advertise_url" << YAML::Value << c.replicas.advertise_url;
+  out << YAML::Key << "share_bookings" << YAML::Value << c.replicas.share_bookings;
+  out << YAML::Key << "delta_flush_ms" << YAML::Value << c.replicas.delta_flush_ms;
+  out << YAML::Key << "remote_booking_ttl_s" << YAML::Value << c.replicas.remote_booking_ttl_s;
   out << YAML::EndMap;
   out << YAML::Key << "discovery" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "etcd" << YAML::Value << YAML::BeginMap;

@@ -153,11 +153,19 @@ struct GatewayConfig {
   // `etcd_prefix` (needs discovery.etcd): replicas also find each other in etcd
   // (gateway/replica_registry.h), each registering `advertise_url` (default
   // http://<listen.host>:<port>; required when listen.host is a wildcard) once it listens.
+  // `share_bookings` (docs/replicas.md): with siblings (warm_from or etcd_prefix), publish
+  // this replica's bookings and predicted blocks on GET /admin/replica/deltas and apply every
+  // sibling's; `delta_flush_ms` is the longest a delta waits for its frame;
+  // `remote_booking_ttl_s` bounds a remote booking whose release never came.
   struct Replicas {
     std::vector<std::string> warm_from;
     double warm_timeout_s = 3.0;
     std::string etcd_prefix;  // empty: not in etcd
     std::string advertise_url;
+    bool share_bookings = true;
+    double delta_flush_ms = 20.0;
+    double remote_booking_ttl_s = 300.0;
+    bool HasSiblings() const { return !warm_from.empty() || !etcd_prefix.empty(); }
   } replicas;
 
   // scheduler.policy as YAML text: "preset: predicted_latency" or a full spec (sched/registry.h).

@@ -456,5 +456,24 @@ TEST(GatewayConfig, ReplicasInEtcdNeedEtcdAndAnAddressSiblingsCanReach) {
   EXPECT_EQ(again->replicas.advertise_url, "http://10.0.0.5:8080");
 }
 
+TEST(ConfigTest, ReplicaDeltaSettingsParseValidateAndRoundTrip) {
+  auto defaults = ParseConfig(std::string(kMinimal));
+  ASSERT_TRUE(defaults.has_value()) << defaults.error();
+  EXPECT_TRUE(defaults->replicas.share_bookings);
+  EXPECT_FALSE(defaults->replicas.HasSiblings());  // no siblings: no delta stream
+  auto set = ParseConfig(std::string(kMinimal) +
+                         "replicas: {warm_from: ['http://127.0.0.1:9'], share_bookings: false, "
+                         "delta_flush_ms: 5, remote_booking_ttl_s: 60}\n");
+  ASSERT_TRUE(set.has_value()) << set.error();
+  EXPECT_TRUE(set->replicas.HasSiblings());
+  auto again = ParseConfig(EffectiveYaml(*set));
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_FALSE(again->replicas.share_bookings);
+  EXPECT_EQ(again->replicas.delta_flush_ms, 5);
+  EXPECT_EQ(again->replicas.remote_booking_ttl_s, 60);
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "replicas: {delta_flush_ms: 0}\n"));
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "replicas: {remote_booking_ttl_s: 0}\n"));
+}
+
 }  // namespace
 }  // namespace kvroute::gateway

@@ -180,6 +180,17 @@ std::expected<void, std::string> Gateway::Start() {
     p.join_probes->Start();
   }
 
+  if (c.replicas.share_bookings && c.replicas.HasSiblings()) {
+    // Before any booking: every local one is published from the first on.
+    DeltaPublisherOptions dopts;
+    dopts.flush_interval =
+        std::chrono::microseconds(static_cast<std::int64_t>(c.replicas.delta_flush_ms * 1000));
+    p.deltas_out =
+        std::make_unique<DeltaPublisher>(dopts, router_state, NewReplicaInstanceId());
+    router_state->SetBookingListener(p.deltas_out.get());
+    p.deltas_out->Start();
+  }
+
   PipelineDeps deps;
   deps.router_state = router_state;
   deps.index = p.index.get();
@@ -191,6 +202,11 @@ std::expected<void, std::string> Gateway::Start() {
   deps.is_lora_adapter = [catalog](std::string_view model) { return catalog->IsAdapter(model); };
   if (kv::KvIndex* index = p.index.get()) {
     deps.on_salted_route = [index](WorkerId w) { index->MarkSaltedTraffic(w); };
+  }
+  if (DeltaPublisher* out = p.deltas_out.get()) {
+    deps.on_predicted = [out](WorkerId w, std::span<const kv::BlockKey> keys) {
+      out->OnPredicted(w, keys);
+    };
   }
   PipelineOptions pipe_opts;
   pipe_opts.mode = c.mode;
@@ -255,15 +271,18 @@ std::expected<void, std::string> Gateway::Start() {
   ctx->clock = &p.clock;
   ctx->draining = &p.draining;
   ctx->index = p.index.get();
+  ctx->deltas = p.deltas_out.get();
   Parts* raw = &p;
   ctx->refresh_metrics = [raw] { raw->RefreshMetrics(); };
   RegisterEndpoints(*p.server, ctx);
   if (auto ok = p.server->Start(); !ok) return std::unexpected(ok.error());
 
   p.maintenance = std::thread([raw] { raw->Maintain(); });
+  const std::string own_url = AdvertiseUrl(c.replicas.advertise_url, c.host, p.server->port());
   if (p.replica_registry) {  // it listens: siblings may warm from it
-    p.replica_registry->Register(AdvertiseUrl(c.replicas.advertise_url, c.host, p.server->port()));
+    p.replica_registry->Register(own_url);
   }
+  if (auto ok = p.StartDeltaSubscribers(own_url); !ok) return ok;
   if (!c.kubernetes.pool.empty()) {
     // Started last, once every part a join touches exists. The pool's pods join by the same path (k8s/pool_discovery.h: ready → join, terminating →
     // drain at once, deleted or not ready → leave).
@@ -330,7 +349,10 @@ std::size_t Gateway::Drain() {
         "requests get up to {} s",
         p.config.shutdown_grace_s, p.config.drain_timeout_s);
     std::this_thread::sleep_for(Ms(p.config.shutdown_grace_s));
-    cut = p.server->Shutdown(Ms(p.config.drain_timeout_s));
+    // Siblings keep counting this replica's requests while they drain (docs/replicas.md).
+    const auto spent = p.DrainDeltaStreams(Ms(p.config.drain_timeout_s));
+    cut = p.server->Shutdown(std::max(Ms(p.config.drain_timeout_s) - spent,
+                                      std::chrono::milliseconds(0)));
   }
   Stop();
   return cut;
@@ -345,6 +367,8 @@ void Gateway::Stop() {
   if (p.replica_registry) p.replica_registry->Withdraw();
   if (p.discovery) p.discovery->Stop();  // no joins or leaves while the parts stop
   if (p.pool_watcher) p.pool_watcher->Stop();
+  if (p.deltas_in) p.deltas_in->Stop();    // the siblings' bookings stop arriving
+  if (p.deltas_out) p.deltas_out->Stop();  // ends the siblings' streams before the cut
   if (p.server) p.server->Shutdown(std::chrono::milliseconds(0));
   if (p.join_probes) p.join_probes->Stop();  // before the feed and index its probes read
   {
@@ -355,6 +379,8 @@ void Gateway::Stop() {
   if (p.maintenance.joinable()) p.maintenance.join();
   if (p.proxy) p.proxy->Stop();
   if (p.lanes) p.lanes->Stop();
+  // No booking call can run now (proxy and lanes stopped): the publisher may go.
+  if (p.router_state) p.router_state->SetBookingListener(nullptr);
   if (p.health) p.health->Stop();
   if (p.scraper) p.scraper->Stop();
   p.feed.reset();

@@ -194,6 +194,11 @@ void Gateway::Parts::RefreshMetrics() {
       if (auto name = NameOf(id)) metrics.SetEventLag(*name, c.last_lag_s);
     }
   }
+  if (deltas_in && remote) {
+    const RemoteBookingCounters r = remote->Counters();
+    metrics.SetReplicas(static_cast<double>(deltas_in->peers()), static_cast<double>(r.held),
+                        r.deltas, r.expired, r.unknown_worker);
+  }
   if (discovery) {
     EtcdDiscoveryStatus d = discovery->status();
     metrics.SetDiscovery(d.watch.connected, d.watch.failures, d.malformed,

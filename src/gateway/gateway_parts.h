@@ -28,7 +28,10 @@
 #include "gateway/parity.h"
 #include "gateway/parity_probe.h"
 #include "gateway/parity_probe_queue.h"
+#include "gateway/replica_delta_publisher.h"
+#include "gateway/replica_delta_subscriber.h"
 #include "gateway/replica_registry.h"
+#include "gateway/replica_remote_bookings.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/request_pipeline.h"
@@ -70,6 +73,21 @@ struct Gateway::Parts {
   std::shared_ptr<net::LanePool> lanes;
   std::unique_ptr<Proxy> proxy;
   std::unique_ptr<net::HttpServer> server;
+  // The booking delta stream (replicas.share_bookings with siblings; docs/replicas.md): this
+  // replica's bookings out (the router state's listener, GET /admin/replica/deltas), the
+  // siblings' in (one stream each, applied by `remote`); null without it. `sibling_lister`
+  // is a registry client of its own for the subscribers' thread (ReplicaRegistry has one
+  // caller at a time).
+  std::unique_ptr<DeltaPublisher> deltas_out;
+  std::unique_ptr<RemoteBookings> remote;
+  std::unique_ptr<ReplicaRegistry> sibling_lister;
+  std::unique_ptr<DeltaSubscribers> deltas_in;
+  // Start's step once the server listens (gateway_replicas.cc): the remote bookings and one
+  // subscription per sibling (warm_from, etcd_prefix), this replica's `own_url` left out.
+  std::expected<void, std::string> StartDeltaSubscribers(const std::string& own_url);
+  // Drain's step: stops accepting, waits (within `budget`) until only the siblings' delta
+  // streams are in flight, then ends them; returns the time it took.
+  std::chrono::milliseconds DrainDeltaStreams(std::chrono::milliseconds budget);
   // Worker names by id, for logs and metric labels of components that know only ids.
   mutable std::mutex names_mu;
   std::map<WorkerId, std::string> names;  // guarded by names_mu

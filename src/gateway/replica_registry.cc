@@ -40,12 +40,20 @@ ReplicaRegistry::ReplicaRegistry(std::unique_ptr<etcd::EtcdClient> client, std::
 ReplicaRegistry::~ReplicaRegistry() { Withdraw(); }
 
 std::vector<std::string> ReplicaRegistry::Siblings() {
+  auto listed = TryList();
+  if (!listed) {
+    spdlog::warn("replicas: {}; no siblings from etcd", listed.error());
+    return {};
+  }
+  return std::move(*listed);
+}
+
+std::expected<std::vector<std::string>, std::string> ReplicaRegistry::TryList() {
   std::vector<std::string> out;
   auto range = client_->RangePrefix(prefix_);
   if (!range) {
-    spdlog::warn("replicas: etcd {}: cannot list {} ({}); no siblings from etcd",
-                 client_->CurrentEndpoint(), prefix_, range.error().text);
-    return out;
+    return std::unexpected("etcd " + client_->CurrentEndpoint() + ": cannot list " + prefix_ +
+                           " (" + range.error().text + ")");
   }
   for (const auto& kv : range->kvs) {
     if (auto url = ReplicaUrlOf(kv.value)) {

@@ -41,6 +41,9 @@ class ReplicaRegistry {
   ReplicaRegistry& operator=(const ReplicaRegistry&) = delete;
 
   std::vector<std::string> Siblings();
+  // The same, with etcd's failure as an error instead of an empty list (and no warning): the
+  // delta subscribers keep their last list while etcd is away.
+  std::expected<std::vector<std::string>, std::string> TryList();
   void Register(const std::string& url);
   void Withdraw();
 

@@ -357,7 +357,9 @@ std::expected<RouteOutcome, api::ApiError> RequestPipeline::Route(const Prepared
 void RequestPipeline::OnRoutedTo(const PreparedRequest& request, WorkerId worker,
                                  Nanos now) const {
   if (!request.cache_salt.empty() && deps_.on_salted_route) deps_.on_salted_route(worker);
-  if (!request.keys.empty()) deps_.predicted->Record(worker, request.keys, now);
+  if (request.keys.empty()) return;
+  deps_.predicted->Record(worker, request.keys, now);
+  if (deps_.on_predicted) deps_.on_predicted(worker, request.keys);
 }
 
 std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* outcome,

@@ -82,6 +82,9 @@ struct PipelineDeps {
   // Called (before forwarding) for every request routed with a cache_salt: the index then
   // treats the worker's runs without extra keys as possibly salted (KvIndex::MarkSaltedTraffic).
   std::function<void(WorkerId)> on_salted_route;
+  // Called after a routed prefix was recorded as predicted on a worker (null: nothing): the
+  // replica delta stream tells the siblings (gateway/replica_delta_publisher.h).
+  std::function<void(WorkerId, std::span<const kv::BlockKey>)> on_predicted;
 };
 
 struct PipelineOptions {

@@ -173,6 +173,48 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                      .Help("Workers known from etcd (draining ones included)")
                      .Register(r)
                      .Add({});
+  replica_peers_ = &BuildGauge()
+                        .Name("kvroute_replica_peers")
+                        .Help("Sibling replicas whose booking delta stream is up")
+                        .Register(r)
+                        .Add({});
+  replica_remote_ = &BuildGauge()
+                         .Name("kvroute_replica_remote_bookings")
+                         .Help("Bookings of sibling replicas held (also in "
+                               "kvroute_worker_inflight_requests)")
+                         .Register(r)
+                         .Add({});
+  replica_received_ = &BuildCounter()
+                           .Name("kvroute_replica_deltas_received_total")
+                           .Help("Booking and prediction deltas applied from sibling replicas")
+                           .Register(r)
+                           .Add({});
+  replica_expired_ = &BuildCounter()
+                          .Name("kvroute_replica_remote_expired_total")
+                          .Help("Remote bookings dropped by replicas.remote_booking_ttl_s "
+                                "(their release never came)")
+                          .Register(r)
+                          .Add({});
+  replica_unknown_ = &BuildCounter()
+                          .Name("kvroute_replica_unknown_worker_total")
+                          .Help("Sibling deltas skipped: they name a worker this replica lacks")
+                          .Register(r)
+                          .Add({});
+}
+
+namespace {
+void Mirror(prometheus::Counter* c, std::uint64_t total) {
+  if (const double t = static_cast<double>(total); t > c->Value()) c->Increment(t - c->Value());
+}
+}  // namespace
+
+void RouterMetrics::SetReplicas(double peers, double remote_bookings, std::uint64_t received,
+                                std::uint64_t expired, std::uint64_t unknown_worker) {
+  replica_peers_->Set(peers);
+  replica_remote_->Set(remote_bookings);
+  Mirror(replica_received_, received);
+  Mirror(replica_expired_, expired);
+  Mirror(replica_unknown_, unknown_worker);
 }
 
 void RouterMetrics::OnKubernetesDiscoveryFailure() { kubernetes_failures_->Increment(); }

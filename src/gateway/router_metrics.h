@@ -50,6 +50,12 @@
 //   discovery_kubernetes_failures_total          counter  Kubernetes API requests that got no
 //                                                         answer (a refused TLS certificate, an
 //                                                         unreachable server, HTTP errors)
+//   replica_peers                                gauge    siblings whose delta stream is up
+//   replica_remote_bookings                      gauge    siblings' bookings held (also counted
+//                                                         in worker_inflight_requests)
+//   replica_deltas_received_total                counter  deltas applied from siblings
+//   replica_remote_expired_total                 counter  remote bookings dropped by their TTL
+//   replica_unknown_worker_total                 counter  deltas naming a worker we lack
 //
 // Thread safety: prometheus-cpp metrics are thread-safe; every method may be called from any
 // thread. Ownership: owns the registry; metric handles live as long as this object.
@@ -104,6 +110,9 @@ class RouterMetrics {
   // etcd discovery: watch open, the watcher's failure and malformed-record totals, workers.
   void SetDiscovery(bool connected, std::uint64_t failures, std::uint64_t malformed,
                     double workers);
+  // The replica delta stream (docs/replicas.md); totals are mirrored (monotonic).
+  void SetReplicas(double peers, double remote_bookings, std::uint64_t received,
+                   std::uint64_t expired, std::uint64_t unknown_worker);
   // Kubernetes discovery: one more API request without its answer.
   void OnKubernetesDiscoveryFailure();
   // A worker left the fleet: its per-worker gauges go (requests_total keeps its history).
@@ -146,6 +155,11 @@ class RouterMetrics {
   prometheus::Counter* etcd_malformed_;
   prometheus::Counter* kubernetes_failures_;
   prometheus::Gauge* discovered_;
+  prometheus::Gauge* replica_peers_;
+  prometheus::Gauge* replica_remote_;
+  prometheus::Counter* replica_received_;
+  prometheus::Counter* replica_expired_;
+  prometheus::Counter* replica_unknown_;
 };
 
 }  // namespace kvroute::gateway

@@ -43,7 +43,7 @@ class Replica:
     """One `kvroute serve` on a fixed port; start() again after a kill restarts it."""
 
     def __init__(self, binary, name, port, sims, workdir, extra_yaml="", log_level="warn",
-                 warm_from=()):
+                 warm_from=(), replicas_yaml=""):
         self.binary, self.name, self.log_level, self.port = binary, name, log_level, port
         self.url = "http://127.0.0.1:%d" % port
         self.config_path = os.path.join(workdir, "%s.yaml" % name)
@@ -51,7 +51,7 @@ class Replica:
         cfg += "".join(s.worker_yaml() for s in sims)
         cfg += "scrape_interval_s: 0.2\nhealth_interval_s: 0.3\nshutdown_grace_s: 0\n"
         if warm_from:
-            cfg += "replicas: {warm_from: [%s]}\n" % ", ".join(warm_from)
+            cfg += "replicas: {warm_from: [%s]%s}\n" % (", ".join(warm_from), replicas_yaml)
         with open(self.config_path, "w") as f:
             f.write(cfg + extra_yaml)
         self.proc = None
@@ -126,8 +126,10 @@ class ReplicaSet:
     """`sims` sims, `replicas` replicas, nginx in front. A context manager."""
 
     def __init__(self, binary, workdir, sims=3, replicas=2, speedup=20, sim_extra=(),
-                 extra_yaml="", log_level="warn", warm=False):
-        """`warm`: every replica lists every replica (itself too) in replicas.warm_from."""
+                 extra_yaml="", log_level="warn", warm=False, replicas_yaml=""):
+        """`warm`: every replica lists every replica (itself too) in replicas.warm_from, so
+        each also shares its bookings with the others (docs/replicas.md) unless
+        `replicas_yaml` says otherwise (", share_bookings: false": more keys of replicas:)."""
         self.sims, self.replicas, self.nginx = [], [], None
         self.binary, self.workdir = binary, workdir
         try:
@@ -137,7 +139,8 @@ class ReplicaSet:
             urls = ["http://127.0.0.1:%d" % p for p in ports] if warm else []
             for i, port in enumerate(ports):
                 self.replicas.append(Replica(binary, "r%d" % i, port, self.sims, workdir,
-                                             extra_yaml, log_level, urls).start())
+                                             extra_yaml, log_level, urls,
+                                             replicas_yaml).start())
             self.nginx = Nginx(ports, workdir)
         except Exception:
             self.close()
