@@ -68,22 +68,27 @@ picker: {name: argmin}
     // up it moved the session elsewhere; the move strands its KV and evicts other sessions
     // there, whose next turns miss and move too (a cascade, issues 5/6). prefix_affinity keeps
     // a worker holding >= 20 % of the prompt (a conversation's holder, or a shared prompt's)
-    // while its predicted TTFT exceeds no idle worker's by more than the recompute it saves
+    // while its predicted TTFT exceeds no rival's by more than the recompute it saves
     // (tau: derived, filters.h): the bound comes from the learned rates and the measured
-    // queueing, not a constant. An earlier fixed bound (5 s of prefill) trusted predictions
-    // that were 28x too low under load and starved six of eight workers (issue 15); with the
-    // derived bound an idle worker is never passed over by more than the prefix saves.
+    // queueing, not a constant. Rivals are workers with no routed prefill waiting
+    // (no_prefill_queue): they may be decoding, since a chunked-prefill engine starts a new
+    // prompt at its next step. Idle-only rivals were needed while queued holders were
+    // predicted ~4x too slow (booked prefill counted until first token, and the wait
+    // correction wound up on own-prefill errors, fleet/load_tracker.h); with calibrated
+    // queues the wider rule won every conversation cell (docs/bench/policy-matrix.md).
+    // An earlier fixed bound (5 s of prefill) trusted predictions that were 28x too low
+    // under load and starved six of eight workers (issue 15).
     // itl_guard runs first so stickiness never overrides the SLO by much: it keeps the
     // conversation's holder (>= 0.90) up to 1.25x the SLO, because moving the session costs
     // more than a somewhat slower ITL. predicted_ttft counts the decode batch each prefill
     // chunk step carries and the wait for KV blocks when the request would not fit
     // (latency_model.h), both multiplied by the worker's measured wait correction.
     // decode_slowdown adds what TTFT does not show: the decode time a placement costs this
-    // request and the worker's running requests (stall 0.1: its prefill chunks slow their
-    // steps, far less than a full step each; at 1.0 and 0.3 the TTFT tail on the Mooncake and
-    // conversation traces was 10-15 % longer). Threshold 0.20, stall 0.1 and the idle-only
-    // bound were chosen on the 8-worker matrix (docs/bench/policy-matrix.md); the 16-worker
-    // cells and the live check were not used to choose.
+    // request and the worker's running requests. Its stall term (prefill chunks slowing the
+    // running batch) is off: with calibrated queues it lengthened the TTFT tail on the
+    // Mooncake and conversation traces (stall 0.05-0.1: +3-7 %). Threshold 0.20, the
+    // no_prefill_queue rivals and stall 0 were chosen on the matrix; held-out workloads
+    // (other trace seeds, loads and fleet sizes) check them (docs/bench/policy-matrix.md).
     {"predicted_latency", R"(
 name: predicted_latency
 filters:
@@ -95,10 +100,10 @@ filters:
     holder_threshold: 0.90
     holder_max_itl_factor: 1.25
     if_all_dropped: keep_all
-  - {name: prefix_affinity, threshold: 0.20, tau: derived, chunk_tokens: 8192, if_all_dropped: keep_all}
+  - {name: prefix_affinity, threshold: 0.20, tau: derived, rivals: no_prefill_queue, chunk_tokens: 8192, if_all_dropped: keep_all}
 scorers:
   - {name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}
-  - {name: decode_slowdown, others_share: 0.5, stall: 0.1}
+  - {name: decode_slowdown, others_share: 0.5, stall: 0}
 picker: {name: softmax, temperature: 0.0}
 )"},
 }};
