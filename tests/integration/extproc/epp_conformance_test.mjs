@@ -24,18 +24,14 @@
 // No Envoy runs here (none can be installed on these machines).
 //
 // usage: node epp_conformance_test.mjs KVROUTE_BINARY SOURCE_DIR
-import { loadProtos, startEppCluster, routeAndRelay, openStream, hdrs, setHeaders, lbOf, streamed, hint, served, metricSum }
+import { loadProtos, startEppCluster, routeAndRelay, openStream, hdrs, setHeaders, lbOf, streamed, hint, served, metricSum, checker, httpText }
   from './epp_harness.mjs';
 
 const [binary, src] = process.argv.slice(2);
 const { grpc, extproc, health } = loadProtos(src);
 
-let failures = 0;
-function check(name, cond, detail = '') {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${name}${cond ? '' : ' ' + detail}`);
-  if (!cond) failures++;
-}
-const text = async (port, p) => (await fetch(`http://127.0.0.1:${port}${p}`)).text();
+const { check, finish } = checker();
+const text = httpText;
 const chat = (content, extra = {}) => ({ model: 'sim-model', stream: true, max_tokens: 4,
   stream_options: { include_usage: true }, messages: [{ role: 'user', content }], ...extra });
 
@@ -163,4 +159,4 @@ try {
 } finally {
   await cluster.stop();
 }
-process.exit(failures ? 1 : 0);
+finish();

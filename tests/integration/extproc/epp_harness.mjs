@@ -86,6 +86,23 @@ export const hint = (v) => ({ filter_metadata: { 'envoy.lb.subset_hint': { field
 export const served = (ep) => ({ filter_metadata: { 'envoy.lb': { fields: { 'x-gateway-destination-endpoint-served': { stringValue: ep } } } } });
 
 // Prometheus text → sum of the samples of `name` whose labels include `labels`.
+// What every picker test prints and counts: an "ok"/"FAIL" line per check; `finish()` prints
+// the count and exits 1 on any failure.
+export function checker() {
+  let failures = 0;
+  const check = (name, cond, detail = '') => {
+    console.log(`${cond ? 'ok  ' : 'FAIL'} ${name}${cond ? '' : ' ' + detail}`);
+    if (!cond) failures++;
+  };
+  const finish = () => {
+    console.log(`${failures} failures`);
+    process.exit(failures ? 1 : 0);
+  };
+  return { check, finish };
+}
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export const httpText = async (port, p) => (await fetch(`http://127.0.0.1:${port}${p}`)).text();
+
 export function metricSum(text, name, labels = {}) {
   let total = 0;
   for (const line of text.split('\n')) {

@@ -15,17 +15,12 @@
 // usage: node epp_k8s_test.mjs KVROUTE_BINARY SOURCE_DIR
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { loadProtos, routeAndRelay } from './epp_harness.mjs';
+import { checker, loadProtos, routeAndRelay, sleep } from './epp_harness.mjs';
 
 const [binary, src] = process.argv.slice(2);
 const { grpc, extproc } = loadProtos(src);
 
-let failures = 0;
-function check(name, cond, detail = '') {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${name}${cond ? '' : ' ' + detail}`);
-  if (!cond) failures++;
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const { check, finish } = checker();
 
 const OBJECTIVES = '/apis/llm-d.ai/v1alpha2/namespaces/llm/inferenceobjectives';
 const REWRITES = '/apis/inference.networking.x-k8s.io/v1alpha2/namespaces/llm/inferencemodelrewrites';
@@ -145,5 +140,4 @@ try {
     harness.on('exit', () => { clearTimeout(t); resolve(); });
   });
 }
-console.log(`${failures} failures`);
-process.exit(failures ? 1 : 0);
+finish();

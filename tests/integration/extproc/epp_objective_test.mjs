@@ -11,18 +11,13 @@
 // requests waiting (epp.saturation.queue_depth: 1). No Envoy runs here.
 //
 // usage: node epp_objective_test.mjs KVROUTE_BINARY SOURCE_DIR
-import { hdrs, loadProtos, metricSum, openStream, startEppCluster } from './epp_harness.mjs';
+import { checker, hdrs, httpText, loadProtos, metricSum, openStream, sleep, startEppCluster } from './epp_harness.mjs';
 
 const [binary, src] = process.argv.slice(2);
 const { grpc, extproc } = loadProtos(src);
 
-let failures = 0;
-function check(name, cond, detail = '') {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${name}${cond ? '' : ' ' + detail}`);
-  if (!cond) failures++;
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const text = async (port, p) => (await fetch(`http://127.0.0.1:${port}${p}`)).text();
+const { check, finish } = checker();
+const text = httpText;
 
 // One request through the picker, up to its first answer (headers response or immediate).
 async function pick(client, objective, content) {
@@ -118,5 +113,4 @@ try {
   load.abort();
   await cluster.stop();
 }
-console.log(`${failures} failures`);
-process.exit(failures ? 1 : 0);
+finish();

@@ -8,16 +8,12 @@
 // serves is an ImmediateResponse 404. No Envoy runs here.
 //
 // usage: node epp_rewrite_test.mjs KVROUTE_BINARY SOURCE_DIR
-import { loadProtos, routeAndRelay, startEppCluster } from './epp_harness.mjs';
+import { checker, loadProtos, routeAndRelay, startEppCluster } from './epp_harness.mjs';
 
 const [binary, src] = process.argv.slice(2);
 const { grpc, extproc } = loadProtos(src);
 
-let failures = 0;
-function check(name, cond, detail = '') {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${name}${cond ? '' : ' ' + detail}`);
-  if (!cond) failures++;
-}
+const { check, finish } = checker();
 // The model the worker answered as: the first SSE event's.
 const answeredModel = (sent) => {
   const line = sent.split('\n').find((l) => l.startsWith('data: {'));
@@ -68,5 +64,4 @@ try {
 } finally {
   await cluster.stop();
 }
-console.log(`${failures} failures`);
-process.exit(failures ? 1 : 0);
+finish();

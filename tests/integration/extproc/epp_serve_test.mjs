@@ -8,17 +8,13 @@
 // requests it routed, and nothing may be left booked. No Envoy runs here.
 //
 // usage: node epp_serve_test.mjs KVROUTE_BINARY SOURCE_DIR
-import { loadProtos, startEppCluster, routeAndRelay, metricSum, hint } from './epp_harness.mjs';
+import { checker, hint, httpText, loadProtos, metricSum, routeAndRelay, startEppCluster } from './epp_harness.mjs';
 
 const [binary, src] = process.argv.slice(2);
 const { grpc, extproc } = loadProtos(src);
 
-let failures = 0;
-function check(name, cond, detail = '') {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${name}${cond ? '' : ' ' + detail}`);
-  if (!cond) failures++;
-}
-const text = async (port, p) => (await fetch(`http://127.0.0.1:${port}${p}`)).text();
+const { check, finish } = checker();
+const text = httpText;
 
 const cluster = await startEppCluster(binary, src);
 try {
@@ -109,4 +105,4 @@ try {
 } finally {
   await cluster.stop();
 }
-process.exit(failures ? 1 : 0);
+finish();

@@ -10,16 +10,12 @@
 // usage: node epp_server_test.mjs KVROUTE_EPP_TESTSERVER SOURCE_DIR
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { hdrs, hint, lbOf, loadProtos, openStream, setHeaders, streamed } from './epp_harness.mjs';
+import { checker, hdrs, hint, lbOf, loadProtos, openStream, setHeaders, streamed } from './epp_harness.mjs';
 
 const [serverBin, src] = process.argv.slice(2);
 const { grpc, extproc, health } = loadProtos(src);
 
-let failures = 0;
-function check(name, cond, detail = '') {
-  console.log(`${cond ? 'ok  ' : 'FAIL'} ${name}${cond ? '' : ' ' + detail}`);
-  if (!cond) failures++;
-}
+const { check, finish } = checker();
 
 const A = '10.0.0.1:8000', B = '10.0.0.2:8000';
 const server = spawn(serverBin, [A, B], { stdio: ['pipe', 'pipe', 'inherit'] });
@@ -137,5 +133,4 @@ try {
   check('server exits on stdin close', code === 0, String(code));
   if (code === 'timeout') server.kill('SIGKILL');
 }
-console.log(`${failures} failures`);
-process.exit(failures ? 1 : 0);
+finish();
