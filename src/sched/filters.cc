@@ -178,7 +178,10 @@ class DerivedAffinity final : public Filter {
       for (std::size_t o = 0; o < n; ++o) {
         const WorkerSnapshot& ow = *cs[o].worker;
         if (o == h) continue;
-        const bool free = ow.pending_prefill_tokens == 0 &&
+        // "No prefill queue" counts requests still waiting for their first token, not the
+        // drained token estimate (fleet/load_tracker.h): the estimate reaches zero before
+        // the first tokens arrive, and live that made waiting workers look free.
+        const bool free = ow.pending_prefill_requests == 0 &&
                           (o_.rivals == PrefixAffinityOptions::Rivals::kNoPrefillQueue ||
                            ow.inflight_requests == 0);
         if (!free) continue;  // busy

@@ -194,6 +194,10 @@ picker: {name: softmax, temperature: 0.0}
 )");
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message.find("rivals"), std::string::npos) << bad.error().message;
+  // A request routed to w2 still waits for its first token, though the drained estimate of
+  // its prefill is already zero: w2 has a prefill queue, and the holder stays.
+  ws[1].pending_prefill_requests = 1;
+  EXPECT_EQ(decide("no_prefill_queue").chosen, 1u);
 }
 
 }  // namespace
