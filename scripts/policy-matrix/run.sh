@@ -44,22 +44,5 @@ workload_args() {  # $1 workload, $2 workers
   esac
 }
 
-jobs_file="$OUT/jobs.txt"
-: > "$jobs_file"
-for w in $W; do
-  for wl in $WORKLOADS; do
-    for p in $POLICIES; do
-      if [[ "$p" == *.yaml ]]; then label="$(basename "$p" .yaml)"; pol="--policy-file $p"; else label="$p"; pol="--policy $p"; fi
-      name="${wl}_w${w}_${label}"
-      [[ -f "$OUT/$name.json" ]] && continue
-      echo "timeout $LIMIT_S $KVROUTE simulate $(workload_args "$wl" "$w") --workers $w $pol \
---ttft-slo 1 --tpot-slo 0.05 --seed 1 --out $OUT --label $name --no-plots --no-progress \
-> $OUT/$name.log 2>&1 < /dev/null || echo \"$name failed (rc \$?)\"" >> "$jobs_file"
-    done
-  done
-done
-n=$(wc -l < "$jobs_file")
-echo "policy matrix: $n runs, $JOBS at a time, into $OUT"
-xargs -P "$JOBS" -I{} -d '\n' bash -c '{} ; echo -n .' < "$jobs_file"
-echo
-python3 "$ROOT/scripts/policy-matrix/table.py" "$OUT"
+source "$ROOT/scripts/policy-matrix/cells.sh"
+run_cells "policy matrix" 1 "$W" "$WORKLOADS" "$POLICIES"
