@@ -196,6 +196,7 @@ std::expected<void, std::string> ParseInto(const YAML::Node& root, GatewayConfig
     KVROUTE_TRY(m.CheckIsMap());
     KVROUTE_TRY(m.StringList("warm_from", &c->replicas.warm_from));
     KVROUTE_TRY(m.Number("warm_timeout_s", &c->replicas.warm_timeout_s, 0.05, 600));
+    KVROUTE_TRY(m.Number("warm_keep_s", &c->replicas.warm_keep_s, 0, 3600));
     KVROUTE_TRY(m.String("etcd_prefix", &c->replicas.etcd_prefix));
     KVROUTE_TRY(m.String("advertise_url", &c->replicas.advertise_url));
     KVROUTE_TRY(m.Bool("share_bookings", &c->replicas.share_bookings));

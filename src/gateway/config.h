@@ -150,6 +150,9 @@ struct GatewayConfig {
   // Sibling replicas (gateway/replica_warm.h): base URLs asked, in order, for their index
   // snapshot at start, before this replica subscribes or reports ready; empty: start cold.
   // Every replica may list all of them, itself included. `warm_timeout_s` bounds each.
+  // `warm_keep_s`: the snapshot is kept that long after start for workers that join later
+  // (discovery): each gets its blocks from it at its join; 0: only static workers and the
+  // shared store are warmed.
   // `etcd_prefix` (needs discovery.etcd): replicas also find each other in etcd
   // (gateway/replica_registry.h), each registering `advertise_url` (default
   // http://<listen.host>:<port>; required when listen.host is a wildcard) once it listens.
@@ -160,6 +163,7 @@ struct GatewayConfig {
   struct Replicas {
     std::vector<std::string> warm_from;
     double warm_timeout_s = 3.0;
+    double warm_keep_s = 30.0;
     std::string etcd_prefix;  // empty: not in etcd
     std::string advertise_url;
     bool share_bookings = true;

@@ -103,6 +103,7 @@ std::string EffectiveYaml(const GatewayConfig& c) {
   out << YAML::Key << "replicas" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "warm_from" << YAML::Value << YAML::Flow << c.replicas.warm_from;
   out << YAML::Key << "warm_timeout_s" << YAML::Value << c.replicas.warm_timeout_s;
+  out << YAML::Key << "warm_keep_s" << YAML::Value << c.replicas.warm_keep_s;
   out << YAML::Key << "etcd_prefix" << YAML::Value << c.replicas.etcd_prefix;
   out << YAML::Key << "advertise_url" << YAML::Value << c.replicas.advertise_url;
   out << YAML::Key << "share_bookings" << YAML::Value << c.replicas.share_bookings;

@@ -423,13 +423,17 @@ TEST(GatewayConfig, ShutdownSurroundingsAreReadAndKeptByEffectiveYaml) {
 
 TEST(GatewayConfig, ReplicaSiblingsAreReadCheckedAndKeptByEffectiveYaml) {
   auto c = ParseConfig(std::string(kMinimal) +
-                       "replicas: {warm_from: ['http://127.0.0.1:9001'], warm_timeout_s: 1.5}\n");
+                       "replicas: {warm_from: ['http://127.0.0.1:9001'], warm_timeout_s: 1.5, "
+                       "warm_keep_s: 0}\n");
   ASSERT_TRUE(c.has_value()) << c.error();
   EXPECT_EQ(c->replicas.warm_from, std::vector<std::string>{"http://127.0.0.1:9001"});
   EXPECT_DOUBLE_EQ(c->replicas.warm_timeout_s, 1.5);
+  EXPECT_DOUBLE_EQ(c->replicas.warm_keep_s, 0);
   auto again = ParseConfig(EffectiveYaml(*c));
   ASSERT_TRUE(again.has_value()) << again.error();
   EXPECT_EQ(again->replicas.warm_from, c->replicas.warm_from);
+  EXPECT_DOUBLE_EQ(again->replicas.warm_keep_s, 0);
+  EXPECT_FALSE(ParseConfig(std::string(kMinimal) + "replicas: {warm_keep_s: -1}\n").has_value());
   auto bad = ParseConfig(std::string(kMinimal) + "replicas: {warm_from: ['http://h:1/x']}\n");
   ASSERT_TRUE(bad.has_value());
   EXPECT_FALSE(Validate(*bad).has_value());

@@ -96,13 +96,15 @@ std::expected<void, std::string> Gateway::Start() {
     p.replica_registry = std::move(*registry);
     etcd_siblings = p.replica_registry->Siblings();
   }
-  if (p.index) WarmIndexBeforeJoins(c, etcd_siblings, *p.index);
+  if (p.index) p.warm = WarmIndexBeforeJoins(c, etcd_siblings, *p.index);
   for (std::size_t i = 0; i < c.workers.size(); ++i) {
     fleet::WorkerSpec spec = SpecFromConfig(c.workers[i], p.block_size);
     ApplyWorkerPd(c.workers[i].pd, &spec);  // tp, gpus, link (P/D)
     auto id = p.Join(std::move(spec));
     if (!id) return std::unexpected("workers[" + std::to_string(i) + "]: " + id.error());
   }
+  // The snapshot's keep window (replicas.warm_keep_s) for workers joining from discovery.
+  if (p.warm) p.warm->Arm();
   if (c.parity_probe) {
     // Joins after this point are probed once the start probe below has run (it covers the
     // workers present then; parity_probe_gateway.cc).

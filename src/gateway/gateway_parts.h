@@ -32,6 +32,7 @@
 #include "gateway/replica_delta_subscriber.h"
 #include "gateway/replica_registry.h"
 #include "gateway/replica_remote_bookings.h"
+#include "gateway/replica_warm.h"
 #include "gateway/parity_watch.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/request_pipeline.h"
@@ -103,6 +104,10 @@ struct Gateway::Parts {
   // forwards to JoinWorker/DrainWorker/LeaveWorker); null without it.
   std::unique_ptr<k8s::MembershipSink> pool_sink;
   std::unique_ptr<k8s::PoolWatcher> pool_watcher;
+  // A sibling's index snapshot, fetched at Start and kept for joins (replica_warm.h): Join
+  // merges each worker it names before the worker's KV subscriber starts; null without
+  // siblings, or when none answered.
+  std::unique_ptr<KeptSiblingSnapshot> warm;
   // This replica's key in etcd for its siblings (replicas.etcd_prefix); null without it.
   std::unique_ptr<ReplicaRegistry> replica_registry;
   // Drain revokes the key on this thread (an etcd call, up to its 3 s timeout), so the

@@ -78,12 +78,16 @@ std::expected<WorkerId, std::string> Gateway::Parts::Join(fleet::WorkerSpec spec
   auto id = router_state->Add(std::move(spec), clock.Now());  // validates; seeds the rates
   if (!id) return std::unexpected(id.error());
   if (feed && !events.endpoint.empty()) {
+    // The worker's blocks as a sibling replica's index has them (replica_warm.h), merged under
+    // this id before its own events can arrive: a merge never overwrites live events.
+    if (warm) warm->MergeWorker(name, *id, *index);
     // A late subscriber asks the engine's replay socket for what it missed at the first
     // batch it sees (kv/wire/zmq_subscriber.h), so a worker joining with a warm cache is warmed.
     auto ok = feed->AddWorker(*id, KvEventSpec{events.endpoint, events.replay_endpoint,
                                                 events.topic},
                               url->host);
     if (!ok) {
+      index->RemoveWorker(*id);  // what the merge added
       router_state->Remove(*id);
       return std::unexpected("kv_events: " + ok.error());
     }

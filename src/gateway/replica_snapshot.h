@@ -1,7 +1,7 @@
-// A sibling replica's index snapshot on the wire, and the one change a replica makes to it
-// before restoring: worker ids. Every replica holds the full index (each subscribes to every
-// engine's KV events), but worker ids are each replica's own (the order its workers joined),
-// so the snapshot travels with the sibling's id → name table and is restored under ours.
+// A sibling replica's index snapshot on the wire. Every replica holds the full index (each
+// subscribes to every engine's KV events), but worker ids are each replica's own (the order its
+// workers joined), so the snapshot travels with the sibling's id → name table, and each worker
+// is merged under our id for its name (replica_warm.h, kv::KvIndex::RestoreWorker).
 //
 // Envelope (GET /admin/index/snapshot, application/octet-stream):
 //   one line of JSON  {"format": "kvroute-index-snapshot", "workers": [{"id": 0, "name":
@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <expected>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,11 +39,5 @@ struct SiblingSnapshot {
 std::string EncodeSiblingSnapshot(const std::vector<SnapshotWorker>& workers,
                                   std::string_view image);
 std::expected<SiblingSnapshot, std::string> DecodeSiblingSnapshot(std::string_view body);
-
-// The image with each worker's id replaced by `ids[id]`; workers without an entry in `ids`
-// are dropped (their blocks come back from their engines' events). The checksum is
-// recomputed. An error when the image's framing is broken (KvIndex::Restore checks the rest).
-std::expected<std::string, std::string> RemapSnapshotWorkers(
-    std::string_view image, const std::map<WorkerId, WorkerId>& ids);
 
 }  // namespace kvroute::gateway

@@ -1,4 +1,4 @@
-// A sibling's snapshot: the envelope round trip, and ids remapped by name before restoring.
+// A sibling's snapshot: the envelope round trip (merging by name: replica_warm_test.cc).
 #include "gateway/replica_snapshot.h"
 
 #include <gtest/gtest.h>
@@ -10,8 +10,6 @@ namespace kvroute::gateway {
 namespace {
 
 using kv::testing::Batch;
-using kv::testing::ByWorker;
-using kv::testing::PromptKeys;
 using kv::testing::Store;
 
 // Worker 0 holds blocks {1, 2}; worker 1 holds {3}.
@@ -37,35 +35,6 @@ TEST(ReplicaSnapshotTest, ATruncatedOrForeignBodyIsAnError) {
   EXPECT_FALSE(DecodeSiblingSnapshot(body.substr(0, body.size() - 1)).has_value());
   EXPECT_FALSE(DecodeSiblingSnapshot("{\"format\":\"other\"}\nxx").has_value());
   EXPECT_FALSE(DecodeSiblingSnapshot("no header line").has_value());
-}
-
-TEST(ReplicaSnapshotTest, RestoredUnderOurIdsWithUnknownWorkersDropped) {
-  // Our replica knows the sibling's worker 0 as id 7 and has no worker 1.
-  auto image = RemapSnapshotWorkers(SiblingImage(), {{0, 7}});
-  ASSERT_TRUE(image.has_value()) << image.error();
-  kv::KvIndex ours{kv::BlockKeyer(kv::kDefaultBlockSize)};
-  auto restored = ours.Restore(*image);
-  ASSERT_TRUE(restored.has_value()) << restored.error();
-  const auto held = ByWorker(ours.Lookup(PromptKeys(ours.keyer(), {1, 2})));
-  ASSERT_TRUE(held.contains(7));
-  EXPECT_EQ(held.at(7).any_depth, 2u);
-  EXPECT_FALSE(held.contains(0));
-  EXPECT_TRUE(ByWorker(ours.Lookup(PromptKeys(ours.keyer(), {3}))).empty());
-}
-
-TEST(ReplicaSnapshotTest, SwappedIdsKeepEachWorkersBlocks) {
-  auto image = RemapSnapshotWorkers(SiblingImage(), {{0, 1}, {1, 0}});
-  ASSERT_TRUE(image.has_value()) << image.error();
-  kv::KvIndex ours{kv::BlockKeyer(kv::kDefaultBlockSize)};
-  ASSERT_TRUE(ours.Restore(*image).has_value());
-  EXPECT_TRUE(ByWorker(ours.Lookup(PromptKeys(ours.keyer(), {1, 2}))).contains(1));
-  EXPECT_TRUE(ByWorker(ours.Lookup(PromptKeys(ours.keyer(), {3}))).contains(0));
-}
-
-TEST(ReplicaSnapshotTest, BrokenFramingIsAnError) {
-  const std::string image = SiblingImage();
-  EXPECT_FALSE(RemapSnapshotWorkers(image.substr(0, 30), {{0, 0}}).has_value());
-  EXPECT_FALSE(RemapSnapshotWorkers(image + "xxxxxxxx", {{0, 0}}).has_value());
 }
 
 }  // namespace

@@ -29,5 +29,9 @@ std::string KvIndex::Dump() const { return core_->Dump(); }
 std::expected<void, std::string> KvIndex::Restore(std::string_view image) {
   return core_->Restore(image);
 }
+std::expected<std::size_t, std::string> KvIndex::RestoreWorker(const IndexSnapshot& snapshot,
+                                                               WorkerId from, WorkerId target) {
+  return core_->RestoreWorker(snapshot, from, target);
+}
 
 }  // namespace kvroute::kv

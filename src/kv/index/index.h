@@ -24,8 +24,8 @@
 //
 // Ownership: owns all index state; the BlockKeyer is copied in.
 // Thread safety: every public method may be called from any thread concurrently. Writers
-// (ApplyBatch, RemoveWorker, MarkStale, ClearStale, Restore) take an exclusive lock per call;
-// readers (Lookup, counters, Dump) a shared one. ApplyBatch keys its token blocks before the
+// (ApplyBatch, RemoveWorker, MarkStale, ClearStale, Restore, RestoreWorker) take an exclusive
+// lock per call; readers (Lookup, counters, Dump) a shared one. ApplyBatch keys its token blocks before the
 // exclusive lock (parents read under a shared one, checked again under the exclusive one), so
 // batches of different workers applied from several threads key in parallel. The caller
 // preserves per-worker event order (one subscriber thread per worker, or one for all).
@@ -46,7 +46,8 @@
 
 namespace kvroute::kv {
 
-class KvIndexCore;  // the layout and the algorithms (kv/index/index_core.h, internal)
+class KvIndexCore;    // the layout and the algorithms (kv/index/index_core.h, internal)
+class IndexSnapshot;  // a parsed Dump() image (kv/index/index_snapshot.h)
 
 // One worker's match for a prompt.
 struct WorkerMatch {
@@ -134,6 +135,14 @@ class KvIndex {
   // index unchanged.
   std::string Dump() const;
   std::expected<void, std::string> Restore(std::string_view image);
+  // Merges worker `from` of a parsed image into this live index as worker `target` (a
+  // replica warming a worker that joined after its start), leaving every other worker as it
+  // is. Refused, with the index unchanged, if `target` already holds blocks (live events are
+  // never overwritten), `from` is not in the image, the keyer differs, or a block the worker
+  // needs exists here under another parent. Returns the blocks (entries) merged. Carries the
+  // worker's stale flag and engine-hash map (or keyed mode), not MarkSaltedTraffic.
+  std::expected<std::size_t, std::string> RestoreWorker(const IndexSnapshot& snapshot,
+                                                        WorkerId from, WorkerId target);
 
  private:
   std::unique_ptr<KvIndexCore> core_;

@@ -5,7 +5,8 @@
 // kv/README.md "Index"; the entry representation is in kv/index/index_holders.h; the write path
 // in index_apply.cc (events, reference counts), index_entries.cc (nodes, entries) and
 // index_workers.cc (worker slots, purges, counters); the read path in index_lookup.cc;
-// Dump/Restore in index_snapshot.cc. Thread safety: as KvIndex's (the lock is here).
+// Dump and the image's parser in index_snapshot.cc, Restore/RestoreWorker in index_restore.cc.
+// Thread safety: as KvIndex's (the lock is here).
 #pragma once
 
 #include <array>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <expected>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +33,11 @@
 #include "kv/kv_event.h"
 
 namespace kvroute::kv {
+
+class IndexSnapshot;
+namespace index_detail {
+struct SnapshotWorker;
+}
 
 class KvIndexCore {
  public:
@@ -57,6 +64,8 @@ class KvIndexCore {
 
   std::string Dump() const;
   std::expected<void, std::string> Restore(std::string_view image);
+  std::expected<std::size_t, std::string> RestoreWorker(const IndexSnapshot& snapshot,
+                                                        WorkerId from, WorkerId target);
 
  private:
   static constexpr std::uint32_t kNoNode = 0xFFFFFFFFu;
@@ -352,6 +361,11 @@ class KvIndexCore {
   }
   void RefreshDirty(std::uint32_t slot);
   void ResetLocked();
+  // Restore's and RestoreWorker's common step (index_restore.cc): one worker's entries and
+  // engine map into `slot`, which holds nothing; `node_of` maps an image node position to
+  // its node here (created already, ancestors included).
+  void RestoreWorkerLocked(std::uint32_t slot, const index_detail::SnapshotWorker& worker,
+                           const std::function<std::uint32_t(std::uint32_t)>& node_of);
   // The node table's key accessor: a slot stores only a fingerprint and the node id.
   auto KeyOf() const {
     return [this](std::uint32_t id) { return nodes_[id].key; };

@@ -7,6 +7,13 @@
 // map. Every lookup of random prompts (many diverging midway) must agree, and so must a copy
 // restored from a snapshot; every 500 steps the stats and the model's counters must too. On
 // failure the seed and step are printed.
+//
+// Per-worker merges (KvIndex::RestoreWorker) are checked at the same points: every worker of
+// the snapshot merged one by one into an empty index gives the snapshot's bytes again; and a
+// second, live index (`shadow`) that follows the odd workers' events from the start gets the
+// even workers merged in from the snapshot at the first checkpoint (then follows them too), and
+// at each later checkpoint has one worker removed and merged back: its Dump must equal the main
+// index's and its lookups and stats the model's (the union of live and merged workers).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -14,6 +21,7 @@
 
 #include "kv/index/index.h"
 #include "kv/index/index_reference_model.h"
+#include "kv/index/index_snapshot.h"
 #include "kv/index/index_test_util.h"
 
 namespace kvroute::kv {
@@ -65,6 +73,40 @@ class StreamGenerator {
   std::mt19937_64 rng_;
 };
 
+// RunSeed's per-worker merge checks at one checkpoint (see the file comment). `image` is the
+// main index's Dump().
+void MergeCheckpoint(const BlockKeyer& keyer, const std::string& image, int step, KvIndex* shadow,
+                     bool* evens_merged) {
+  auto snapshot = IndexSnapshot::Parse(image, keyer);
+  ASSERT_TRUE(snapshot.has_value()) << snapshot.error();
+  const std::vector<WorkerId> workers = snapshot->workers();
+  KvIndex merged(keyer);
+  for (WorkerId w : workers) {
+    auto r = merged.RestoreWorker(*snapshot, w, w);
+    ASSERT_TRUE(r.has_value()) << "step=" << step << " worker=" << w << ": " << r.error();
+  }
+  ASSERT_EQ(merged.Dump(), image) << "step=" << step;
+  if (!*evens_merged) {
+    for (WorkerId w : workers) {
+      if (w % 2 != 0) continue;
+      auto r = shadow->RestoreWorker(*snapshot, w, w);
+      ASSERT_TRUE(r.has_value()) << "step=" << step << " worker=" << w << ": " << r.error();
+    }
+    *evens_merged = true;
+  } else if (!workers.empty()) {
+    const WorkerId again = workers[(step / 500) % workers.size()];
+    if (snapshot->entries(again) > 0) {
+      // It holds blocks in the shadow: refused, and nothing changes.
+      ASSERT_FALSE(shadow->RestoreWorker(*snapshot, again, again).has_value()) << step;
+      ASSERT_EQ(shadow->Dump(), image) << "step=" << step << " after a refused merge";
+    }
+    shadow->RemoveWorker(again);
+    auto r = shadow->RestoreWorker(*snapshot, again, again);
+    ASSERT_TRUE(r.has_value()) << "step=" << step << " worker=" << again << ": " << r.error();
+  }
+  ASSERT_EQ(shadow->Dump(), image) << "step=" << step << " (shadow)";
+}
+
 void RunSeed(std::uint64_t seed, int steps) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   BlockKeyer keyer;
@@ -76,9 +118,13 @@ void RunSeed(std::uint64_t seed, int steps) {
   std::map<WorkerId, std::vector<std::pair<EngineHash, std::string>>> stored;
   std::vector<Prompt> recent;
 
+  KvIndex shadow(keyer);
+  bool evens_merged = false;
+  auto follows = [&](WorkerId w) { return w % 2 == 1 || evens_merged; };
   auto apply = [&](WorkerId w, const KvEvent& e) {
     ref.Apply(w, e);
     index.ApplyBatch(w, testing::Batch({e}));
+    if (follows(w)) shadow.ApplyBatch(w, testing::Batch({e}));
   };
   auto compare = [&](const std::vector<BlockKey>& keys, int step, const KvIndex& idx) {
     auto want = ref.Lookup(keys);
@@ -131,15 +177,18 @@ void RunSeed(std::uint64_t seed, int steps) {
     } else if (op < 78) {
       ref.RemoveWorker(w);
       index.RemoveWorker(w);
+      if (follows(w)) shadow.RemoveWorker(w);
       stored[w].clear();
     } else if (op < 80) {
       const bool stale = gen.Uniform(2) == 0;
       if (stale) {
         ref.MarkStale(w);
         index.MarkStale(w);
+        if (follows(w)) shadow.MarkStale(w);
       } else {
         ref.ClearStale(w);
         index.ClearStale(w);
+        if (follows(w)) shadow.ClearStale(w);
       }
     } else {
       // Lookups: a recent prompt, a recent prompt diverging midway, or a random one.
@@ -166,6 +215,15 @@ void RunSeed(std::uint64_t seed, int steps) {
           << "step=" << step;
       for (const Prompt& p : recent) {
         compare(keyer.Keys(TokensOf(p.contents), ExtraKeyInputs{.lora_name = p.lora}), step, copy);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      MergeCheckpoint(keyer, image, step, &shadow, &evens_merged);
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_EQ(testing::StatsTuple(shadow.stats()), testing::StatsTuple(ref.Stats()))
+          << "step=" << step;
+      for (const Prompt& p : recent) {
+        compare(keyer.Keys(TokensOf(p.contents), ExtraKeyInputs{.lora_name = p.lora}), step,
+                shadow);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }

@@ -1,31 +1,28 @@
-// KvIndexCore snapshot: Dump() and Restore(). Format (all integers little-endian):
-//
-//   magic "KVRIDX\r\n" (8 bytes) | u32 version (=1) | u32 block_size | u64 keyer seed
-//   u64 node_count   then per node:   u64 key | u8 has_parent | u64 parent_key
-//   u64 worker_count then per worker: u32 id | u8 stale
-//       u64 hash_count  then per hash:  u64 engine_hash | u64 node_key | u32 refs
-//       u64 entry_count then per entry: u64 node_key | u16 ref[4]
-//   u64 XXH3_64 of every byte before it
-//
-// Derived state (kids counters, orphan counts, node child counts) is rebuilt on restore by
-// the same code paths that maintain it live, so a snapshot cannot carry inconsistent derived
-// state. Event counters are not part of the snapshot.
+// KvIndexCore::Dump() and IndexSnapshot::Parse(): writing the snapshot image and reading it
+// back into validated records. The format is in kv/index/index_snapshot_format.h; applying the
+// records (Restore, RestoreWorker) is index_restore.cc.
 #include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kv/index/index_core.h"
+#include "kv/index/index_snapshot.h"
+#include "kv/index/index_snapshot_format.h"
 
 namespace kvroute::kv {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "snapshot assumes little-endian");
 
-constexpr char kMagic[8] = {'K', 'V', 'R', 'I', 'D', 'X', '\r', '\n'};
-constexpr std::uint32_t kVersion = 1;
+using index_detail::kNoSnapshotNode;
+using index_detail::kSnapshotMagic;
+using index_detail::kSnapshotVersion;
+using index_detail::SnapshotData;
 
 class Writer {
  public:
@@ -61,26 +58,13 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-struct NodeRec {
-  BlockKey key;
-  bool has_parent;
-  BlockKey parent;
-};
-struct HashRec {
-  EngineHash hash;
-  BlockKey node;
-  std::uint32_t refs;
-};
-struct EntryRec {
-  BlockKey node;
-  std::array<std::uint16_t, kNumTiers> ref;
-};
-struct WorkerRec {
-  WorkerId id;
-  bool stale;
-  std::vector<HashRec> hashes;
-  std::vector<EntryRec> entries;
-};
+// Position of `key` in nodes sorted by key, or kNoSnapshotNode.
+std::uint32_t PositionOf(const std::vector<index_detail::SnapshotNode>& nodes, BlockKey key) {
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), key,
+                             [](const index_detail::SnapshotNode& n, BlockKey k) { return n.key < k; });
+  if (it == nodes.end() || it->key != key) return kNoSnapshotNode;
+  return static_cast<std::uint32_t>(it - nodes.begin());
+}
 
 }  // namespace
 
@@ -88,8 +72,8 @@ std::string KvIndexCore::Dump() const {
   std::shared_lock lock(mu_);
   // Records are written in sorted order so equal index contents give equal images.
   Writer w;
-  w.PutBytes(kMagic, sizeof(kMagic));
-  w.Put<std::uint32_t>(kVersion);
+  w.PutBytes(kSnapshotMagic, sizeof(kSnapshotMagic));
+  w.Put<std::uint32_t>(kSnapshotVersion);
   w.Put<std::uint32_t>(keyer_.block_size());
   w.Put<std::uint64_t>(keyer_.seed());
   std::vector<std::pair<BlockKey, std::uint32_t>> nodes;
@@ -158,81 +142,98 @@ std::string KvIndexCore::Dump() const {
   return std::move(w.str());
 }
 
-std::expected<void, std::string> KvIndexCore::Restore(std::string_view image) {
+
+std::expected<IndexSnapshot, std::string> IndexSnapshot::Parse(std::string_view image,
+                                                               const BlockKeyer& keyer) {
   using Err = std::unexpected<std::string>;
-  if (image.size() < sizeof(kMagic) + 8 + 8 + 8) return Err("snapshot: truncated");
-  if (std::memcmp(image.data(), kMagic, sizeof(kMagic)) != 0) return Err("snapshot: bad magic");
+  if (image.size() < sizeof(kSnapshotMagic) + 8 + 8 + 8) return Err("snapshot: truncated");
+  if (std::memcmp(image.data(), kSnapshotMagic, sizeof(kSnapshotMagic)) != 0) {
+    return Err("snapshot: bad magic");
+  }
   std::uint64_t stored_sum;
   std::memcpy(&stored_sum, image.data() + image.size() - 8, 8);
   const std::string_view body = image.substr(0, image.size() - 8);
   if (XXH3_64bits(body.data(), body.size()) != stored_sum) return Err("snapshot: bad checksum");
 
-  Reader r(body.substr(sizeof(kMagic)));
-  std::uint32_t version, block_size;
-  std::uint64_t seed;
-  if (!r.Get(&version) || version != kVersion) return Err("snapshot: unsupported version");
-  if (!r.Get(&block_size) || !r.Get(&seed)) return Err("snapshot: truncated header");
-  if (block_size != keyer_.block_size() || seed != keyer_.seed()) {
+  auto data = std::make_shared<SnapshotData>();
+  Reader r(body.substr(sizeof(kSnapshotMagic)));
+  std::uint32_t version;
+  if (!r.Get(&version) || version != kSnapshotVersion) return Err("snapshot: unsupported version");
+  if (!r.Get(&data->block_size) || !r.Get(&data->seed)) return Err("snapshot: truncated header");
+  if (data->block_size != keyer.block_size() || data->seed != keyer.seed()) {
     return Err("snapshot: block size or key seed differs from this index's keyer");
   }
-  // Parse everything before touching the index, so a bad image leaves it unchanged.
   std::uint64_t count;
   if (!r.GetCount(&count, 17)) return Err("snapshot: bad node count");
-  std::vector<NodeRec> nodes(count);
-  std::unordered_map<BlockKey, std::uint32_t> index_of;
-  index_of.reserve(count);
-  for (auto& n : nodes) {
-    std::uint8_t hp;
-    if (!r.Get(&n.key) || !r.Get(&hp) || !r.Get(&n.parent)) return Err("snapshot: truncated");
-    n.has_parent = hp != 0;
-    if (!index_of.emplace(n.key, &n - nodes.data()).second) return Err("snapshot: dup node");
+  // Nodes: read with their parents' keys, sorted by key, then parents turned into positions.
+  std::vector<std::pair<BlockKey, std::optional<BlockKey>>> raw(count);
+  for (auto& [key, parent] : raw) {
+    std::uint8_t has_parent;
+    BlockKey p;
+    if (!r.Get(&key) || !r.Get(&has_parent) || !r.Get(&p)) return Err("snapshot: truncated");
+    if (has_parent != 0) parent = p;
   }
-  // Every parent exists and parent links are acyclic.
-  std::vector<std::uint8_t> state(nodes.size(), 0);  // 0 new, 1 on path, 2 checked
+  std::sort(raw.begin(), raw.end());
+  data->nodes.resize(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (i > 0 && raw[i].first == raw[i - 1].first) return Err("snapshot: dup node");
+    data->nodes[i].key = raw[i].first;
+  }
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (!raw[i].second) continue;
+    data->nodes[i].parent = PositionOf(data->nodes, *raw[i].second);
+    if (data->nodes[i].parent == kNoSnapshotNode) return Err("snapshot: node parent missing");
+  }
+  raw = {};
+  // Parent links are acyclic.
+  std::vector<std::uint8_t> state(data->nodes.size(), 0);  // 0 new, 1 on path, 2 checked
   std::vector<std::uint32_t> path;
-  for (std::uint32_t start = 0; start < nodes.size(); ++start) {
+  for (std::uint32_t start = 0; start < data->nodes.size(); ++start) {
     path.clear();
     std::uint32_t cur = start;
     while (state[cur] == 0) {
       state[cur] = 1;
       path.push_back(cur);
-      if (!nodes[cur].has_parent) break;
-      auto it = index_of.find(nodes[cur].parent);
-      if (it == index_of.end()) return Err("snapshot: node parent missing");
-      cur = it->second;
+      cur = data->nodes[cur].parent;
+      if (cur == kNoSnapshotNode) break;
       if (state[cur] == 1) return Err("snapshot: parent cycle");
     }
     for (std::uint32_t p : path) state[p] = 2;
   }
   if (!r.GetCount(&count, 13)) return Err("snapshot: bad worker count");
-  std::vector<WorkerRec> workers(count);
-  std::unordered_map<WorkerId, bool> seen_workers;
-  for (auto& w : workers) {
+  data->workers.resize(count);
+  for (auto& w : data->workers) {
     std::uint8_t stale;
     if (!r.Get(&w.id) || !r.Get(&stale)) return Err("snapshot: truncated");
-    if (!seen_workers.emplace(w.id, true).second) return Err("snapshot: duplicate worker");
     w.stale = stale != 0;
     if (!r.GetCount(&count, 20)) return Err("snapshot: bad hash count");
     w.hashes.resize(count);
-    std::unordered_map<BlockKey, std::uint64_t> refs_by_node;
-    std::unordered_map<EngineHash, bool> seen_hashes;
+    std::unordered_map<std::uint32_t, std::uint64_t> refs_by_node;
+    std::unordered_set<EngineHash> seen_hashes;
     for (auto& h : w.hashes) {
-      if (!r.Get(&h.hash) || !r.Get(&h.node) || !r.Get(&h.refs)) return Err("snapshot: truncated");
-      if (h.refs == 0 || !index_of.contains(h.node)) return Err("snapshot: bad hash record");
-      if (!seen_hashes.emplace(h.hash, true).second) return Err("snapshot: duplicate hash");
+      BlockKey node_key;
+      if (!r.Get(&h.hash) || !r.Get(&node_key) || !r.Get(&h.refs)) return Err("snapshot: truncated");
+      h.node = PositionOf(data->nodes, node_key);
+      if (h.refs == 0 || h.node == kNoSnapshotNode) return Err("snapshot: bad hash record");
+      if (!seen_hashes.insert(h.hash).second) return Err("snapshot: duplicate hash");
       refs_by_node[h.node] += h.refs;
+      w.hashes_are_keys = w.hashes_are_keys && h.hash == node_key;
     }
     if (!r.GetCount(&count, 16)) return Err("snapshot: bad entry count");
     w.entries.resize(count);
     for (auto& e : w.entries) {
-      if (!r.Get(&e.node)) return Err("snapshot: truncated");
+      BlockKey node_key;
+      if (!r.Get(&node_key)) return Err("snapshot: truncated");
+      e.node = PositionOf(data->nodes, node_key);
       std::uint64_t total = 0;
       for (auto& v : e.ref) {
-        if (!r.Get(&v)) return Err("snapshot: truncated");
-        if (v > kMaxRef) return Err("snapshot: reference count out of range");
-        total += v;
+        std::uint16_t v16;
+        if (!r.Get(&v16)) return Err("snapshot: truncated");
+        if (v16 > 0xFF) return Err("snapshot: reference count out of range");
+        v = static_cast<std::uint8_t>(v16);
+        total += v16;
       }
-      auto it = refs_by_node.find(e.node);
+      auto it = e.node == kNoSnapshotNode ? refs_by_node.end() : refs_by_node.find(e.node);
       if (it == refs_by_node.end() || it->second != total) {
         return Err("snapshot: entry refs disagree with hash refs");
       }
@@ -241,81 +242,32 @@ std::expected<void, std::string> KvIndexCore::Restore(std::string_view image) {
     if (!refs_by_node.empty()) return Err("snapshot: hash without entry");
   }
   if (!r.AtEnd()) return Err("snapshot: trailing bytes");
-
-  std::unique_lock lock(mu_);
-  ResetLocked();
-  nodes_.resize(static_cast<std::uint32_t>(nodes.size()));
-  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
-    nodes_[i].key = nodes[i].key;
-    *node_of_key_.Insert(nodes[i].key, KeyOf()).first = i;
+  std::sort(data->workers.begin(), data->workers.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (std::size_t i = 1; i < data->workers.size(); ++i) {
+    if (data->workers[i].id == data->workers[i - 1].id) return Err("snapshot: duplicate worker");
   }
-  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
-    if (!nodes[i].has_parent) continue;
-    const std::uint32_t p = index_of.at(nodes[i].parent);
-    nodes_[i].parent = p;
-    AddChild(p);
-  }
-  // Depths: walk up to a node whose depth is known (or a root), then assign downwards.
-  std::vector<std::uint8_t> known(nodes_.size(), 0);
-  std::vector<std::uint32_t> chain;
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-    chain.clear();
-    std::uint32_t cur = i;
-    while (!known[cur]) {
-      chain.push_back(cur);
-      if (nodes_[cur].parent == kNoNode) break;
-      cur = nodes_[cur].parent;
-    }
-    std::uint32_t d = known[cur] ? DepthOf(cur) + 1 : 0;
-    for (std::size_t k = chain.size(); k-- > 0;) {
-      SetDepth(chain[k], d++);
-      known[chain[k]] = 1;
-    }
-  }
-  for (const WorkerRec& w : workers) {
-    const std::uint32_t slot = SlotFor(w.id);
-    workers_[slot].stale = w.stale;
-    // A worker whose every hash is its block's key is restored without a map, as live
-    // operation would have kept it (Dump writes both forms alike).
-    workers_[slot].hashes_are_keys = std::all_of(w.hashes.begin(), w.hashes.end(),
-                                                 [](const HashRec& h) { return h.hash == h.node; });
-    for (const EntryRec& e : w.entries) {
-      const std::uint32_t node = index_of.at(e.node);
-      GetOrCreateEntry(node, slot);
-      for (int t = 0; t < kNumTiers; ++t) {
-        if (e.ref[t] == 0) continue;
-        AddRef(slot, node, t);  // 0 -> 1 runs the orphan bookkeeping
-        FindEntry(node, slot).set_ref(*this, t, static_cast<std::uint8_t>(e.ref[t]));
-      }
-    }
-    // The mappings, after the entries that confirm them: the first hash of each node is
-    // its entry's primary one, any other goes to the overflow map (as live operation would
-    // have put them, up to which hash came first).
-    std::unordered_map<std::uint32_t, bool> has_primary;
-    for (const HashRec& h : w.hashes) {
-      if (workers_[slot].hashes_are_keys) break;
-      EngineMap& engine = workers_[slot].engine;
-      const std::uint32_t node = index_of.at(h.node);
-      EngineMap::Mapping mapped = engine.Insert(h.hash, LoOf(slot)).first;
-      if (has_primary.emplace(node, true).second) {
-        EngineMap::SetPrimary(mapped, node);
-        FindEntry(node, slot).set_hash_lo(EngineMap::Lo(h.hash));
-      } else {
-        mapped = engine.MoveToExtra(h.hash, mapped, node);
-      }
-      engine.SetRefs(h.hash, mapped, h.refs);
-    }
-  }
-  // Nodes that nothing needs (a hand-made image could list them) are dropped as live
-  // operation would have.
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].holders.empty() && nodes_[i].num_children == 0 &&
-        node_of_key_.Find(nodes_[i].key, KeyOf()) != nullptr) {
-      MaybeDeleteNode(i);
-    }
-  }
-  CompactTouched();
-  return {};
+  return IndexSnapshot(std::move(data));
 }
+
+const index_detail::SnapshotWorker* SnapshotData::FindWorker(WorkerId id) const {
+  auto it = std::lower_bound(workers.begin(), workers.end(), id,
+                             [](const index_detail::SnapshotWorker& w, WorkerId v) { return w.id < v; });
+  return it != workers.end() && it->id == id ? &*it : nullptr;
+}
+
+std::vector<WorkerId> IndexSnapshot::workers() const {
+  std::vector<WorkerId> out;
+  for (const auto& w : data_->workers) out.push_back(w.id);
+  return out;
+}
+bool IndexSnapshot::has_worker(WorkerId worker) const { return data_->FindWorker(worker) != nullptr; }
+std::size_t IndexSnapshot::entries(WorkerId worker) const {
+  const auto* w = data_->FindWorker(worker);
+  return w == nullptr ? 0 : w->entries.size();
+}
+std::size_t IndexSnapshot::nodes() const { return data_->nodes.size(); }
+std::uint32_t IndexSnapshot::block_size() const { return data_->block_size; }
+std::uint64_t IndexSnapshot::seed() const { return data_->seed; }
 
 }  // namespace kvroute::kv

@@ -17,11 +17,19 @@ bounded streaming load loop, and asserts what the clients saw:
             follow-up where the first does; SIGTERM of the first revokes its key at once
   outage    etcd stopped for 30 s and restarted under load: no request fails; a sim started and
             a sim killed during the outage are joined and removed after it
+  warm_discovered
+            a replica started late warms the workers it finds in etcd from a sibling's
+            snapshot: two `sim --etcd` workers, replica A routes conversations to them; replica
+            B (warm_from A, discovery.etcd, no parity probe, so no worker publishes a KV event
+            after B subscribes) credits the holder with exactly A's cached blocks and routes
+            every follow-up there; a control replica with replicas.warm_keep_s: 0 (discovered
+            workers not merged) sees those blocks on no worker
 
 Usage: etcd_test.py <kvroute binary> <case>
 """
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -245,7 +253,87 @@ def case_replicas(etcd, serve, static):
             second.proc.kill()
 
 
-CASES = {"join": case_join, "probe": case_probe, "replicas": case_replicas, "kill9": case_kill9, "sigterm": case_sigterm, "outage": case_outage}
+def route_view(port, body):
+    """/debug/route: (chosen worker, {worker: cached_any_blocks})."""
+    status, _, text = post(port, "/debug/route", body)
+    check(status == 200, "/debug/route answered %d: %s" % (status, text[:300]))
+    j = json.loads(text)
+    return j.get("chosen"), {c["worker"]: c.get("cached_any_blocks", 0) for c in j["candidates"]}
+
+
+def case_warm_discovered(etcd, serve, static):
+    sims = [EtcdSim(BINARY, etcd, name) for name in ("s1", "s2")]
+    replicas = []
+    dirs = [tempfile.TemporaryDirectory() for _ in range(3)]
+    try:
+        # The fixture's replica probes each sim once it joins (a KV event); let that pass
+        # first, so nothing publishes while the late replicas look.
+        for name in ("s1", "s2"):
+            check(wait_until(lambda: len(parity_rows(serve, name)) == 5, 20),
+                  "%s was not probed by the fixture's replica" % name)
+        quiet = "parity_probe: false\n"
+        yaml = quiet + "replicas: {etcd_prefix: %s}\n" % REPLICA_PREFIX
+        first = EtcdServe(BINARY, etcd, dirs[0].name, yaml)
+        replicas.append(first)
+        first_url = "http://127.0.0.1:%d" % first.port
+        check(wait_until(lambda: {"s1", "s2"} <= first.workers(), 10), first.workers())
+        histories = [conversation_start(i, "warm discovered") for i in range(4)]
+        for h in histories:
+            seen = run_conversation(first.port, h, 2)
+            check(all(st == 200 for st, _ in seen), seen)
+        bodies = [{"model": MODEL, "max_tokens": 8, "ignore_eos": True,
+                   "messages": h + [{"role": "user", "content": "next"}]} for h in histories]
+
+        def credited(port):  # every follow-up's chosen worker holds some of its blocks
+            views = [route_view(port, b) for b in bodies]
+            return views if all(c and cached.get(c, 0) > 0 for c, cached in views) else None
+        # A's view once the sims' events of those turns have arrived.
+        views = wait_until(lambda: credited(first.port), 10)
+        check(views, "A never saw the conversations' blocks")
+        holders = [chosen for chosen, _ in views]
+        check(set(holders) <= {"s1", "s2"}, holders)
+        late_yaml = quiet + ("replicas: {etcd_prefix: %s, warm_from: [%s]%s}\n")
+
+        # Control: the snapshot is not kept past the static joins, so the discovered sims are
+        # not merged, and no event arrives to warm them either.
+        cold = EtcdServe(BINARY, etcd, dirs[1].name,
+                         late_yaml % (REPLICA_PREFIX, first_url, ", warm_keep_s: 0"))
+        replicas.append(cold)
+        check("replicas: index warmed from %s" % first_url in cold.proc.stderr(),
+              cold.proc.stderr()[-2000:])
+        cold_views = [route_view(cold.port, b) for b in bodies]
+        check(all(v == 0 for _, cached in cold_views for v in cached.values()),
+              "the control replica credits blocks it was not given: %s" % cold_views)
+        cold.proc.signal(signal.SIGTERM)
+        check(cold.proc.wait(30) == 0, "the control replica's exit status")
+
+        late = EtcdServe(BINARY, etcd, dirs[2].name, late_yaml % (REPLICA_PREFIX, first_url, ""))
+        replicas.append(late)
+        err = late.proc.stderr()
+        for name in set(holders):
+            line = r"replicas: worker %s \(id \d+\) warmed from %s's snapshot: [1-9]" % (
+                name, re.escape(first_url))
+            check(re.search(line, err), err[-2000:])
+        late_views = [route_view(late.port, b) for b in bodies]
+        for (chosen, cached), (a_chosen, a_cached) in zip(late_views, views):
+            check(chosen == a_chosen, (late_views, views))
+            check(cached[chosen] == a_cached[a_chosen] > 0, (late_views, views))
+        # And the follow-ups themselves go there.
+        routed = [run_conversation(late.port, list(b["messages"]), 1)[0] for b in bodies]
+        check([w for _, w in routed] == holders, (routed, holders))
+        print("warm_discovered: late replica credits %s blocks on %s as A does (control: 0) and "
+              "routes the follow-ups there" % ([c[h] for (_, c), h in zip(late_views, holders)],
+                                              holders), flush=True)
+    finally:
+        for r in replicas:
+            r.proc.kill()
+        for sim in sims:
+            sim.proc.kill()
+        for d in dirs:
+            d.cleanup()
+
+
+CASES = {"warm_discovered": case_warm_discovered, "join": case_join, "probe": case_probe, "replicas": case_replicas, "kill9": case_kill9, "sigterm": case_sigterm, "outage": case_outage}
 
 
 def main():
