@@ -1,5 +1,7 @@
 #include "simulate/simulator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -377,13 +379,17 @@ void Simulator::Impl::Scrape(Nanos now) {
 }
 
 void Simulator::Impl::Progress(Nanos now, bool final_line) {
+  // On a terminal one line rewritten in place; into a file or pipe (CI, `2> log`) a whole
+  // line every 5 s, since a carriage return there glues the lines together.
+  static const bool terminal = isatty(fileno(stderr)) != 0;
   const auto t = std::chrono::steady_clock::now();
-  if (!final_line && t - last_progress < std::chrono::milliseconds(250)) return;
+  const auto every = terminal ? std::chrono::milliseconds(250) : std::chrono::milliseconds(5000);
+  if (!final_line && t - last_progress < every) return;
   last_progress = t;
-  std::fprintf(stderr,
-               "\rsimulate: virtual %.1f s, requests %zu routed, %zu in flight, wall %.1f s%s",
-               ToSeconds(now), result.level.requests.size(), live.size(),
-               std::chrono::duration<double>(t - wall_start).count(), final_line ? "\n" : "");
+  std::fprintf(stderr, "%ssimulate: virtual %.1f s, requests %zu routed, %zu in flight, wall %.1f s%s",
+               terminal ? "\r" : "", ToSeconds(now), result.level.requests.size(), live.size(),
+               std::chrono::duration<double>(t - wall_start).count(),
+               final_line || !terminal ? "\n" : "");
   std::fflush(stderr);
 }
 
