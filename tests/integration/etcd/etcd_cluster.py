@@ -179,9 +179,11 @@ def failures(results):
 
 
 def wait_until(pred, timeout, step=0.05):
+    """The first truthy value pred() returns within timeout, else its last value."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if pred():
-            return True
+        value = pred()
+        if value:
+            return value
         time.sleep(step)
     return pred()
