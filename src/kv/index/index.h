@@ -25,10 +25,12 @@
 // Ownership: owns all index state; the BlockKeyer is copied in.
 // Thread safety: every public method may be called from any thread concurrently. Writers
 // (ApplyBatch, RemoveWorker, MarkStale, ClearStale, Restore, RestoreWorker) take an exclusive
-// lock per call; readers (Lookup, counters, Dump) a shared one. ApplyBatch keys its token blocks before the
-// exclusive lock (parents read under a shared one, checked again under the exclusive one), so
-// batches of different workers applied from several threads key in parallel. The caller
-// preserves per-worker event order (one subscriber thread per worker, or one for all).
+// lock per call; readers (Lookup, counters, AppliedSeq, Dump) a shared one. ApplyBatch keys
+// its token blocks before the exclusive lock (parents read under a shared one, checked again
+// under the exclusive one), so batches of different workers applied from several threads key
+// in parallel; a batch's sequence number is recorded under the same exclusive lock as its
+// events. The caller preserves per-worker event order (one subscriber thread per worker, or
+// one for all).
 #pragma once
 
 #include <array>
