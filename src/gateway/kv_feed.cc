@@ -65,8 +65,8 @@ std::expected<void, std::string> KvFeed::AddWorker(WorkerId worker, const KvEven
   }
   kv::SubscriberCallbacks callbacks{
       .on_batch =
-          [f, index, wall](WorkerId w, std::uint64_t, const kv::KvEventBatch& batch) {
-            index->ApplyBatch(w, batch);
+          [f, index, wall](WorkerId w, std::uint64_t seq, const kv::KvEventBatch& batch) {
+            index->ApplyBatch(w, batch, seq);  // the index records seq with the blocks
             f->batches.fetch_add(1);
             f->events.fetch_add(batch.events.size());
             // Per-worker parity needs what this worker stores and in which block size.
@@ -113,6 +113,9 @@ std::expected<void, std::string> KvFeed::AddWorker(WorkerId worker, const KvEven
       .topic = spec.topic,
       .replay_timeout = options_.replay_timeout,
       .poll_interval = options_.poll_interval,
+      // What the index holds of this worker already (merged from a sibling's snapshot): the
+      // stream resumes after it, so the first gap repair replays only what the image lacks.
+      .resume_after = index_->AppliedSeq(worker),
   };
   auto created = kv::ZmqEventSubscriber::Create(std::move(so), std::move(callbacks));
   if (!created) return std::unexpected(created.error());

@@ -1,9 +1,13 @@
 // KvFeed: connects every worker's KV event stream to the global index. For each worker with a
 // KV-event endpoint it runs one kv::ZmqEventSubscriber (endpoint and bind/connect mode from
 // kv::SubscriberEndpointFor, replay endpoint from kv::ReplayEndpointFor) and maps
-//   batch   → kv::KvIndex::ApplyBatch(worker)        (and records event lag = wall now − ts)
+//   batch   → kv::KvIndex::ApplyBatch(worker, seq)   (and records event lag = wall now − ts)
 //   restart → kv::KvIndex::RemoveWorker(worker)      (the engine's cache is empty again)
 //   stale   → kv::KvIndex::MarkStale / ClearStale    (events lost / view complete again)
+// A worker the index already holds with an applied sequence S (merged from a sibling's
+// snapshot just before AddWorker: gateway/replica_warm.h) is subscribed with resume_after = S,
+// so its first gap repair asks the replay socket for S + 1 onwards, and the index skips any
+// batch <= S: no block of the image counts twice.
 // Lag uses wall-clock seconds because vLLM stamps batches with time.time(); the wall clock is
 // injectable for tests.
 //

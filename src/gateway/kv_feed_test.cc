@@ -11,6 +11,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "kv/index/index_snapshot.h"
 #include "kv/wire/event_encode.h"
 #include "kv/wire/zmq_publisher.h"
 
@@ -190,6 +191,47 @@ TEST_F(KvFeedTest, RemoveWorkerStopsTheFeedAndClearsTheIndex) {
   engine.Send(1, StoreBatch(2, 200));  // nobody listens any more
   std::this_thread::sleep_for(milliseconds(50));
   EXPECT_EQ(Held(200).first, 0u);
+}
+
+// A worker merged from a sibling's snapshot (taken after seq 2) and then subscribed: the
+// engine's replay buffer still holds seqs 0..2, and replaying them on top of the image would
+// count each block's copies twice, so that a later eviction left the block credited.
+TEST_F(KvFeedTest, AWorkerMergedFromASnapshotIsNotReplayedTwice) {
+  auto pub = kv::ZmqEventPublisher::Create(
+      {.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(pub.has_value()) << pub.error();
+  kv::KvIndex sibling(keyer_);
+  const std::vector<kv::KvEventBatch> before = {StoreBatch(1, 100), StoreBatch(2, 200),
+                                                StoreBatch(1, 100)};  // two copies of hash 1
+  for (std::uint64_t seq = 0; seq < before.size(); ++seq) {
+    ASSERT_TRUE((*pub)->Publish(before[seq]));  // nobody subscribed: replay buffer only
+    sibling.ApplyBatch(kW, before[seq], seq);   // what the sibling's feed applied
+  }
+  auto snapshot = kv::IndexSnapshot::Parse(sibling.Dump(), keyer_);
+  ASSERT_TRUE(snapshot.has_value()) << snapshot.error();
+  ASSERT_TRUE(index_.RestoreWorker(*snapshot, kW, kW).has_value());
+  Connect((*pub)->endpoint(), (*pub)->replay_endpoint());
+  // Both copies of hash 1 evicted after the snapshot.
+  kv::KvEventBatch evict;
+  evict.events.push_back(kv::BlockRemoved{.block_hashes = {1}, .medium = "GPU"});
+  ASSERT_TRUE((*pub)->Publish(evict));
+  ASSERT_TRUE((*pub)->Publish(evict));
+  sibling.ApplyBatch(kW, evict, 3);
+  sibling.ApplyBatch(kW, evict, 4);
+  // The subscription may miss the first of them (slow joiner): a later batch reveals the gap.
+  std::uint64_t seq = 5;
+  for (; seq < 100 && Held(100).first != 0; ++seq) {
+    std::this_thread::sleep_for(milliseconds(50));
+    ASSERT_TRUE((*pub)->Publish(EmptyBatch()));
+    sibling.ApplyBatch(kW, EmptyBatch(), seq);
+  }
+  EXPECT_EQ(Held(100).first, 0u);  // evicted: no copy left over from a replay
+  ASSERT_TRUE(WaitFor([&] { return index_.AppliedSeq(kW) == seq - 1; }));
+  EXPECT_EQ(Held(200), std::make_pair(1u, false));
+  EXPECT_EQ(index_.counters().duplicate_batches, 0u);  // the subscriber never asked for them
+  EXPECT_EQ(index_.counters().unknown_removals, 0u);
+  EXPECT_EQ(index_.Dump(), sibling.Dump());
+  EXPECT_FALSE(feed_.Counters(kW)->stale);
 }
 
 TEST_F(KvFeedTest, AWorkerWithoutEndpointIsRefused) {

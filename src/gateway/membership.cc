@@ -82,7 +82,8 @@ std::expected<WorkerId, std::string> Gateway::Parts::Join(fleet::WorkerSpec spec
     // this id before its own events can arrive: a merge never overwrites live events.
     if (warm) warm->MergeWorker(name, *id, *index);
     // A late subscriber asks the engine's replay socket for what it missed at the first
-    // batch it sees (kv/wire/zmq_subscriber.h), so a worker joining with a warm cache is warmed.
+    // batch it sees (kv/wire/zmq_subscriber.h), so a worker joining with a warm cache is warmed;
+    // after a merge it asks only for what follows the image's sequence (KvIndex::AppliedSeq).
     auto ok = feed->AddWorker(*id, KvEventSpec{events.endpoint, events.replay_endpoint,
                                                 events.topic},
                               url->host);

@@ -6,8 +6,9 @@
 // Envelope (GET /admin/index/snapshot, application/octet-stream):
 //   one line of JSON  {"format": "kvroute-index-snapshot", "workers": [{"id": 0, "name":
 //                     "w0"}, ...], "image_bytes": N}  then "\n"
-//   N bytes           KvIndex::Dump() (kv/index/index_snapshot.cc: magic, version, block
-//                     size, key seed, nodes, workers, XXH3 checksum)
+//   N bytes           KvIndex::Dump() (kv/index/index_snapshot_format.h: magic, version 2,
+//                     block size, key seed, nodes, workers with their applied event
+//                     sequence, XXH3 checksum; a v1 image, without sequences, is still read)
 //
 // Thread safety: pure functions.
 #pragma once

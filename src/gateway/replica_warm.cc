@@ -93,8 +93,19 @@ WarmMerge KeptSiblingSnapshot::MergeWorker(std::string_view name, WorkerId id,
   } else {
     ++counters_.merged_workers;
     counters_.merged_blocks += *merged;
-    spdlog::info("replicas: worker {} (id {}) warmed from {}'s snapshot: {} block(s)", name, id,
-                 sibling_, *merged);
+    const std::optional<std::uint64_t> seq = snapshot_->applied_seq(named->second);
+    if (seq) {
+      ++counters_.with_seq;
+      spdlog::info("replicas: worker {} (id {}) warmed from {}'s snapshot: {} block(s), its "
+                   "events through seq {}; its subscriber resumes at {}", name, id, sibling_,
+                   *merged, *seq, *seq + 1);
+    } else {
+      // A v1 image (a sibling of the release before) or a worker fed without sequences: the
+      // first gap repair may replay batches the image already holds (their copies count twice).
+      spdlog::info("replicas: worker {} (id {}) warmed from {}'s snapshot: {} block(s), no "
+                   "event sequence (snapshot v{})", name, id, sibling_, *merged,
+                   snapshot_->version());
+    }
   }
   if (merged_.size() == ids_.size()) DropLocked();  // every worker it names was merged
   return outcome;

@@ -8,6 +8,9 @@
 // (Gateway::Parts::Join, after the router-state add and before its KV subscriber starts;
 // kv::KvIndex::RestoreWorker), whether it is static or found later by discovery: ids are each
 // replica's own, names are what replicas agree on. The shared store's section is merged at once.
+// A merge carries the worker's applied event sequence S (snapshot v2): the worker's subscriber,
+// started right after (KvFeed::AddWorker reads kv::KvIndex::AppliedSeq), repairs its first gap
+// from S + 1, and the index skips any replayed batch <= S, so no merged block counts twice.
 //
 // Lifetime: the snapshot ages while it is kept (its worker's engine goes on evicting), so it
 // is kept `replicas.warm_keep_s` after Start's static joins (the clock starts at Arm), and
@@ -75,6 +78,7 @@ enum class WarmMerge {
 struct WarmCounters {
   std::size_t merged_workers = 0;
   std::size_t merged_blocks = 0;
+  std::size_t with_seq = 0;  // merged workers whose section carried an applied sequence
   std::size_t too_late = 0;
   std::size_t refused = 0;
   bool kept = false;  // the snapshot is still held

@@ -20,10 +20,11 @@ using kv::testing::Store;
 
 class KeptSiblingSnapshotTest : public ::testing::Test {
  protected:
-  // The sibling knows w0 as id 0 (blocks {1, 2}) and w1 as id 1 (block {3}).
+  // The sibling knows w0 as id 0 (blocks {1, 2}, its feed's batch seq 7) and w1 as id 1
+  // (block {3}, applied without a sequence).
   std::unique_ptr<KeptSiblingSnapshot> Kept(std::chrono::milliseconds keep) {
     kv::KvIndex sibling(keyer_);
-    sibling.ApplyBatch(0, Batch({Store({101, 102}, std::nullopt, {1, 2})}));
+    sibling.ApplyBatch(0, Batch({Store({101, 102}, std::nullopt, {1, 2})}), 7);
     sibling.ApplyBatch(1, Batch({Store({103}, std::nullopt, {3})}));
     auto parsed = kv::IndexSnapshot::Parse(sibling.Dump(), keyer_);
     EXPECT_TRUE(parsed.has_value());
@@ -48,9 +49,13 @@ TEST_F(KeptSiblingSnapshotTest, EachWorkerIsMergedByNameUnderOurId) {
   EXPECT_EQ(Look({1, 2}).at(4).any_depth, 1u);
   EXPECT_FALSE(Look({1, 2}).contains(0));
   EXPECT_TRUE(Look({3}).contains(9));
+  // The applied sequence comes with the blocks: w0's subscriber resumes after it.
+  EXPECT_EQ(index_.AppliedSeq(5), 7u);
+  EXPECT_EQ(index_.AppliedSeq(9), std::nullopt);
   const WarmCounters c = kept->counters();
   EXPECT_EQ(c.merged_workers, 2u);
   EXPECT_EQ(c.merged_blocks, 3u);
+  EXPECT_EQ(c.with_seq, 1u);
   // Every worker it names was merged: nothing more can use it.
   EXPECT_FALSE(c.kept);
 }

@@ -13,6 +13,12 @@ const BlockKeyer& KvIndex::keyer() const { return core_->keyer(); }
 void KvIndex::ApplyBatch(WorkerId worker, const KvEventBatch& batch) {
   core_->ApplyBatch(worker, batch);
 }
+void KvIndex::ApplyBatch(WorkerId worker, const KvEventBatch& batch, std::uint64_t seq) {
+  core_->ApplyBatch(worker, batch, seq);
+}
+std::optional<std::uint64_t> KvIndex::AppliedSeq(WorkerId worker) const {
+  return core_->AppliedSeq(worker);
+}
 void KvIndex::ApplyEvent(WorkerId worker, const KvEvent& event) {
   core_->ApplyEvent(worker, event);
 }

@@ -25,16 +25,19 @@
 // Ownership: owns all index state; the BlockKeyer is copied in.
 // Thread safety: every public method may be called from any thread concurrently. Writers
 // (ApplyBatch, RemoveWorker, MarkStale, ClearStale, Restore, RestoreWorker) take an exclusive
-// lock per call; readers (Lookup, counters, Dump) a shared one. ApplyBatch keys its token blocks before the
-// exclusive lock (parents read under a shared one, checked again under the exclusive one), so
-// batches of different workers applied from several threads key in parallel. The caller
-// preserves per-worker event order (one subscriber thread per worker, or one for all).
+// lock per call; readers (Lookup, counters, AppliedSeq, Dump) a shared one. ApplyBatch keys
+// its token blocks before the exclusive lock (parents read under a shared one, checked again
+// under the exclusive one), so batches of different workers applied from several threads key
+// in parallel; a batch's sequence number is recorded under the same exclusive lock as its
+// events. The caller preserves per-worker event order (one subscriber thread per worker, or
+// one for all).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <expected>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,6 +84,9 @@ struct IndexCounters {
   std::uint64_t unattributed_runs = 0;
   std::uint64_t unattributed_blocks = 0;
   std::uint64_t extra_keys_mismatch = 0;  // extra_keys count != blocks: skipped
+  // Batches whose sequence number was at or below the worker's applied one (a replay of what
+  // the index holds already, e.g. from a snapshot): skipped whole, so no copy counts twice.
+  std::uint64_t duplicate_batches = 0;
   // Last block size seen in a BlockStored (0 = none yet); the parity check compares it with
   // the keyer's to report a mismatch instead of silently matching nothing.
   std::uint32_t last_event_block_size = 0;
@@ -105,6 +111,17 @@ class KvIndex {
 
   // Applies one batch of `worker`'s events in order. Creates the worker on first use.
   void ApplyBatch(WorkerId worker, const KvEventBatch& batch);
+  // The same for a batch that came with its engine's sequence number (the KV-event feed).
+  // The worker's applied sequence becomes `seq` under the same exclusive lock as the events,
+  // so a Dump's blocks and sequence always agree. A batch with seq <= the applied sequence is
+  // already in the index (a replay over a snapshot): skipped and counted
+  // (`duplicate_batches`). An engine restart (its counter starts again) must be a
+  // RemoveWorker first, as the feed does.
+  void ApplyBatch(WorkerId worker, const KvEventBatch& batch, std::uint64_t seq);
+  // The sequence number of the last batch applied to `worker` with one (above, or carried by
+  // Restore / RestoreWorker from a snapshot); nullopt if none since the worker was created or
+  // removed. A subscriber started for a worker the index holds resumes after it.
+  std::optional<std::uint64_t> AppliedSeq(WorkerId worker) const;
   void ApplyEvent(WorkerId worker, const KvEvent& event);
 
   // Each worker holding keys[0] in some tier, with its depths. Order unspecified. Workers not
@@ -137,10 +154,11 @@ class KvIndex {
   std::expected<void, std::string> Restore(std::string_view image);
   // Merges worker `from` of a parsed image into this live index as worker `target` (a
   // replica warming a worker that joined after its start), leaving every other worker as it
-  // is. Refused, with the index unchanged, if `target` already holds blocks (live events are
-  // never overwritten), `from` is not in the image, the keyer differs, or a block the worker
-  // needs exists here under another parent. Returns the blocks (entries) merged. Carries the
-  // worker's stale flag and engine-hash map (or keyed mode), not MarkSaltedTraffic.
+  // is. Refused, with the index unchanged, if `target` already holds blocks or has an applied
+  // sequence (live events are never overwritten), `from` is not in the image, the keyer
+  // differs, or a block the worker needs exists here under another parent. Returns the blocks
+  // (entries) merged. Carries the worker's stale flag, engine-hash map (or keyed mode) and
+  // applied sequence (AppliedSeq, from a v2 image), not MarkSaltedTraffic.
   std::expected<std::size_t, std::string> RestoreWorker(const IndexSnapshot& snapshot,
                                                         WorkerId from, WorkerId target);
 

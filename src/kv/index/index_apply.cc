@@ -43,11 +43,22 @@ void KvIndexCore::ApplyBatch(WorkerId worker, const KvEventBatch& batch) {
   ApplyEvents(worker, batch.events, /*count_batch=*/true);
 }
 
+void KvIndexCore::ApplyBatch(WorkerId worker, const KvEventBatch& batch, std::uint64_t seq) {
+  ApplyEvents(worker, batch.events, /*count_batch=*/true, seq);
+}
+
+std::optional<std::uint64_t> KvIndexCore::AppliedSeq(WorkerId worker) const {
+  std::shared_lock lock(mu_);
+  const std::uint32_t* slot = FindSlot(worker);
+  return slot != nullptr ? workers_[*slot].applied_seq : std::nullopt;
+}
+
 void KvIndexCore::ApplyEvent(WorkerId worker, const KvEvent& event) {
   ApplyEvents(worker, std::span<const KvEvent>(&event, 1), /*count_batch=*/false);
 }
 
-void KvIndexCore::ApplyEvents(WorkerId worker, std::span<const KvEvent> events, bool count_batch) {
+void KvIndexCore::ApplyEvents(WorkerId worker, std::span<const KvEvent> events, bool count_batch,
+                              std::optional<std::uint64_t> seq) {
   // Keying (one XXH3 per block) needs no index state once the parent's key is known, so it
   // runs before the exclusive lock: writers of different workers key in parallel, and only
   // the table mutation is serialized (kv/README.md "Thread-safety contract").
@@ -55,6 +66,16 @@ void KvIndexCore::ApplyEvents(WorkerId worker, std::span<const KvEvent> events, 
   PreKey(worker, events, &pre);
   std::unique_lock lock(mu_);
   const std::uint32_t slot = SlotFor(worker);
+  if (seq) {
+    // The index holds this batch already (a replay over a snapshot it was merged from):
+    // applying it again would count its blocks' copies twice.
+    std::optional<std::uint64_t>& applied = workers_[slot].applied_seq;
+    if (applied && *seq <= *applied) {
+      ++counters_.duplicate_batches;
+      return;
+    }
+    applied = seq;  // under the same lock as the events below: Dump sees both or neither
+  }
   if (count_batch) ++counters_.batches;
   for (std::size_t i = 0; i < events.size(); ++i) {
     ApplyLocked(slot, events[i], i < pre.runs.size() ? &pre.runs[i] : nullptr, pre.keys);

@@ -48,6 +48,8 @@ class KvIndexCore {
   const BlockKeyer& keyer() const { return keyer_; }
 
   void ApplyBatch(WorkerId worker, const KvEventBatch& batch);
+  void ApplyBatch(WorkerId worker, const KvEventBatch& batch, std::uint64_t seq);
+  std::optional<std::uint64_t> AppliedSeq(WorkerId worker) const;
   void ApplyEvent(WorkerId worker, const KvEvent& event);
 
   std::vector<WorkerMatch> Lookup(std::span<const BlockKey> keys) const;
@@ -217,6 +219,9 @@ class KvIndexCore {
     // The first differing hash builds the map (MaterializeEngineMap); a clear starts over.
     bool hashes_are_keys = true;
     bool salted_traffic = false;  // MarkSaltedTraffic was called
+    // The engine sequence number of the last batch applied with one (ApplyBatch with seq, or
+    // a snapshot's): set under the lock with the batch, kept by a clear, gone with the slot.
+    std::optional<std::uint64_t> applied_seq;
     std::size_t held = 0;  // entries with some tier held (= hashes while hashes_are_keys)
     EngineMap engine;      // engine hash -> node, with a reference count per hash
     // Per tier, the worker's hole nodes: not held in that tier but with a child held in it.
@@ -239,7 +244,10 @@ class KvIndexCore {
     std::vector<Run> runs;  // by event index
     std::vector<BlockKey> keys;
   };
-  void ApplyEvents(WorkerId worker, std::span<const KvEvent> events, bool count_batch);
+  // `seq`: the batch's sequence number, if it came with one (then a seq at or below the
+  // worker's applied one skips the batch).
+  void ApplyEvents(WorkerId worker, std::span<const KvEvent> events, bool count_batch,
+                   std::optional<std::uint64_t> seq = std::nullopt);
   // Takes mu_ shared (only if a parent must be resolved in the index); no lock held after.
   void PreKey(WorkerId worker, std::span<const KvEvent> events, PreKeyed* pre) const;
 

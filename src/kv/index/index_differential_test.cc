@@ -14,9 +14,17 @@
 // even workers merged in from the snapshot at the first checkpoint (then follows them too), and
 // at each later checkpoint has one worker removed and merged back: its Dump must equal the main
 // index's and its lookups and stats the model's (the union of live and merged workers).
+//
+// Sequence numbers: every worker but 3 gets its batches with a per-worker sequence (restarting
+// at 0 after RemoveWorker, as an engine restart does), worker 3 without. At each checkpoint
+// each worker's applied sequence in the snapshot must be its last batch's, and replaying every
+// batch of every worker since its creation into the index merged from the snapshot (what a
+// subscriber replaying the engine's whole buffer would deliver) must change nothing: its Dump
+// stays the snapshot's bytes (no copy counted twice).
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 
 #include "kv/index/index.h"
@@ -75,8 +83,11 @@ class StreamGenerator {
 
 // RunSeed's per-worker merge checks at one checkpoint (see the file comment). `image` is the
 // main index's Dump().
+// A worker's batches since it was created, with their sequence numbers.
+using History = std::map<WorkerId, std::vector<std::pair<std::uint64_t, KvEventBatch>>>;
+
 void MergeCheckpoint(const BlockKeyer& keyer, const std::string& image, int step, KvIndex* shadow,
-                     bool* evens_merged) {
+                     bool* evens_merged, const History& history) {
   auto snapshot = IndexSnapshot::Parse(image, keyer);
   ASSERT_TRUE(snapshot.has_value()) << snapshot.error();
   const std::vector<WorkerId> workers = snapshot->workers();
@@ -84,8 +95,23 @@ void MergeCheckpoint(const BlockKeyer& keyer, const std::string& image, int step
   for (WorkerId w : workers) {
     auto r = merged.RestoreWorker(*snapshot, w, w);
     ASSERT_TRUE(r.has_value()) << "step=" << step << " worker=" << w << ": " << r.error();
+    auto h = history.find(w);
+    const std::optional<std::uint64_t> last =
+        h == history.end() || h->second.empty() ? std::nullopt
+                                                : std::optional(h->second.back().first);
+    ASSERT_EQ(snapshot->applied_seq(w), last) << "step=" << step << " worker=" << w;
+    ASSERT_EQ(merged.AppliedSeq(w), last) << "step=" << step << " worker=" << w;
   }
   ASSERT_EQ(merged.Dump(), image) << "step=" << step;
+  // The engines' whole replay buffers delivered on top of the merge: all of it is there.
+  const std::uint64_t before = merged.counters().duplicate_batches;
+  std::uint64_t replayed = 0;
+  for (const auto& [w, batches] : history) {
+    for (const auto& [seq, batch] : batches) merged.ApplyBatch(w, batch, seq);
+    replayed += batches.size();
+  }
+  ASSERT_EQ(merged.counters().duplicate_batches - before, replayed) << "step=" << step;
+  ASSERT_EQ(merged.Dump(), image) << "step=" << step << " after a replay";
   if (!*evens_merged) {
     for (WorkerId w : workers) {
       if (w % 2 != 0) continue;
@@ -120,11 +146,21 @@ void RunSeed(std::uint64_t seed, int steps) {
 
   KvIndex shadow(keyer);
   bool evens_merged = false;
+  History history;  // workers fed with sequence numbers (all but worker 3)
   auto follows = [&](WorkerId w) { return w % 2 == 1 || evens_merged; };
   auto apply = [&](WorkerId w, const KvEvent& e) {
     ref.Apply(w, e);
-    index.ApplyBatch(w, testing::Batch({e}));
-    if (follows(w)) shadow.ApplyBatch(w, testing::Batch({e}));
+    const KvEventBatch batch = testing::Batch({e});
+    if (w == 3) {
+      index.ApplyBatch(w, batch);
+      if (follows(w)) shadow.ApplyBatch(w, batch);
+      return;
+    }
+    auto& mine = history[w];
+    const std::uint64_t seq = mine.empty() ? 0 : mine.back().first + 1;
+    mine.emplace_back(seq, batch);
+    index.ApplyBatch(w, batch, seq);
+    if (follows(w)) shadow.ApplyBatch(w, batch, seq);
   };
   auto compare = [&](const std::vector<BlockKey>& keys, int step, const KvIndex& idx) {
     auto want = ref.Lookup(keys);
@@ -179,6 +215,7 @@ void RunSeed(std::uint64_t seed, int steps) {
       index.RemoveWorker(w);
       if (follows(w)) shadow.RemoveWorker(w);
       stored[w].clear();
+      history.erase(w);  // a restarted engine numbers from 0 again
     } else if (op < 80) {
       const bool stale = gen.Uniform(2) == 0;
       if (stale) {
@@ -217,7 +254,7 @@ void RunSeed(std::uint64_t seed, int steps) {
         compare(keyer.Keys(TokensOf(p.contents), ExtraKeyInputs{.lora_name = p.lora}), step, copy);
         if (::testing::Test::HasFatalFailure()) return;
       }
-      MergeCheckpoint(keyer, image, step, &shadow, &evens_merged);
+      MergeCheckpoint(keyer, image, step, &shadow, &evens_merged, history);
       if (::testing::Test::HasFatalFailure()) return;
       ASSERT_EQ(testing::StatsTuple(shadow.stats()), testing::StatsTuple(ref.Stats()))
           << "step=" << step;

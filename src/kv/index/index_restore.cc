@@ -6,8 +6,9 @@
 //
 // RestoreWorker merges ONE worker's entries into a live index that other workers keep
 // changing (a replica warming a worker that joined after its start). Its rules:
-//   - the target worker must hold nothing yet (a merge adds to an empty worker and never
-//     overwrites what live events said about it);
+//   - the target worker must hold nothing yet and have applied no batch with a sequence
+//     number (a merge adds to an empty worker and never overwrites what live events said
+//     about it);
 //   - every node the worker's entries need (the entries and all their ancestors) that already
 //     exists in the index must have the parent the image gives it, all the way up to block 0
 //     (a disagreement would be a key collision or a foreign image: refused);
@@ -16,7 +17,8 @@
 // The entries then enter by the same steps as in Restore (AddRef builds kids, holes and lane
 // counts; missing nodes are created parent first by GetOrCreateNode, which sets depth and
 // child counts), so every invariant of kv/README.md "Index" holds afterwards as after live
-// events. Merging every worker of an image into an empty index gives Restore's result, byte for
+// events. The worker's applied sequence comes along (v2 images): replayed batches up to it
+// are then skipped, so a merged block counts the copies the sibling counted, not more. Merging every worker of an image into an empty index gives Restore's result, byte for
 // byte in Dump (IndexDifferentialTest checks it, and that merges into a live index equal the
 // reference model's union).
 #include <string>
@@ -37,6 +39,9 @@ void KvIndexCore::RestoreWorkerLocked(std::uint32_t slot, const SnapshotWorker& 
   WorkerState& ws = workers_[slot];
   assert(ws.held == 0 && ws.engine.size() == 0);
   ws.stale = ws.stale || w.stale;
+  // The image's blocks are those of the worker's batches up to this one: later replays of
+  // them are skipped (ApplyBatch with seq) and its subscriber resumes after it.
+  ws.applied_seq = w.applied_seq;
   // A worker whose every hash is its block's key is restored without a map, as live
   // operation would have kept it (Dump writes both forms alike).
   ws.hashes_are_keys = w.hashes_are_keys;
@@ -129,9 +134,16 @@ std::expected<std::size_t, std::string> KvIndexCore::RestoreWorker(const IndexSn
   const SnapshotWorker* w = s.FindWorker(from);
   if (w == nullptr) return Err("snapshot: no worker " + std::to_string(from));
   std::unique_lock lock(mu_);
-  if (const std::uint32_t* slot = FindSlot(target); slot != nullptr && workers_[*slot].held != 0) {
-    return Err("worker " + std::to_string(target) +
-               " already holds blocks: a merge never overwrites live events");
+  if (const std::uint32_t* slot = FindSlot(target); slot != nullptr) {
+    if (workers_[*slot].held != 0) {
+      return Err("worker " + std::to_string(target) +
+                 " already holds blocks: a merge never overwrites live events");
+    }
+    if (workers_[*slot].applied_seq) {
+      // Its subscriber has delivered batches: the image's sequence would misplace them.
+      return Err("worker " + std::to_string(target) +
+                 " already applied events with a sequence: a merge never overwrites live events");
+    }
   }
   // Pass 1, nothing changes: the nodes the entries need (entries and ancestors, by image
   // position) with the live node of that key, or kNoNode where it is to be created; a live

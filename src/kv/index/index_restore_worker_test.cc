@@ -28,10 +28,11 @@ using testing::Store;
 class RestoreWorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Worker 1: engine hashes of its own (an engine map), a CPU copy, a LoRA block.
+    // Worker 1: engine hashes of its own (an engine map), a CPU copy, a LoRA block; its
+    // batches came with sequence numbers (a KV-event feed), the last one 4.
     sibling_.ApplyBatch(1, Batch({Store({11, 12, 13}, std::nullopt, {1, 2, 3}),
-                                  Store({12}, 11, {2}, "CPU"),
-                                  Store({19}, std::nullopt, {9}, "GPU", "lora-x")}));
+                                  Store({12}, 11, {2}, "CPU")}), 3);
+    sibling_.ApplyBatch(1, Batch({Store({19}, std::nullopt, {9}, "GPU", "lora-x")}), 4);
     // Worker 2: stale, sharing worker 1's first block.
     sibling_.ApplyBatch(2, Batch({Store({21, 22}, std::nullopt, {1, 5})}));
     sibling_.MarkStale(2);
@@ -106,6 +107,93 @@ TEST_F(RestoreWorkerTest, TheEngineMapComesAlongForLaterEvents) {
   live.ApplyBatch(8, Batch({Remove({k[2]})}));
   EXPECT_EQ(live.counters().unknown_removals, 0u);
   EXPECT_EQ(Look(live, {1, 2, 7}).at(8), Match(8, 2, 0, 0, 0, 2));
+}
+
+TEST_F(RestoreWorkerTest, AppliedSequenceIsCarried) {
+  EXPECT_EQ(snapshot_->version(), 2u);
+  EXPECT_EQ(snapshot_->applied_seq(1), 4u);
+  EXPECT_EQ(snapshot_->applied_seq(2), std::nullopt);  // fed without sequence numbers
+  EXPECT_EQ(snapshot_->applied_seq(4), std::nullopt);  // not in the image
+  KvIndex live(keyer_);
+  ASSERT_TRUE(live.RestoreWorker(*snapshot_, 1, 7).has_value());
+  ASSERT_TRUE(live.RestoreWorker(*snapshot_, 2, 8).has_value());
+  EXPECT_EQ(live.AppliedSeq(7), 4u);
+  EXPECT_EQ(live.AppliedSeq(8), std::nullopt);
+  live.RemoveWorker(7);
+  EXPECT_EQ(live.AppliedSeq(7), std::nullopt);
+}
+
+// The defect this guards against: a warmed worker's subscriber replays the engine's buffer,
+// which still holds the batches the snapshot was made of, and each of their blocks would
+// count one copy more than the engine holds, outliving its one eviction.
+TEST(RestoreWorkerReplayTest, ReplayOfBatchesInTheSnapshotCountsNoCopyTwice) {
+  BlockKeyer keyer;
+  // The engine's stream: two requests share blocks (1, 2), so vLLM-style copies are counted.
+  const std::vector<KvEventBatch> stream = {
+      Batch({Store({11, 12}, std::nullopt, {1, 2})}),
+      Batch({Store({13}, 12, {3})}),
+      Batch({Store({11, 12}, std::nullopt, {1, 2})}),  // a second copy of each
+      Batch({Remove({11, 12})}),                       // one copy of each evicted
+      // after the snapshot:
+      Batch({Remove({13})}),
+      Batch({Remove({11, 12})}),  // the last copies evicted
+  };
+  constexpr std::uint64_t kSnapshotSeq = 3;
+  KvIndex sibling(keyer);
+  for (std::uint64_t seq = 0; seq <= kSnapshotSeq; ++seq) sibling.ApplyBatch(1, stream[seq], seq);
+  auto snapshot = IndexSnapshot::Parse(sibling.Dump(), keyer);
+  ASSERT_TRUE(snapshot.has_value()) << snapshot.error();
+  ASSERT_EQ(snapshot->applied_seq(1), kSnapshotSeq);
+
+  KvIndex late(keyer);
+  ASSERT_TRUE(late.RestoreWorker(*snapshot, 1, 1).has_value());
+  ASSERT_EQ(late.AppliedSeq(1), kSnapshotSeq);
+  // The first gap repair replays the whole buffer (what a subscriber that did not resume
+  // would ask for); the batches the image holds are skipped.
+  for (std::uint64_t seq = 0; seq < stream.size(); ++seq) {
+    late.ApplyBatch(1, stream[seq], seq);
+    if (seq > kSnapshotSeq) sibling.ApplyBatch(1, stream[seq], seq);
+    if (seq == 4) {
+      // Blocks (1, 2) still held once each: credited; block 3 gone.
+      const auto look = ByWorker(late.Lookup(PromptKeys(keyer, {1, 2, 3})));
+      EXPECT_EQ(look.at(1), Match(1, 2, 0, 0, 0, 2));
+    }
+  }
+  EXPECT_EQ(late.counters().duplicate_batches, kSnapshotSeq + 1);
+  EXPECT_EQ(late.AppliedSeq(1), stream.size() - 1);
+  // Their one eviction after the snapshot leaves no credit, as on the sibling.
+  EXPECT_TRUE(late.Lookup(PromptKeys(keyer, {1, 2, 3})).empty());
+  EXPECT_EQ(late.counters().unknown_removals, 0u);
+  EXPECT_EQ(late.Dump(), sibling.Dump());
+}
+
+TEST(RestoreWorkerReplayTest, BatchesWithoutSequenceAreAlwaysApplied) {
+  BlockKeyer keyer;
+  KvIndex index(keyer);
+  index.ApplyBatch(1, Batch({Store({11}, std::nullopt, {1})}), 5);
+  index.ApplyBatch(1, Batch({Store({11}, std::nullopt, {1})}), 5);  // a duplicate: skipped
+  index.ApplyBatch(1, Batch({Remove({11})}));                      // no seq: applied
+  EXPECT_EQ(index.counters().duplicate_batches, 1u);
+  EXPECT_EQ(index.AppliedSeq(1), 5u);
+  EXPECT_TRUE(index.Lookup(PromptKeys(keyer, {1})).empty());
+  // A clear keeps the sequence; a restart (RemoveWorker) forgets it.
+  index.ApplyBatch(1, Batch({AllBlocksCleared{}}), 6);
+  EXPECT_EQ(index.AppliedSeq(1), 6u);
+  index.RemoveWorker(1);
+  EXPECT_EQ(index.AppliedSeq(1), std::nullopt);
+  index.ApplyBatch(1, Batch({Store({11}, std::nullopt, {1})}), 0);  // the new engine's first
+  EXPECT_EQ(ByWorker(index.Lookup(PromptKeys(keyer, {1}))).at(1), Match(1, 1, 0, 0, 0, 1));
+}
+
+TEST_F(RestoreWorkerTest, TargetThatAppliedSequencedEventsIsRefused) {
+  KvIndex live(keyer_);
+  // Its subscriber delivered a batch that left nothing held.
+  live.ApplyBatch(7, Batch({Store({71}, std::nullopt, {8}), Remove({71})}), 0);
+  const std::string before = live.Dump();
+  auto r = live.RestoreWorker(*snapshot_, 1, 7);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().find("already applied events"), std::string::npos) << r.error();
+  EXPECT_EQ(live.Dump(), before);
 }
 
 TEST_F(RestoreWorkerTest, StaleFlagIsCarried) {

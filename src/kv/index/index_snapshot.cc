@@ -22,6 +22,7 @@ static_assert(std::endian::native == std::endian::little, "snapshot assumes litt
 using index_detail::kNoSnapshotNode;
 using index_detail::kSnapshotMagic;
 using index_detail::kSnapshotVersion;
+using index_detail::kSnapshotVersionV1;
 using index_detail::SnapshotData;
 
 class Writer {
@@ -115,6 +116,8 @@ std::string KvIndexCore::Dump() const {
     const WorkerState& ws = workers_[slot];
     w.Put<std::uint32_t>(id);
     w.Put<std::uint8_t>(ws.stale);
+    w.Put<std::uint8_t>(ws.applied_seq.has_value());
+    w.Put<std::uint64_t>(ws.applied_seq.value_or(0));
     std::vector<Mapping> hashes = std::move(keyed[slot]);
     ws.engine.ForEach(LoOf(slot), [&](std::uint64_t hash, std::uint32_t node, std::uint32_t refs) {
       hashes.push_back(Mapping{hash, node, refs});
@@ -158,7 +161,11 @@ std::expected<IndexSnapshot, std::string> IndexSnapshot::Parse(std::string_view 
   auto data = std::make_shared<SnapshotData>();
   Reader r(body.substr(sizeof(kSnapshotMagic)));
   std::uint32_t version;
-  if (!r.Get(&version) || version != kSnapshotVersion) return Err("snapshot: unsupported version");
+  if (!r.Get(&version) || (version != kSnapshotVersion && version != kSnapshotVersionV1)) {
+    return Err("snapshot: unsupported version");
+  }
+  data->version = version;
+  const bool has_seqs = version >= 2;
   if (!r.Get(&data->block_size) || !r.Get(&data->seed)) return Err("snapshot: truncated header");
   if (data->block_size != keyer.block_size() || data->seed != keyer.seed()) {
     return Err("snapshot: block size or key seed differs from this index's keyer");
@@ -200,12 +207,19 @@ std::expected<IndexSnapshot, std::string> IndexSnapshot::Parse(std::string_view 
     }
     for (std::uint32_t p : path) state[p] = 2;
   }
-  if (!r.GetCount(&count, 13)) return Err("snapshot: bad worker count");
+  if (!r.GetCount(&count, has_seqs ? 22 : 13)) return Err("snapshot: bad worker count");
   data->workers.resize(count);
   for (auto& w : data->workers) {
     std::uint8_t stale;
     if (!r.Get(&w.id) || !r.Get(&stale)) return Err("snapshot: truncated");
     w.stale = stale != 0;
+    if (has_seqs) {
+      std::uint8_t has_seq;
+      std::uint64_t seq;
+      if (!r.Get(&has_seq) || !r.Get(&seq)) return Err("snapshot: truncated");
+      if (has_seq > 1 || (has_seq == 0 && seq != 0)) return Err("snapshot: bad applied seq");
+      if (has_seq != 0) w.applied_seq = seq;
+    }
     if (!r.GetCount(&count, 20)) return Err("snapshot: bad hash count");
     w.hashes.resize(count);
     std::unordered_map<std::uint32_t, std::uint64_t> refs_by_node;
@@ -266,6 +280,11 @@ std::size_t IndexSnapshot::entries(WorkerId worker) const {
   const auto* w = data_->FindWorker(worker);
   return w == nullptr ? 0 : w->entries.size();
 }
+std::optional<std::uint64_t> IndexSnapshot::applied_seq(WorkerId worker) const {
+  const auto* w = data_->FindWorker(worker);
+  return w == nullptr ? std::nullopt : w->applied_seq;
+}
+std::uint32_t IndexSnapshot::version() const { return data_->version; }
 std::size_t IndexSnapshot::nodes() const { return data_->nodes.size(); }
 std::uint32_t IndexSnapshot::block_size() const { return data_->block_size; }
 std::uint64_t IndexSnapshot::seed() const { return data_->seed; }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kv/index/index.h"
+#include "kv/index/index_snapshot.h"
 #include "kv/index/index_test_util.h"
 
 namespace kvroute::kv {
@@ -23,8 +24,40 @@ class IndexSnapshotTest : public ::testing::Test {
         1, Batch({Store({1, 2, 3, 4}, std::nullopt, {1, 2, 3, 4}), Store({3}, 2, {3}, "CPU"),
                   Remove({2}), Store({9}, std::nullopt, {1}, "GPU", "lora-x")}));
     index_.ApplyBatch(2,
-                      Batch({Store({5, 6}, std::nullopt, {1, 2}), Store({5}, std::nullopt, {1})}));
+                      Batch({Store({5, 6}, std::nullopt, {1, 2}), Store({5}, std::nullopt, {1})}),
+                      /*seq=*/41);
     index_.MarkStale(2);
+  }
+  // The same image in format v1 (the release before): version 1, and no has_seq/applied_seq
+  // after each worker's stale byte.
+  static std::string ToV1(const std::string& v2) {
+    auto get64 = [&](std::size_t at) {
+      std::uint64_t v;
+      std::memcpy(&v, v2.data() + at, 8);
+      return v;
+    };
+    std::string out = v2.substr(0, 24);
+    out[8] = 1;
+    std::size_t at = 24;
+    const std::uint64_t nodes = get64(at);
+    out.append(v2, at, 8 + nodes * 17);
+    at += 8 + nodes * 17;
+    const std::uint64_t workers = get64(at);
+    out.append(v2, at, 8);
+    at += 8;
+    for (std::uint64_t w = 0; w < workers; ++w) {
+      out.append(v2, at, 5);  // id, stale
+      at += 5 + 9;            // has_seq, applied_seq dropped
+      const std::uint64_t hashes = get64(at);
+      const std::uint64_t entries = get64(at + 8 + hashes * 20);
+      const std::size_t n = 8 + hashes * 20 + 8 + entries * 16;
+      out.append(v2, at, n);
+      at += n;
+    }
+    EXPECT_EQ(at, v2.size() - 8);
+    out.append(8, '\0');
+    Reseal(&out);
+    return out;
   }
   void ExpectSameLookups(const KvIndex& a, const KvIndex& b) {
     for (const auto& p : std::vector<std::vector<std::uint32_t>>{{1, 2, 3, 4}, {1, 2}, {1, 3}}) {
@@ -56,6 +89,54 @@ TEST_F(IndexSnapshotTest, RoundTripPreservesLookupsStatsAndRemovals) {
   EXPECT_EQ(copy.Dump(), index_.Dump());
 }
 
+TEST_F(IndexSnapshotTest, AppliedSequenceRoundTrips) {
+  KvIndex copy(keyer_);
+  ASSERT_TRUE(copy.Restore(index_.Dump()).has_value());
+  EXPECT_EQ(copy.AppliedSeq(2), 41u);
+  EXPECT_EQ(copy.AppliedSeq(1), std::nullopt);  // its batch came without one
+  EXPECT_EQ(copy.Dump(), index_.Dump());
+  // A replay of seq 41 is skipped in the copy as in the original.
+  const auto again = Batch({Store({5}, std::nullopt, {1})});
+  index_.ApplyBatch(2, again, 41);
+  copy.ApplyBatch(2, again, 41);
+  EXPECT_EQ(copy.counters().duplicate_batches, 1u);
+  EXPECT_EQ(copy.Dump(), index_.Dump());
+}
+
+TEST_F(IndexSnapshotTest, VersionOneImagesAreStillReadWithoutSequences) {
+  const std::string v2 = index_.Dump();
+  const std::string v1 = ToV1(v2);
+  ASSERT_EQ(v1.size(), v2.size() - 2 * 9);
+  auto parsed = IndexSnapshot::Parse(v1, keyer_);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error();
+  EXPECT_EQ(parsed->version(), 1u);
+  EXPECT_EQ(parsed->applied_seq(2), std::nullopt);
+  KvIndex copy(keyer_);
+  ASSERT_TRUE(copy.Restore(v1).has_value());
+  ExpectSameLookups(index_, copy);
+  EXPECT_EQ(copy.AppliedSeq(2), std::nullopt);
+  // Restored from v1 it dumps v2, equal to the original's but for the one sequence.
+  KvIndex no_seq(keyer_);
+  ASSERT_TRUE(no_seq.Restore(copy.Dump()).has_value());
+  EXPECT_EQ(ToV1(copy.Dump()), v1);
+}
+
+TEST_F(IndexSnapshotTest, BadSequenceFlagIsRejected) {
+  std::string image = index_.Dump();
+  // The first worker's has_seq follows the nodes, the worker count, its id and stale byte.
+  std::uint64_t nodes;
+  std::memcpy(&nodes, image.data() + 24, 8);
+  const std::size_t has_seq = 24 + 8 + nodes * 17 + 8 + 4 + 1;
+  ASSERT_EQ(image[has_seq], 0);  // worker 1 has no sequence
+  image[has_seq] = 2;
+  Reseal(&image);
+  EXPECT_FALSE(IndexSnapshot::Parse(image, keyer_).has_value());
+  image[has_seq] = 0;
+  image[has_seq + 1] = 7;  // a sequence without the flag
+  Reseal(&image);
+  EXPECT_FALSE(IndexSnapshot::Parse(image, keyer_).has_value());
+}
+
 TEST_F(IndexSnapshotTest, EveryFlippedByteIsRejectedAndLeavesIndexUnchanged) {
   const std::string image = index_.Dump();
   KvIndex target(keyer_);
@@ -80,7 +161,7 @@ TEST_F(IndexSnapshotTest, TruncatedImageIsRejected) {
 
 TEST_F(IndexSnapshotTest, UnknownVersionIsRejectedEvenWithValidChecksum) {
   std::string image = index_.Dump();
-  image[8] = 2;  // version follows the 8-byte magic
+  image[8] = 3;  // version follows the 8-byte magic (1 and 2 are read)
   Reseal(&image);
   auto r = KvIndex(keyer_).Restore(image);
   ASSERT_FALSE(r.has_value());

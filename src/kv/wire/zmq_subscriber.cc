@@ -237,6 +237,11 @@ std::expected<std::unique_ptr<ZmqEventSubscriber>, std::string> ZmqEventSubscrib
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->callbacks = std::move(callbacks);
+  if (impl->options.resume_after) {
+    // As if resume_after had been delivered: the first gap is repaired from the batch after.
+    impl->have_last = true;
+    impl->last = *impl->options.resume_after;
+  }
   const ZmqSubscriberOptions& o = impl->options;
   std::string endpoint;
   try {

@@ -12,6 +12,10 @@
 //                        stale (on_stale(true)): its index view is incomplete.
 //   seq <= last          the engine restarted (its counter starts again at 0): on_restart();
 //                        then the message is treated as the first of a new stream.
+// Resuming (options.resume_after = S: the consumer holds every batch up to S already, e.g. an
+// index merged from a snapshot taken at S): the stream starts as if S had been delivered, so
+// the first message's gap is repaired from S + 1 (only what the consumer lacks, never the
+// batches before it), and a first message at or below S is the engine's restart.
 // A stale worker becomes fresh again (on_stale(false)) after a restart or after a delivered
 // batch that contains AllBlocksCleared: both give the index a complete view again.
 // A message whose frames are wrong (not 3 frames, seq not 8 bytes) is counted and dropped. A
@@ -33,6 +37,7 @@
 #include <expected>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -77,6 +82,8 @@ struct ZmqSubscriberOptions {
   std::chrono::milliseconds replay_timeout{1000};
   std::chrono::milliseconds poll_interval{100};
   int rcvhwm = 100000;
+  // The last seq the consumer holds already (see "Resuming" above); nullopt: from scratch.
+  std::optional<std::uint64_t> resume_after;
 };
 
 struct SubscriberCallbacks {

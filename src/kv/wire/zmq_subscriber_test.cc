@@ -1,6 +1,6 @@
 // Subscriber tests over tcp://127.0.0.1 with OS-chosen ports, against ZmqEventPublisher:
-// in-order delivery, gap repaired by replay, stale without replay, engine restart, malformed
-// messages. Messages are "lost" on purpose through the publisher's test hook, which skips the
+// in-order delivery, gap repaired by replay, stale without replay, engine restart, resuming
+// after a consumer's sequence, malformed messages. Messages are "lost" on purpose through the publisher's test hook, which skips the
 // wire but keeps the batch in the replay buffer.
 //
 // A SUB socket may miss the first messages while its subscription propagates (ZeroMQ's slow
@@ -262,6 +262,64 @@ TEST_F(SubscriberTest, SeqGoingBackIsReportedAsEngineRestart) {
       EXPECT_LE(it->seq, 3u);
     }
   }
+}
+
+// A subscriber resuming after seq S (its consumer merged a snapshot taken at S) asks the
+// replay socket for S + 1 onwards only: the batches before are in the snapshot already.
+TEST_F(SubscriberTest, ResumeAfterRepairsOnlyTheBatchesThatFollowIt) {
+  auto p = ZmqEventPublisher::Create(
+      {.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(p.has_value()) << p.error();
+  pub_ = std::move(*p);
+  PublishRange(0, 10);  // nobody subscribed yet: kept in the replay buffer only
+  std::this_thread::sleep_for(milliseconds(100));
+  ZmqSubscriberOptions so{.worker = 7,
+                          .endpoint = pub_->endpoint(),
+                          .replay_endpoint = pub_->replay_endpoint(),
+                          .replay_timeout = milliseconds(2000),
+                          .poll_interval = milliseconds(20),
+                          .resume_after = 5};
+  auto s = ZmqEventSubscriber::Create(std::move(so), rec_.Callbacks());
+  ASSERT_TRUE(s.has_value()) << s.error();
+  sub_ = std::move(*s);
+  std::this_thread::sleep_for(milliseconds(200));
+  PublishRange(10, 12);
+  ASSERT_TRUE(rec_.WaitFor([&] {
+    auto seqs = rec_.Seqs();
+    return !seqs.empty() && seqs.back() == 11;
+  }));
+  EXPECT_EQ(rec_.Seqs(), (std::vector<std::uint64_t>{6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(rec_.Count(Recorder::Entry::kStale), 0);
+  EXPECT_EQ(rec_.Count(Recorder::Entry::kRestart), 0);
+  EXPECT_GE(sub_->stats().replayed, 4u);
+}
+
+// Resuming after a seq the engine has not reached: its counter started again since (a
+// restart), so what the consumer holds is the old engine's.
+TEST_F(SubscriberTest, ResumeAfterASeqAheadOfTheStreamIsAnEngineRestart) {
+  auto p = ZmqEventPublisher::Create(
+      {.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(p.has_value()) << p.error();
+  pub_ = std::move(*p);
+  ZmqSubscriberOptions so{.worker = 7,
+                          .endpoint = pub_->endpoint(),
+                          .replay_endpoint = pub_->replay_endpoint(),
+                          .replay_timeout = milliseconds(2000),
+                          .poll_interval = milliseconds(20),
+                          .resume_after = 50};
+  auto s = ZmqEventSubscriber::Create(std::move(so), rec_.Callbacks());
+  ASSERT_TRUE(s.has_value()) << s.error();
+  sub_ = std::move(*s);
+  std::this_thread::sleep_for(milliseconds(200));
+  PublishRange(0, 4);
+  ASSERT_TRUE(rec_.WaitFor([&] {
+    auto seqs = rec_.Seqs();
+    return !seqs.empty() && seqs.back() == 3;
+  }));
+  EXPECT_EQ(rec_.Seqs(), Iota(4));  // the new stream, repaired from 0
+  ASSERT_FALSE(rec_.Snapshot().empty());
+  EXPECT_EQ(rec_.Snapshot().front().kind, Recorder::Entry::kRestart);
+  EXPECT_EQ(sub_->stats().restarts, 1u);
 }
 
 TEST_F(SubscriberTest, MalformedMessagesAreCountedAndDropped) {

@@ -23,7 +23,9 @@ bounded streaming load loop, and asserts what the clients saw:
             B (warm_from A, discovery.etcd, no parity probe, so no worker publishes a KV event
             after B subscribes) credits the holder with exactly A's cached blocks and routes
             every follow-up there; a control replica with replicas.warm_keep_s: 0 (discovered
-            workers not merged) sees those blocks on no worker
+            workers not merged) sees those blocks on no worker; once the holders evicted
+            those blocks (filler requests past a 256-block cache) B credits none, as A: its
+            first gap repair replayed nothing the snapshot held (no copy counted twice)
 
 Usage: etcd_test.py <kvroute binary> <case>
 """
@@ -42,7 +44,7 @@ from etcd_cluster import (MODEL, Etcd, EtcdServe, EtcdSim, Load, failures, wait_
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
 from cluster import Sim, metric_sum, post  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "replicas"))
-from replica_cluster import conversation_start, run_conversation  # noqa: E402
+from replica_cluster import chat, conversation_start, run_conversation  # noqa: E402
 
 BINARY, CASE = sys.argv[1], sys.argv[2]
 
@@ -262,7 +264,9 @@ def route_view(port, body):
 
 
 def case_warm_discovered(etcd, serve, static):
-    sims = [EtcdSim(BINARY, etcd, name) for name in ("s1", "s2")]
+    # A small GPU cache, so that filler requests can evict the conversations' blocks.
+    sims = [EtcdSim(BINARY, etcd, name, extra=("--num-gpu-blocks", "256"))
+            for name in ("s1", "s2")]
     replicas = []
     dirs = [tempfile.TemporaryDirectory() for _ in range(3)]
     try:
@@ -318,12 +322,41 @@ def case_warm_discovered(etcd, serve, static):
         for (chosen, cached), (a_chosen, a_cached) in zip(late_views, views):
             check(chosen == a_chosen, (late_views, views))
             check(cached[chosen] == a_cached[a_chosen] > 0, (late_views, views))
-        # And the follow-ups themselves go there.
+        # And the follow-ups themselves go there. Their KV events are the first the late
+        # replica's subscribers see: the gap repair they start must replay only what A's
+        # snapshot lacks (from its applied seq + 1), not the batches the snapshot holds.
         routed = [run_conversation(late.port, list(b["messages"]), 1)[0] for b in bodies]
         check([w for _, w in routed] == holders, (routed, holders))
+        credits = [c[h] for (_, c), h in zip(late_views, holders)]
+        check("its subscriber resumes at" in late.proc.stderr(), late.proc.stderr()[-2000:])
+
+        # The holders evict the conversations' blocks (filler requests straight to the sims,
+        # past their 256-block caches): A credits none any more, and neither may the late
+        # replica. A replay of the snapshot's batches on top of it would have counted their
+        # copies twice, so one eviction would have left each of them credited.
+        ports = {sim.name: sim.port for sim in sims}
+
+        def none_credited(port):
+            views = [route_view(port, b) for b in bodies]
+            return views if all(v == 0 for _, cached in views for v in cached.values()) else None
+        fillers = 0
+        while not none_credited(first.port) and fillers < 240:
+            for name in sorted(set(holders)):
+                text = "filler %s %d: " % (name, fillers) + " ".join(
+                    "w%d_%d" % (fillers, k) for k in range(400))
+                st, _, _ = chat(ports[name], [{"role": "user", "content": text}], max_tokens=4)
+                check(st == 200, "a filler request to %s answered %s" % (name, st))
+            fillers += 1
+            if fillers % 8 == 0:
+                wait_until(lambda: none_credited(first.port), 1)
+        check(wait_until(lambda: none_credited(first.port), 10),
+              "A still credits the conversations after %d fillers per holder" % fillers)
+        late_after = wait_until(lambda: none_credited(late.port), 10)
+        check(late_after, "the late replica still credits evicted blocks (copies counted twice "
+              "by a replay over the snapshot): %s" % [route_view(late.port, b) for b in bodies])
         print("warm_discovered: late replica credits %s blocks on %s as A does (control: 0) and "
-              "routes the follow-ups there" % ([c[h] for (_, c), h in zip(late_views, holders)],
-                                              holders), flush=True)
+              "routes the follow-ups there; after %d filler(s) per holder evicted them it "
+              "credits none, as A" % (credits, holders, fillers), flush=True)
     finally:
         for r in replicas:
             r.proc.kill()
