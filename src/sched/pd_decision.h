@@ -23,10 +23,11 @@
 //     behind_s = queue_behind · pending_prefill_requests(X) · prefill_s
 // (X's requests routed and without a first token). Without it the rule was myopic: a split
 // looked free whenever the one prefill engine was idle enough for this request, so it sent
-// follow-up turns there and the queue they built was paid by the first turns behind them
-// (simulate, Infera's agentic workload at c=64-96: TTFT p50 0.36-1.01 s against the token
-// cap's 0.20 s). On a decode worker the same term prices the decode legs and local prefills
-// waiting there; its running decodes are the stall term's.
+// follow-up turns there and the queue they built was paid by the turns behind them
+// (simulate, Infera's agentic workload, c=64: TTFT p50 / p99 0.35 / 10.1 s without the term,
+// 0.25 / 6.7 s with it; docs/bench/pd-disaggregation.md run C). On a decode worker the same
+// term prices the decode legs and local prefills waiting there; its running decodes are the
+// stall term's.
 // The interference a local prefill would impose on D's running batch is exactly the
 // aggregated option's stall term, so the split pays when stall + local prefill exceed the
 // prefill elsewhere, its queue and the transfer.
