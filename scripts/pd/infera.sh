@@ -9,7 +9,7 @@
 # Usage: scripts/pd/infera.sh KVROUTE OUT [CONCURRENCY...]   (default 4 8 16 32 48 64 96)
 #   CONFIGS="pd_cost pd_dynamo" limits the runs (default: all four); EXTRA="--pd-stall 1"
 #   adds flags to the P/D runs; TURNS=4 shortens every session (the live check's shape,
-#   infera_live.sh), default 30.
+#   infera_live.sh), default 30; PD_FLEET=FILE another P/D fleet (infera-pd-small.yaml).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 KVROUTE="$1"
@@ -31,7 +31,7 @@ run() {  # run LABEL C ARGS...
 }
 CONFIGS="${CONFIGS:-agg_tp8 pd_cost pd_dynamo pd_llmd}"
 EXTRA="${EXTRA:-}"
-PD="$HERE/infera-pd.yaml"
+PD="${PD_FLEET:-$HERE/infera-pd.yaml}"
 for c in "${LEVELS[@]}"; do
   for cfg in $CONFIGS; do
     # shellcheck disable=SC2086

@@ -138,6 +138,10 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "P/D decision: weight of the stall a local prefill causes the running decodes\n"
                   "(the default policy's 0.1; 1 charges each of them the whole prefill)")
       ->capture_default_str();
+  cmd->add_option("--pd-queue-behind", f.pd_queue_behind,
+                  "P/D decision: weight of the queue a prefill adds for the requests behind it\n"
+                  "on the prefilling worker (1: each waits the whole prefill; 0: off)")
+      ->capture_default_str();
   cmd->add_option("--pd-itl-slo", f.pd_itl_slo_s,
                   "P/D decision: drop options whose predicted ITL exceeds this, seconds (0: none)")
       ->capture_default_str();

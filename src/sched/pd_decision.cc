@@ -22,11 +22,19 @@ RequestProfile PrefillLeg(const RequestProfile& r) {
   return p;
 }
 
+// The queue-behind term (header): the requests waiting on the prefilling worker now stand for
+// those that will wait behind this prefill.
+double QueueBehind(const WorkerSnapshot& w, double prefill_s, const PdOptions& options) {
+  if (!(options.queue_behind > 0) || w.pending_prefill_requests == 0) return 0;
+  return Bound(options.queue_behind * w.pending_prefill_requests * prefill_s);
+}
+
 // What a split costs on the prefill side, independent of D.
 struct PrefillSide {
   double ttft_s = 0;   // the prefill leg's predicted TTFT on P
   double wait_s = 0;   // its queue-dependent part
   double stall_s = 0;  // what its chunks cost P's own decodes (mixed P only)
+  double behind_s = 0; // what its prefill costs the requests that queue behind it on P
   std::uint64_t prefill_tokens = 0;
   std::uint32_t tp = 1;
 };
@@ -45,6 +53,7 @@ std::expected<PrefillSide, std::string> PrefillSideOf(const RequestProfile& requ
   PrefillSide side;
   side.ttft_s = ttft->total_s();
   side.wait_s = ttft->wait_s();
+  side.behind_s = QueueBehind(p, ttft->prefill_s, options);
   side.prefill_tokens = PlanLoad(leg, view, p).uncached_tokens;
   side.tp = std::max<std::uint32_t>(p.tp, 1);
   if (p.role == Role::kMixed && p.inflight_requests > 0 && options.slowdown.stall > 0) {
@@ -125,7 +134,8 @@ PdOption Combine(const PrefillSide& p, WorkerId p_id, const DecodeSide& d, Worke
   o.transfer_s = Bound(d.latency_s + o.transfer_bytes / (lanes * d.lane_bytes_per_s));
   o.ttft_s = Bound(p.ttft_s + o.transfer_s + d.load_s + d.step_s + d.kv_wait_s);
   o.itl_s = d.itl_s;
-  o.slowdown_s = Bound(d.slowdown_s + p.stall_s);
+  o.behind_s = p.behind_s;
+  o.slowdown_s = Bound(d.slowdown_s + p.stall_s + p.behind_s);
   return o;
 }
 
@@ -213,7 +223,8 @@ std::expected<PdOption, std::string> CostAggregated(const RequestProfile& reques
   o.ttft_s = ttft->total_s();
   o.prefill_ttft_s = o.ttft_s;
   o.prefill_wait_s = ttft->wait_s();
-  o.slowdown_s = slowdown->total_s();
+  o.behind_s = QueueBehind(worker, ttft->prefill_s, options);
+  o.slowdown_s = Bound(slowdown->total_s() + o.behind_s);
   o.itl_s = *itl;
   o.prefill_tokens = PlanLoad(request, view, worker).uncached_tokens;
   return o;

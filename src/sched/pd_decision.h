@@ -14,7 +14,20 @@
 //                             last prompt token there) + D's KV wait
 //                     slowdown = PredictDecodeSlowdown(D) without the stall (no prefill
 //                             chunks join D's steps) + the stall on P's own decodes (a
-//                             mixed P only; a prefill-only P has none)
+//                             mixed P only; a prefill-only P has none) + P's queue behind
+// Queue behind (both options, PdOptions::queue_behind): the prefilling worker X (W, or P)
+// spends prefill_s = PredictTtft(X).prefill_s on this prompt, and every request that arrives
+// at X while it does waits that long more for its first token. In a FIFO queue the number a
+// request leaves behind when it starts has the distribution of the number it found ahead
+// (arrival/departure symmetry), so the charge is
+//     behind_s = queue_behind · pending_prefill_requests(X) · prefill_s
+// (X's requests routed and without a first token). Without it the rule was myopic: a split
+// looked free whenever the one prefill engine was idle enough for this request, so it sent
+// follow-up turns there and the queue they built was paid by the turns behind them
+// (simulate, Infera's agentic workload, c=64: TTFT p50 / p99 0.35 / 10.1 s without the term,
+// 0.25 / 6.7 s with it; docs/bench/pd-disaggregation.md run C). On a decode worker the same
+// term prices the decode legs and local prefills waiting there; its running decodes are the
+// stall term's.
 // The interference a local prefill would impose on D's running batch is exactly the
 // aggregated option's stall term, so the split pays when stall + local prefill exceed the
 // prefill elsewhere, its queue and the transfer.
@@ -66,6 +79,9 @@ struct PdOptions {
   // chunks slow the running decodes' steps far less than a full step each); the split option
   // drops the stall on D. stall 1 charges every running decode the whole local prefill.
   SlowdownTerms slowdown{.others_share = 0.5, .stall = 0.1};
+  // Weight of the queue-behind term (header): 1 charges each request behind the full
+  // prefill seconds, in the TTFT seconds the objective already adds; 0 turns it off.
+  double queue_behind = 1;
   std::optional<double> itl_slo_s;  // seconds; the request's own override comes first
 };
 
@@ -75,7 +91,8 @@ struct PdOption {
   WorkerId prefill = 0;  // prefills; == decode when not split
   double ttft_s = 0;      // predicted time to first token
   double itl_s = 0;       // predicted inter-token latency on `decode`
-  double slowdown_s = 0;  // decode slowdown caused and suffered (see the header)
+  double slowdown_s = 0;  // decode slowdown caused and suffered, queue behind included
+  double behind_s = 0;    // the queue-behind term alone (header), part of slowdown_s
   // The prompt tokens `prefill` computes (its uncached tokens).
   std::uint64_t prefill_tokens = 0;
   // The prefilling worker's own predicted TTFT (the prefill leg's, when split) and its

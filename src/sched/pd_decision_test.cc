@@ -116,6 +116,44 @@ TEST(PdDecisionTest, SplitDoesNotPayForAFollowUpTurnItsIdleDecodeWorkerHolds) {
   EXPECT_EQ(queued.chosen->decode, 2u) << queued.reason;
 }
 
+// The queue behind a split (pd_decision.h): the follow-up turn above, its decode worker busy,
+// splits (onto the idle decode worker) while the prefill worker's queue is short in tokens;
+// when that queue is many requests (short prompts, ~0.03 s of prefill in all), each of them
+// stands for one that will wait behind this prompt's 10k-token recompute on P, and a local
+// prefill wins. A 30k-token new session on busy
+// decoders still splits with one request waiting on P: its local prefill stalls 24 decodes.
+TEST(PdDecisionTest, TheQueueASplitLeavesBehindOnThePrefillWorkerIsCharged) {
+  std::vector<WorkerSnapshot> ws = {Prefill(0), Busy(Decode(1), 4, 4 * 2500), Decode(2)};
+  RequestProfile r = Turn(30000);
+  r.cache_views = {View(0, 20000 / 16), View(1, 28000 / 16)};
+  ws[0].inflight_requests = ws[0].pending_prefill_requests = 8;
+  ws[0].pending_prefill_tokens = 8 * 150;
+  const PdDecision d = Decide(r, ws);
+  ASSERT_TRUE(d.chosen.has_value());
+  EXPECT_FALSE(d.chosen->split) << d.reason;
+  ASSERT_TRUE(d.best_split.has_value());
+  // The term: 8 waiting × the prefill leg's own prefill seconds on P.
+  auto p = PredictTtft(r, r.cache_views[0], ws[0], PdOptions{}.ttft);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_GT(d.best_split->behind_s, 0);
+  EXPECT_NEAR(d.best_split->behind_s, 8 * p->prefill_s, 1e-9);
+  EXPECT_EQ(d.chosen->behind_s, 0);  // nothing waits on the decode workers
+  // Off, the myopic rule splits it (the case above).
+  PdOptions off;
+  off.queue_behind = 0;
+  const PdDecision myopic = Decide(r, ws, off);
+  EXPECT_TRUE(myopic.chosen->split) << myopic.reason;
+  EXPECT_EQ(myopic.chosen->behind_s, 0);
+
+  std::vector<WorkerSnapshot> busy = {Prefill(0), Busy(Decode(1), 24, 24 * 2500),
+                                      Busy(Decode(2), 24, 24 * 2500)};
+  busy[0].inflight_requests = busy[0].pending_prefill_requests = 1;
+  busy[0].pending_prefill_tokens = 150;
+  const PdDecision fresh = Decide(Turn(30000), busy);
+  EXPECT_TRUE(fresh.chosen->split) << fresh.reason;
+  EXPECT_GT(fresh.chosen->behind_s, 0);
+}
+
 // The same new session as above, but the link is a slow one: the transfer costs more than
 // the stall, so the split does not pay any more.
 TEST(PdDecisionTest, ASlowLinkMakesTheSplitNotPay) {

@@ -101,6 +101,8 @@ std::expected<RunOutput, std::string> RunSimulation(
     if (f.pd_itl_slo_s > 0) pd.itl_slo_s = f.pd_itl_slo_s;
     if (!(f.pd_stall >= 0)) return fail("--pd-stall must be >= 0");
     pd.slowdown.stall = f.pd_stall;
+    if (!(f.pd_queue_behind >= 0)) return fail("--pd-queue-behind must be >= 0");
+    pd.queue_behind = f.pd_queue_behind;
     base.pd = pd;
   }
   base.seed = f.seed;
@@ -202,6 +204,7 @@ std::expected<RunOutput, std::string> RunSimulation(
   if (base.pd) {  // only P/D runs name it: aggregated runs' files stay as they were
     report.config.push_back({"pd_rule", std::string(sched::PdRuleName(base.pd->rule))});
     report.config.push_back({"pd_stall", base.pd->slowdown.stall});
+    report.config.push_back({"pd_queue_behind", base.pd->queue_behind});
     if (base.pd->rule == sched::PdRule::kTokenCap) {
       report.config.push_back({"pd_token_cap", static_cast<double>(base.pd->token_cap)});
     } else if (base.pd->rule == sched::PdRule::kNonCachedTokens) {
