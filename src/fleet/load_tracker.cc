@@ -138,7 +138,8 @@ TtftCalibration LoadTracker::Calibration(WorkerId worker) const {
   return {std::exp(it->second.log_correction), std::exp(it->second.log_drift), it->second.samples};
 }
 
-std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now) {
+std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now,
+                                                  FirstTokenObservation* observed) {
   std::lock_guard lock(mu_);
   auto it = requests_.find(id);
   if (it == requests_.end() || it->second.first_token_seen) {
@@ -167,6 +168,11 @@ std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now) {
   if (learner_ != nullptr && r.routed.observe_prefill && now >= r.routed_at) {
     learner_->ObservePrefill(r.routed.worker, std::max(work, 1.0), now - r.routed_at,
                              own * std::max(0.0, cached));
+  }
+  if (observed != nullptr) {
+    observed->routed = r.routed;
+    observed->ttft_s = now >= r.routed_at ? ToSeconds(now - r.routed_at) : 0;
+    observed->queued_ahead_tokens = r.queued_ahead_tokens;
   }
   return r.routed.worker;
 }
