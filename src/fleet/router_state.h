@@ -4,7 +4,7 @@
 // `kvroute simulate` from virtual-time events. Neither keeps a copy of any of it.
 //
 // Source of truth per snapshot field (README.md "Source of truth"):
-//   id, name, models, role, tier bandwidths     WorkerSpec (Add)
+//   id, name, models, role                      WorkerSpec (Add)
 //   healthy, draining                           WorkerHealth (owned): request outcomes,
 //                                               probes, drain, SetDown
 //   inflight, pending prefill, active KV        LoadTracker (owned): the booking calls below
@@ -38,8 +38,11 @@
 //
 // Ownership: owns specs, health, load, rates, pools and metrics. Time is an argument
 // (monotonic Nanos); no clock is read. Thread safety: every method may be called from any
-// thread. The table (specs, metrics, pools) is under one shared mutex; health, load and
-// rates have their own locks; lock order is table → part, never the reverse.
+// thread. The table (specs, metrics, pools, link and tier learners) is under one shared
+// mutex; health, load and rates have their own locks; lock order is table → part, never the
+// reverse. Book prices a booking's tier loads under the table lock (shared) and releases it
+// before the tracker's; OnFirstToken releases the tracker's before learning under the table
+// lock (exclusive), so the tier learners never nest inside another lock.
 #pragma once
 
 #include <atomic>
