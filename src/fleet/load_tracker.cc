@@ -42,6 +42,7 @@ bool LoadTracker::OnRouted(RequestId id, const RoutedRequest& request, Nanos now
   r.routed.uncached_tokens = std::min(request.uncached_tokens, request.prompt_tokens);
   r.routed_at = now;
   r.queued_ahead_tokens = PendingLocked(request.worker, booked, now);
+  r.booked_ahead_tokens = w.pending_prefill_tokens;
   if (w.pending_prefill_tokens == 0) booked.prefill_since = now;
   w.inflight_requests += 1;
   w.pending_prefill_tokens += r.routed.uncached_tokens;
@@ -173,6 +174,7 @@ std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now,
     observed->routed = r.routed;
     observed->ttft_s = now >= r.routed_at ? ToSeconds(now - r.routed_at) : 0;
     observed->queued_ahead_tokens = r.queued_ahead_tokens;
+    observed->booked_ahead_tokens = r.booked_ahead_tokens;
   }
   return r.routed.worker;
 }

@@ -92,11 +92,16 @@ struct RoutedRequest {
 };
 
 // What a first token showed about its request (LoadTracker::OnFirstToken's optional output):
-// the booking, the measured TTFT and the prefill that was queued ahead of it at route.
+// the booking, the measured TTFT and the prefill that was queued ahead of it at route —
+// `queued_ahead_tokens` as the prefill learner counts it (booked prefill, less what the
+// learned rate says is done by now), `booked_ahead_tokens` the booked prefill of requests
+// still waiting for their first token (no decay: a request whose lower-tier load is still
+// on the path has not started its prefill, however long ago it was routed).
 struct FirstTokenObservation {
   RoutedRequest routed;
   double ttft_s = 0;
   std::uint64_t queued_ahead_tokens = 0;
+  std::uint64_t booked_ahead_tokens = 0;
 };
 
 // TTFT calibration of one worker (LoadTracker::Calibration), for metrics and reports.
@@ -164,6 +169,7 @@ class LoadTracker {
     RoutedRequest routed;
     Nanos routed_at{0};
     std::uint64_t queued_ahead_tokens = 0;
+    std::uint64_t booked_ahead_tokens = 0;  // FirstTokenObservation
     bool first_token_seen = false;
     Nanos last_token_at{0};
     std::uint64_t generated = 0;

@@ -289,7 +289,10 @@ void RouterState::UpdatePool(WorkerId worker, const FirstTokenObservation* obser
   o.predicted_ttft_s = *r.predicted_ttft_s;
   o.predicted_wait_s = *r.predicted_wait_s;
   o.predicted_load_s = r.predicted_load_s;
-  o.queued_ahead_tokens = observed->queued_ahead_tokens;
+  // Any request still waiting for its first token when this one was routed: with async loads
+  // its load may still hold the tier's path (the decayed count reads 0 once the learned
+  // prefill rate says it is done), and the wait would read as a slow tier.
+  o.queued_ahead_tokens = std::max(observed->queued_ahead_tokens, observed->booked_ahead_tokens);
   o.measured_ttft_s = observed->ttft_s;
   if (auto sample = AttributeTierLoad(o, options_.tier_attribution)) {
     it->second.tiers.Observe(sample->tier, sample->bytes, sample->seconds,

@@ -130,6 +130,31 @@ TEST(RouterStateTiersTest, RequestsWithoutLowerTierHitsOrPredictionsTeachNothing
   EXPECT_DOUBLE_EQ(*r.Snapshot(now, "m")[w].tier_load_bytes_per_s[kDisk], kDiskSeed);
 }
 
+TEST(RouterStateTiersTest, AFirstTokenThatWaitedBehindAnotherRequestsLoadTeachesNothing) {
+  // With async loads a request whose load is still on the tier's path has not prefilled yet,
+  // however long ago it was routed. The next request queues behind that load; its late first
+  // token says nothing about the tier, even once the learned prefill rate counts the first
+  // request's prefill as done (the decayed queue the prefill learner uses reads 0 then).
+  RouterState r;
+  const WorkerId w = *r.Add(TieredSpec("a"), seconds(0));
+  Nanos now = seconds(1);
+  const sched::RequestProfile first = Request(w, 520, 10, 500);
+  ASSERT_TRUE(r.Book(1, BookingFor(first, CachedPrefixOn(first, w), w, nullptr, 1), now));
+  now += seconds(2);  // long enough for the decayed queue ahead to read 0
+  ASSERT_EQ(r.load().PendingPrefillTokens(w, now), 0u);
+  const sched::RequestProfile second = Request(w, 420, 10, 400);
+  const sched::WorkerSnapshot snap = r.Snapshot(now, "m")[w];
+  const sched::LoadPlan plan = sched::PlanLoad(second, second.cache_views[0], snap);
+  RoutedRequest b = BookingFor(second, CachedPrefixOn(second, w), w, nullptr, 1);
+  b.predicted_wait_s = 0.01;
+  b.predicted_ttft_s = 0.25 + 0.01 + plan.load_s;
+  ASSERT_TRUE(r.Book(2, b, now));
+  r.OnFirstToken(1, now + milliseconds(300));
+  r.OnFirstToken(2, now + seconds(2));  // behind request 1's load: reads as a slow disk
+  EXPECT_EQ(r.TierLoads(w)->samples(Tier::kDisk), 0u);
+  EXPECT_DOUBLE_EQ(*r.Snapshot(now, "m")[w].tier_load_bytes_per_s[kDisk], kDiskSeed);
+}
+
 TEST(RouterStateTiersTest, EngineReportedLoadsTeachTheTierAndOutrankFirstTokens) {
   RouterState r;
   const WorkerId w = *r.Add(TieredSpec("a"), seconds(0));
