@@ -89,7 +89,7 @@ struct TierLoadObservation {
   double predicted_ttft_s = 0;                 // the decision's whole prediction
   double predicted_wait_s = 0;                 // its queue-dependent part
   double predicted_load_s = 0;                 // its tier-load part (the slowest tier's)
-  std::uint64_t queued_ahead_tokens = 0;       // prefill still ahead on the worker at route
+  std::uint64_t queued_ahead_tokens = 0;       // prefill booked ahead on the worker at route
   double measured_ttft_s = 0;
 };
 
@@ -109,8 +109,9 @@ struct TierLoadSample {
 };
 
 // The tier-load sample a first token gives, or nullopt (skipped) when: no lower tier loaded
-// anything; no lower tier dominates; the worker had prefill queued ahead at route (the load
-// then overlaps the queue, and the residual is the queue's error); the prediction's wait
+// anything; no lower tier dominates; the worker had prefill booked ahead at route, i.e. a
+// request still waiting for its first token (its load or prefill delays this one, and the
+// residual is the queue's error); the prediction's wait
 // dominates it; the prediction is not a usable number; or the residual
 //   measured − (predicted_ttft − predicted_load)
 // (the TTFT not explained by the prediction's prefill and wait terms) is not positive.
