@@ -5,6 +5,8 @@ K=${K:-build/release/kvroute}
 OUT=${OUT:-kv-tiers-results}
 COMMON="--workers 4 --num-gpu-blocks 1500 --concurrency 8 16 24 32 48 --sessions 64 --no-progress --no-plots --seed 1 --out $OUT"
 TIERS="--num-cpu-blocks 3000 --num-disk-blocks 6000 --kv-store-gb 200"
+# ONLY_B=1: fleet B alone (skips fleet A's nine runs).
+if [ "${ONLY_B:-0}" != 1 ]; then
 $K simulate $COMMON --policy predicted_latency --label notiers_pl
 $K simulate $COMMON $TIERS --policy predicted_latency --label tiers_pl
 $K simulate $COMMON $TIERS --policy dynamo_cost --label tiers_dynamo
@@ -15,11 +17,12 @@ $K simulate $COMMON $TIERS --policy-file "$(dirname "$0")/dynamo_kvbm.yaml" --la
 $K simulate $COMMON $TIERS --policy llmd_sticky --label tiers_llmd
 $K simulate $COMMON $TIERS --policy round_robin --label tiers_rr
 $K simulate $COMMON --policy round_robin --label notiers_rr
+fi
 
 # Fleet B (docs/bench/kv-tiers.md "Fleet B"): GPUs that hold several sessions (6,000 blocks =
 # 96k tokens each), 96 sessions: working set at c=96 ≈ 3.6× the fleet's GPU KV; tiers scaled
 # alike. Only with FLEET_B=1 (about 10 minutes on 2 cores).
-[ "${FLEET_B:-0}" = 1 ] || exit 0
+[ "${FLEET_B:-0}" = 1 ] || [ "${ONLY_B:-0}" = 1 ] || exit 0
 COMMON_B="--workers 4 --num-gpu-blocks 6000 --concurrency 24 48 96 --sessions 96 --no-progress --no-plots --seed 1 --out $OUT"
 TIERS_B="--num-cpu-blocks 12000 --num-disk-blocks 24000 --kv-store-gb 400"
 $K simulate $COMMON_B --policy predicted_latency --label b_notiers_pl

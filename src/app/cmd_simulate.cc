@@ -160,6 +160,13 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-predicted-overlay", f.no_overlay,
                 "Route on engine events only (no predicted entries)");
+  cmd->add_option("--router-tier-bandwidth-scale", f.router_tier_bandwidth_scale,
+                  "The router is told each lower tier loads this many times faster than the "
+                  "engine's (mis-seeding; the engine keeps its own)")
+      ->capture_default_str();
+  cmd->add_flag("--no-tier-learning", f.no_tier_learning,
+                "The router keeps its seeded tier bandwidths instead of learning them from "
+                "first tokens");
   // Workload.
   AddWorkloadFlags(cmd, {.workload = &f.workload,
                          .concurrency = &f.concurrency,

@@ -27,6 +27,11 @@ RoutedRequest BookingFor(const sched::RequestProfile& profile, const CachedPrefi
   r.prompt_tokens = prompt;
   r.uncached_tokens = prompt - cached_tokens;
   r.kv_blocks = (prompt + profile.predicted_output_tokens + bs - 1) / bs;
+  // What the tier learner needs to price this request's loads at Book (RoutedRequest).
+  r.cached_blocks = cached.blocks;
+  r.cached_any_blocks = cached.any_blocks;
+  r.num_full_blocks = profile.num_full_blocks;
+  r.block_size = static_cast<std::uint32_t>(bs);
   if (decision != nullptr) {
     if (const sched::CandidateTrace* c = decision->Find(worker)) {
       r.predicted_ttft_s = c->predicted_ttft_s;

@@ -7,6 +7,8 @@
 //   kv blocks  ⌈(prompt + predicted output) / block size⌉: what it holds until done
 //   predicted  the chosen worker's predicted TTFT and its queue-dependent part, with the
 //              wait correction the decision saw, for the tracker's calibration
+//   tiers      the cached prefix per tier and the prompt's full blocks, from which
+//              RouterState::Book prices the lower-tier loads for the tier learner
 //
 // Thread safety: pure functions.
 #pragma once

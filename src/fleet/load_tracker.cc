@@ -42,6 +42,7 @@ bool LoadTracker::OnRouted(RequestId id, const RoutedRequest& request, Nanos now
   r.routed.uncached_tokens = std::min(request.uncached_tokens, request.prompt_tokens);
   r.routed_at = now;
   r.queued_ahead_tokens = PendingLocked(request.worker, booked, now);
+  r.booked_ahead_tokens = w.pending_prefill_tokens;
   if (w.pending_prefill_tokens == 0) booked.prefill_since = now;
   w.inflight_requests += 1;
   w.pending_prefill_tokens += r.routed.uncached_tokens;
@@ -138,7 +139,8 @@ TtftCalibration LoadTracker::Calibration(WorkerId worker) const {
   return {std::exp(it->second.log_correction), std::exp(it->second.log_drift), it->second.samples};
 }
 
-std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now) {
+std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now,
+                                                  FirstTokenObservation* observed) {
   std::lock_guard lock(mu_);
   auto it = requests_.find(id);
   if (it == requests_.end() || it->second.first_token_seen) {
@@ -167,6 +169,12 @@ std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now) {
   if (learner_ != nullptr && r.routed.observe_prefill && now >= r.routed_at) {
     learner_->ObservePrefill(r.routed.worker, std::max(work, 1.0), now - r.routed_at,
                              own * std::max(0.0, cached));
+  }
+  if (observed != nullptr) {
+    observed->routed = r.routed;
+    observed->ttft_s = now >= r.routed_at ? ToSeconds(now - r.routed_at) : 0;
+    observed->queued_ahead_tokens = r.queued_ahead_tokens;
+    observed->booked_ahead_tokens = r.booked_ahead_tokens;
   }
   return r.routed.worker;
 }

@@ -50,12 +50,14 @@
 // Thread safety: every method takes one internal mutex (the learner has its own).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
 
+#include "common/tier.h"
 #include "common/types.h"
 
 namespace kvroute::fleet {
@@ -76,6 +78,30 @@ struct RoutedRequest {
   // False for a P/D decode leg: its first token waits for the KV pull, not for a prefill, so
   // it must not become a prefill sample (its later tokens still teach the decode model).
   bool observe_prefill = true;
+  // Tier loads (issue 20; fleet/booking.h fills the first four, RouterState::Book the rest):
+  // the chosen worker's cached prefix per tier as the decision saw it and the request's
+  // full blocks and block size; then the bytes each lower tier will load and the predicted
+  // load time (sched::PlanLoad at the worker's bandwidths at Book). At the first token they
+  // become a tier-load sample (TierLoadLearner). All zero: nothing loads from a lower tier.
+  std::array<std::uint32_t, kNumTiers> cached_blocks{};
+  std::uint32_t cached_any_blocks = 0;
+  std::uint32_t num_full_blocks = 0;
+  std::uint32_t block_size = 0;
+  std::array<double, kNumTiers> tier_load_bytes{};
+  double predicted_load_s = 0;
+};
+
+// What a first token showed about its request (LoadTracker::OnFirstToken's optional output):
+// the booking, the measured TTFT and the prefill that was queued ahead of it at route —
+// `queued_ahead_tokens` as the prefill learner counts it (booked prefill, less what the
+// learned rate says is done by now), `booked_ahead_tokens` the booked prefill of requests
+// still waiting for their first token (no decay: a request whose lower-tier load is still
+// on the path has not started its prefill, however long ago it was routed).
+struct FirstTokenObservation {
+  RoutedRequest routed;
+  double ttft_s = 0;
+  std::uint64_t queued_ahead_tokens = 0;
+  std::uint64_t booked_ahead_tokens = 0;
 };
 
 // TTFT calibration of one worker (LoadTracker::Calibration), for metrics and reports.
@@ -103,7 +129,9 @@ class LoadTracker {
   bool OnRouted(RequestId id, const RoutedRequest& request, Nanos now);
   // First output token (or first byte of the response body for non-streaming). Returns the
   // request's worker; nullopt for a stale call (unknown id, first token seen already).
-  std::optional<WorkerId> OnFirstToken(RequestId id, Nanos now);
+  // `observed` (may be null) gets the request's booking and measured TTFT when it returns one.
+  std::optional<WorkerId> OnFirstToken(RequestId id, Nanos now,
+                                       FirstTokenObservation* observed = nullptr);
   // `tokens` more output tokens arrived (a stream chunk may carry several).
   void OnToken(RequestId id, Nanos now, std::uint32_t tokens = 1);
   // Completion, success or failure; frees everything the request held. Returns the
@@ -141,6 +169,7 @@ class LoadTracker {
     RoutedRequest routed;
     Nanos routed_at{0};
     std::uint64_t queued_ahead_tokens = 0;
+    std::uint64_t booked_ahead_tokens = 0;  // FirstTokenObservation
     bool first_token_seen = false;
     Nanos last_token_at{0};
     std::uint64_t generated = 0;

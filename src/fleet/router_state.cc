@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/kv_transfer.h"
 #include "engine/step_time.h"
+#include "sched/latency_model.h"
 
 namespace kvroute::fleet {
 
@@ -75,6 +76,7 @@ std::expected<WorkerId, std::string> RouterState::Add(WorkerSpec spec,
     spec.tier_load_bytes_per_s[kCpu] =
         engine::EngineConfig{}.cpu_to_gpu_bandwidth_bytes_per_s * spec.profile_speedup;
   }
+  entry.tiers = TierLoadLearner(spec.tier_load_bytes_per_s, options_.tier_learner);
   entry.spec = std::move(spec);
 
   std::unique_lock lock(mu_);
@@ -130,7 +132,22 @@ std::optional<WorkerId> RouterState::FindByName(std::string_view name) const {
 void RouterState::SetMetrics(WorkerId worker, EngineMetrics metrics) {
   std::unique_lock lock(mu_);
   auto it = workers_.find(worker);
-  if (it != workers_.end()) it->second.metrics = std::move(metrics);
+  if (it == workers_.end()) return;
+  Entry& e = it->second;
+  if (e.metrics) {
+    // The engine's own load counters: what finished between the two scrapes, one sample per
+    // tier (a sped-up sim reports model time; the router learns in wall time, as its seeds).
+    for (int t = static_cast<int>(Tier::kGpu) + 1; t < kNumTiers; ++t) {
+      const auto& b0 = e.metrics->tier_load_bytes_sum[t];
+      const auto& s0 = e.metrics->tier_load_seconds_sum[t];
+      const auto& b1 = metrics.tier_load_bytes_sum[t];
+      const auto& s1 = metrics.tier_load_seconds_sum[t];
+      if (!b0 || !s0 || !b1 || !s1 || !(*b1 > *b0) || !(*s1 > *s0)) continue;
+      e.tiers.Observe(static_cast<Tier>(t), *b1 - *b0, (*s1 - *s0) / e.spec.profile_speedup,
+                      TierSampleSource::kTransfer);
+    }
+  }
+  e.metrics = std::move(metrics);
 }
 
 void RouterState::ClearMetrics(WorkerId worker) {
@@ -146,16 +163,69 @@ std::optional<EngineMetrics> RouterState::Metrics(WorkerId worker) const {
   return it->second.metrics;
 }
 
+namespace {
+
+// Whether the booking's cached prefix reaches past its GPU part (a lower tier will load).
+bool LoadsFromLowerTier(const RoutedRequest& r) {
+  const std::uint32_t gpu = r.cached_blocks[static_cast<int>(Tier::kGpu)];
+  if (r.cached_any_blocks > gpu) return true;
+  for (int t = static_cast<int>(Tier::kGpu) + 1; t < kNumTiers; ++t) {
+    if (r.cached_blocks[t] > gpu) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TierLoadLearner::Bandwidths RouterState::TierBandwidths(const Entry& e) const {
+  return options_.learn_tier_bandwidths ? e.tiers.bytes_per_s() : e.spec.tier_load_bytes_per_s;
+}
+
+void RouterState::PriceTierLoads(RoutedRequest* booking) const {
+  std::shared_lock lock(mu_);
+  auto it = workers_.find(booking->worker);
+  if (it == workers_.end() || !it->second.kv_bytes_per_block || booking->block_size == 0) return;
+  const Entry& e = it->second;
+  // The same plan the decision priced (sched::PlanLoad: layering, unloadable tiers, mixed
+  // blocks at the slowest loadable tier), at the bandwidths the snapshot carries.
+  sched::RequestProfile request;
+  request.prompt_tokens = booking->prompt_tokens;
+  request.block_size = booking->block_size;
+  request.num_full_blocks = booking->num_full_blocks;
+  sched::CacheView view;
+  view.worker = booking->worker;
+  view.depth_blocks = booking->cached_blocks;
+  view.any_depth_blocks = booking->cached_any_blocks;
+  sched::WorkerSnapshot worker;
+  worker.tier_load_bytes_per_s = TierBandwidths(e);
+  worker.kv_bytes_per_block = e.kv_bytes_per_block;
+  const sched::LoadPlan plan = sched::PlanLoad(request, view, worker);
+  for (int t = static_cast<int>(Tier::kGpu) + 1; t < kNumTiers; ++t) {
+    booking->tier_load_bytes[t] = plan.load_blocks[t] * *e.kv_bytes_per_block;
+  }
+  booking->predicted_load_s = plan.load_s;
+}
+
 bool RouterState::Book(RequestId id, const RoutedRequest& booking, Nanos now) {
-  if (!load_.OnRouted(id, booking, now)) return false;
+  bool booked = false;
+  if (options_.learn_tier_bandwidths && booking.observe_prefill && booking.predicted_ttft_s &&
+      LoadsFromLowerTier(booking)) {
+    RoutedRequest priced = booking;
+    PriceTierLoads(&priced);
+    booked = load_.OnRouted(id, priced, now);
+  } else {
+    booked = load_.OnRouted(id, booking, now);
+  }
+  if (!booked) return false;
   if (BookingListener* l = listener_.load()) l->OnBooked(id, booking);
   return true;
 }
 
 void RouterState::OnFirstToken(RequestId id, Nanos now) {
   // The one call that adds a prefill sample: the worker's share of its pool moves.
-  if (auto worker = load_.OnFirstToken(id, now)) {
-    UpdatePool(*worker);
+  FirstTokenObservation observed;
+  if (auto worker = load_.OnFirstToken(id, now, &observed)) {
+    UpdatePool(*worker, &observed);
     if (BookingListener* l = listener_.load()) l->OnFirstToken(id);
   }
 }
@@ -191,10 +261,43 @@ std::optional<LinkLearner> RouterState::Link(WorkerId worker) const {
   return it->second.link;
 }
 
-void RouterState::UpdatePool(WorkerId worker) {
+bool RouterState::OnTierLoad(WorkerId worker, Tier tier, double bytes, double seconds) {
+  std::unique_lock lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return false;
+  return it->second.tiers.Observe(tier, bytes, seconds, TierSampleSource::kTransfer);
+}
+
+std::optional<TierLoadLearner> RouterState::TierLoads(WorkerId worker) const {
+  std::shared_lock lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return std::nullopt;
+  return it->second.tiers;
+}
+
+void RouterState::UpdatePool(WorkerId worker, const FirstTokenObservation* observed) {
   // Read and applied under the exclusive lock, so two updates of one worker land in order.
   std::unique_lock lock(mu_);
   if (auto estimate = rates_.Estimate(worker)) pools_.Update(worker, *estimate);
+  if (observed == nullptr || !options_.learn_tier_bandwidths) return;
+  const RoutedRequest& r = observed->routed;
+  if (!r.observe_prefill || !r.predicted_ttft_s || !r.predicted_wait_s) return;
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return;
+  TierLoadObservation o;
+  o.load_bytes = r.tier_load_bytes;
+  o.predicted_ttft_s = *r.predicted_ttft_s;
+  o.predicted_wait_s = *r.predicted_wait_s;
+  o.predicted_load_s = r.predicted_load_s;
+  // Any request still waiting for its first token when this one was routed: with async loads
+  // its load may still hold the tier's path (the decayed count reads 0 once the learned
+  // prefill rate says it is done), and the wait would read as a slow tier.
+  o.queued_ahead_tokens = std::max(observed->queued_ahead_tokens, observed->booked_ahead_tokens);
+  o.measured_ttft_s = observed->ttft_s;
+  if (auto sample = AttributeTierLoad(o, options_.tier_attribution)) {
+    it->second.tiers.Observe(sample->tier, sample->bytes, sample->seconds,
+                             TierSampleSource::kTtft);
+  }
 }
 
 void RouterState::FillSpec(WorkerId id, const Entry& e, sched::WorkerSnapshot* s) {
@@ -202,7 +305,6 @@ void RouterState::FillSpec(WorkerId id, const Entry& e, sched::WorkerSnapshot* s
   s->name = e.spec.name;
   s->models = e.spec.models;
   s->role = e.spec.role;
-  s->tier_load_bytes_per_s = e.spec.tier_load_bytes_per_s;
   s->kv_bytes_per_block = e.kv_bytes_per_block;
   s->tp = e.spec.tp;
   s->gpus = e.spec.gpus;
@@ -239,6 +341,8 @@ std::pair<std::uint64_t, bool> RouterState::FillState(WorkerId id, const Entry& 
   // The link bandwidth moves with every observed pull (no version): rewritten at every call.
   s->kv_link_bytes_per_s = e.link.lane_bytes_per_s();
   s->kv_link_latency_s = e.link.latency_s();
+  // So do the tier bandwidths (every first token with a lower-tier load may teach one).
+  s->tier_load_bytes_per_s = TierBandwidths(e);
   // Pooled rates move with every peer's sample: rewritten at every call.
   const bool lent = pools_.Apply(id, s);
   const bool reread = !known_version || *known_version != view.version || (was_lent && !lent);

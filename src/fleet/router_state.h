@@ -4,7 +4,7 @@
 // `kvroute simulate` from virtual-time events. Neither keeps a copy of any of it.
 //
 // Source of truth per snapshot field (README.md "Source of truth"):
-//   id, name, models, role, tier bandwidths     WorkerSpec (Add)
+//   id, name, models, role                      WorkerSpec (Add)
 //   healthy, draining                           WorkerHealth (owned): request outcomes,
 //                                               probes, drain, SetDown
 //   inflight, pending prefill, active KV        LoadTracker (owned): the booking calls below
@@ -21,6 +21,9 @@
 //   KV link bandwidth and latency               LinkLearner (owned), seeded from the spec's
 //                                               link, learned from OnKvTransfer; rewritten
 //                                               at every Refresh
+//   tier load bandwidths                        TierLoadLearner (owned), seeded from the
+//                                               spec's, learned from first tokens and
+//                                               OnTierLoad; rewritten at every Refresh
 //
 // Booking (one API, one call per event of a routed request, from whoever sees it):
 //   Book          the decision is made (fleet/booking.h computes what to book)
@@ -35,8 +38,11 @@
 //
 // Ownership: owns specs, health, load, rates, pools and metrics. Time is an argument
 // (monotonic Nanos); no clock is read. Thread safety: every method may be called from any
-// thread. The table (specs, metrics, pools) is under one shared mutex; health, load and
-// rates have their own locks; lock order is table → part, never the reverse.
+// thread. The table (specs, metrics, pools, link and tier learners) is under one shared
+// mutex; health, load and rates have their own locks; lock order is table → part, never the
+// reverse. Book prices a booking's tier loads under the table lock (shared) and releases it
+// before the tracker's; OnFirstToken releases the tracker's before learning under the table
+// lock (exclusive), so the tier learners never nest inside another lock.
 #pragma once
 
 #include <atomic>
@@ -56,6 +62,7 @@
 #include "fleet/peer_pool.h"
 #include "fleet/rate_learner.h"
 #include "fleet/scraped_metrics.h"
+#include "fleet/tier_load_learner.h"
 #include "fleet/worker_health.h"
 #include "fleet/worker_spec.h"
 #include "sched/types.h"
@@ -73,6 +80,11 @@ struct RouterStateOptions {
   // charges for a CPU-tier hit), so predicted_ttft does not treat blocks held only in host
   // memory as recomputed. kvroute simulate turns it off and passes its engines' own.
   bool default_cpu_tier_bandwidth = true;
+  // Learn each worker's lower-tier load bandwidths (TierLoadLearner) and give the snapshot
+  // the learned values; off: the snapshot carries the spec's, as before issue 20's learner.
+  bool learn_tier_bandwidths = true;
+  TierLoadLearnerOptions tier_learner;
+  TierAttributionOptions tier_attribution;
 };
 
 // Snapshots kept between decisions by one caller (kvroute simulate, one thread): Refresh
@@ -154,7 +166,9 @@ class RouterState {
   WorkerHealth& health() { return health_; }
   const WorkerHealth& health() const { return health_; }
 
-  // --- Scraped engine metrics (the snapshot shows them with their age).
+  // --- Scraped engine metrics (the snapshot shows them with their age). Tier load counters
+  // that grew since the worker's last scrape teach its tier learner (Δbytes in Δseconds ÷
+  // profile_speedup, as OnTierLoad); a counter that went back (a restart) teaches nothing.
   void SetMetrics(WorkerId worker, EngineMetrics metrics);
   void ClearMetrics(WorkerId worker);  // the worker restarted: its last scrape says nothing
   std::optional<EngineMetrics> Metrics(WorkerId worker) const;
@@ -177,6 +191,13 @@ class RouterState {
   // The worker's link learner (a copy); nullopt if unknown.
   std::optional<LinkLearner> Link(WorkerId worker) const;
 
+  // --- Tiers: one finished load of `bytes` from `tier` into `worker`'s GPU memory that took
+  // `seconds`, as the engine reports it (vLLM's kv_offload counters between two scrapes).
+  // Preferred over what first tokens imply (TierLoadLearner). False if unknown or rejected.
+  bool OnTierLoad(WorkerId worker, Tier tier, double bytes, double seconds);
+  // The worker's tier learner (a copy); nullopt if unknown.
+  std::optional<TierLoadLearner> TierLoads(WorkerId worker) const;
+
   // --- Reads for metrics, admin endpoints and reports.
   const LoadTracker& load() const { return load_; }
   const RateLearner& rates() const { return rates_; }
@@ -194,6 +215,7 @@ class RouterState {
     std::optional<double> kv_bytes_per_block;
     std::optional<double> kv_transfer_bytes_per_block;
     LinkLearner link;  // seedless when the worker has no link
+    TierLoadLearner tiers;  // seeded from spec.tier_load_bytes_per_s
     std::optional<EngineMetrics> metrics;
   };
   // REQUIRES: mu_ held (shared is enough).
@@ -206,7 +228,14 @@ class RouterState {
                                            std::optional<std::uint64_t> known_version,
                                            bool was_lent, bool read_health,
                                            sched::WorkerSnapshot* s) const;
-  void UpdatePool(WorkerId worker);  // takes mu_ exclusively
+  // The tier bandwidths the snapshot carries: learned, or the spec's when learning is off.
+  TierLoadLearner::Bandwidths TierBandwidths(const Entry& e) const;
+  // Fills booking->tier_load_bytes / predicted_load_s (sched::PlanLoad at the worker's
+  // bandwidths now). Takes mu_ shared.
+  void PriceTierLoads(RoutedRequest* booking) const;
+  // Takes mu_ exclusively: the worker's share of the pool moves; with `observed`, a first
+  // token's tier-load sample (AttributeTierLoad) is learned.
+  void UpdatePool(WorkerId worker, const FirstTokenObservation* observed = nullptr);
 
   const RouterStateOptions options_;
   WorkerHealth health_;

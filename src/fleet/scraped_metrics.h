@@ -7,9 +7,11 @@
 // Thread safety: plain values.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
+#include "common/tier.h"
 #include "common/types.h"
 #include "sched/types.h"
 
@@ -33,6 +35,12 @@ struct EngineMetrics {
   std::optional<double> kv_pull_seconds_sum;
   std::optional<double> kv_pull_count;
   std::optional<double> kv_pull_bytes_sum;
+  // Lower-tier loads into GPU memory so far, per Tier (GPU: unused): vLLM's offloading
+  // connector counters vllm:kv_offload_total_bytes_total and vllm:kv_offload_total_time_total
+  // {transfer_type="<medium>_to_GPU"}. RouterState::SetMetrics learns each tier's bandwidth
+  // from their growth between two scrapes (TierLoadLearner, the preferred source).
+  std::array<std::optional<double>, kNumTiers> tier_load_bytes_sum{};
+  std::array<std::optional<double>, kNumTiers> tier_load_seconds_sum{};
   std::size_t parse_errors = 0;  // malformed lines in the scrape
 
   double AgeSeconds(Nanos now) const;

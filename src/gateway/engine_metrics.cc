@@ -1,9 +1,12 @@
 #include "gateway/engine_metrics.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <string_view>
 #include <utility>
+
+#include "kv/kv_event.h"
 
 namespace kvroute::gateway {
 namespace {
@@ -55,6 +58,31 @@ std::optional<double> FirstPresent(const telemetry::PromScrape& s,
   return std::nullopt;
 }
 
+// vLLM's offload counters carry transfer_type = "<src>_to_<dst>" (src/dst: the media, e.g.
+// CPU_to_GPU; SHARED_STORAGE_to_GPU from the llm-d fs connector): loads are those into GPU,
+// summed per source tier. A series with an unusable value spoils its tier.
+void TierLoadSums(const telemetry::PromScrape& s, std::string_view name,
+                  std::array<std::optional<double>, kNumTiers>* out) {
+  std::array<bool, kNumTiers> bad{};
+  for (const telemetry::PromSample* p : s.Find(name)) {
+    const std::string* type = p->Label("transfer_type");
+    if (type == nullptr) continue;
+    const std::string_view t(*type);
+    const std::size_t at = t.find("_to_");
+    if (at == std::string_view::npos || kv::TierFromMedium(t.substr(at + 4)) != Tier::kGpu) continue;
+    const std::string_view src = t.substr(0, at);
+    std::optional<Tier> tier = kv::TierFromMedium(src);
+    if (!tier && (src == "SHARED_STORAGE" || src == "shared_storage")) tier = Tier::kShared;
+    if (!tier || *tier == Tier::kGpu) continue;
+    const int i = static_cast<int>(*tier);
+    if (!Usable(p->value)) bad[i] = true;
+    (*out)[i] = (*out)[i].value_or(0) + p->value;
+  }
+  for (int i = 0; i < kNumTiers; ++i) {
+    if (bad[i]) (*out)[i].reset();
+  }
+}
+
 }  // namespace
 
 EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& s, Nanos scraped_at) {
@@ -82,6 +110,10 @@ EngineMetrics ExtractEngineMetrics(const telemetry::PromScrape& s, Nanos scraped
     m.kv_pull_seconds_sum = SumOf(s, "vllm:nixl_xfer_time_seconds_sum");
     m.kv_pull_count = SumOf(s, "vllm:nixl_xfer_time_seconds_count");
     m.kv_pull_bytes_sum = SumOf(s, "vllm:nixl_bytes_transferred_sum");
+    // Offloading connector: bytes and seconds of finished loads into GPU memory per medium
+    // (fleet::TierLoadLearner learns each tier's bandwidth from them).
+    TierLoadSums(s, "vllm:kv_offload_total_bytes_total", &m.tier_load_bytes_sum);
+    TierLoadSums(s, "vllm:kv_offload_total_time_total", &m.tier_load_seconds_sum);
   } else if (!s.Find("sglang:num_queue_reqs").empty() ||
              !s.Find("sglang:num_running_reqs").empty()) {
     m.kind = EngineKind::kSglang;

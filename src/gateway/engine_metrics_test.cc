@@ -45,6 +45,31 @@ TEST(EngineMetricsTest, ReadsVllmNames) {
   EXPECT_EQ(m.parse_errors, 0u);
 }
 
+TEST(EngineMetricsTest, ReadsTheOffloadConnectorsLoadsIntoGpuPerTier) {
+  // vLLM's OffloadingConnector counters (offloading/metrics.py): loads are "<medium>_to_GPU";
+  // stores (GPU_to_CPU) are not loads; two DP engines' series add up.
+  std::string text(kVllm);
+  text += R"(# TYPE vllm:kv_offload_total_bytes counter
+vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 2.5e10
+vllm:kv_offload_total_bytes_total{engine="1",model_name="m",transfer_type="CPU_to_GPU"} 1.5e10
+vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 9e10
+vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="SHARED_STORAGE_to_GPU"} 5e9
+# TYPE vllm:kv_offload_total_time counter
+vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 1.0
+vllm:kv_offload_total_time_total{engine="1",model_name="m",transfer_type="CPU_to_GPU"} 0.6
+vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 4.0
+vllm:kv_offload_total_time_total{engine="0",model_name="m",transfer_type="SHARED_STORAGE_to_GPU"} NaN
+)";
+  EngineMetrics m = Extract(text);
+  constexpr int kCpu = static_cast<int>(Tier::kCpu), kShared = static_cast<int>(Tier::kShared);
+  EXPECT_EQ(m.tier_load_bytes_sum[kCpu], 4e10);
+  EXPECT_EQ(m.tier_load_seconds_sum[kCpu], 1.6);
+  EXPECT_EQ(m.tier_load_bytes_sum[kShared], 5e9);
+  EXPECT_FALSE(m.tier_load_seconds_sum[kShared].has_value());  // NaN spoils the tier
+  EXPECT_FALSE(m.tier_load_bytes_sum[0].has_value());  // GPU_to_CPU is a store
+  EXPECT_FALSE(Extract(kVllm).tier_load_bytes_sum[kCpu].has_value());  // no connector
+}
+
 TEST(EngineMetricsTest, FallsBackToTheOldGpuCacheUsageName) {
   EngineMetrics m =
       Extract("vllm:num_requests_running 1\nvllm:gpu_cache_usage_perc{engine=\"0\"} 0.25\n");

@@ -181,6 +181,14 @@ void Gateway::Parts::RefreshMetrics() {
     if (auto link = router_state->Link(w.id); link && link->samples() > 0) {
       metrics.SetKvLink(w.spec.name, link->lane_bytes_per_s().value_or(0), link->samples());
     }
+    if (auto tiers = router_state->TierLoads(w.id)) {
+      for (Tier t : {Tier::kCpu, Tier::kDisk, Tier::kShared}) {
+        if (auto bw = tiers->bytes_per_s(t)) {
+          metrics.SetTierLoad(w.spec.name, kv::TierName(t), *bw,
+                              static_cast<double>(tiers->samples(t)));
+        }
+      }
+    }
   }
   if (index) {
     kv::IndexStats s = index->stats();

@@ -69,5 +69,25 @@ TEST(RouterMetrics, ExposesEveryFamilyWithItsLabels) {
   EXPECT_NE(text.find("# TYPE kvroute_decision_latency_seconds histogram"), std::string::npos);
 }
 
+TEST(RouterMetrics, LearnedTierBandwidthsPerWorkerAndTierAreForgottenWithTheWorker) {
+  RouterMetrics m;
+  m.SetTierLoad("w0", "SHARED", 3.125e9, 38);
+  m.SetTierLoad("w0", "DISK", 6.5e9, 0);
+  m.SetTierLoad("w1", "SHARED", 1.25e10, 2);
+  std::string text = m.Expose();
+  EXPECT_NE(text.find(R"(kvroute_tier_load_bytes_per_s{tier="SHARED",worker="w0"} 3125000000)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(kvroute_tier_load_samples{tier="SHARED",worker="w0"} 38)"),
+            std::string::npos);
+  EXPECT_NE(text.find(R"(kvroute_tier_load_bytes_per_s{tier="DISK",worker="w0"} 6500000000)"),
+            std::string::npos);
+  m.ForgetWorker("w0");
+  text = m.Expose();
+  EXPECT_EQ(text.find(R"(worker="w0")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(kvroute_tier_load_samples{tier="SHARED",worker="w1"} 2)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvroute::gateway

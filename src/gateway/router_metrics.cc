@@ -114,6 +114,15 @@ RouterMetrics::RouterMetrics() : registry_(std::make_shared<prometheus::Registry
                           .Name("kvroute_kv_link_samples")
                           .Help("Samples the decode worker's link was learned from (scrape windows with pulls)")
                           .Register(r);
+  tier_load_ = &BuildGauge()
+                    .Name("kvroute_tier_load_bytes_per_s")
+                    .Help("A worker's load bandwidth from a lower KV tier into GPU memory, "
+                          "learned from first tokens and engine load counters (seed: the profile)")
+                    .Register(r);
+  tier_load_samples_ = &BuildGauge()
+                            .Name("kvroute_tier_load_samples")
+                            .Help("Samples the worker's tier load bandwidth was learned from")
+                            .Register(r);
   index_blocks_ = &BuildGauge()
                        .Name("kvroute_index_blocks")
                        .Help("Distinct blocks in the KV index")
@@ -238,6 +247,12 @@ void RouterMetrics::ForgetWorker(std::string_view worker) {
                        ttft_drift_, event_lag_, parity_, kv_link_, kv_link_samples_}) {
     if (family->Has(labels)) family->Remove(&family->Add(labels));
   }
+  for (const char* tier : {"CPU", "DISK", "SHARED"}) {
+    const std::map<std::string, std::string> tiered{{"worker", S(worker)}, {"tier", tier}};
+    for (auto* family : {tier_load_, tier_load_samples_}) {
+      if (family->Has(tiered)) family->Remove(&family->Add(tiered));
+    }
+  }
 }
 
 void RouterMetrics::OnRequestDone(std::string_view model, std::string_view worker, int status) {
@@ -293,6 +308,11 @@ void RouterMetrics::SetKvLink(std::string_view worker, double lane_bytes_per_s,
                               double samples) {
   kv_link_->Add({{"worker", S(worker)}}).Set(lane_bytes_per_s);
   kv_link_samples_->Add({{"worker", S(worker)}}).Set(samples);
+}
+void RouterMetrics::SetTierLoad(std::string_view worker, std::string_view tier,
+                                double bytes_per_s, double samples) {
+  tier_load_->Add({{"worker", S(worker)}, {"tier", S(tier)}}).Set(bytes_per_s);
+  tier_load_samples_->Add({{"worker", S(worker)}, {"tier", S(tier)}}).Set(samples);
 }
 void RouterMetrics::SetTtftCalibration(std::string_view worker, double wait_correction,
                                        double drift) {

@@ -102,6 +102,10 @@ class RouterMetrics {
   void SetWorkerState(std::string_view worker, bool healthy, bool draining, double inflight);
   void SetTtftCalibration(std::string_view worker, double wait_correction, double drift);
   void SetKvLink(std::string_view worker, double lane_bytes_per_s, double samples);
+  // A worker's learned load bandwidth from one lower tier (fleet::TierLoadLearner) and the
+  // samples it came from; `tier` is the medium name ("CPU", "DISK", "SHARED").
+  void SetTierLoad(std::string_view worker, std::string_view tier, double bytes_per_s,
+                   double samples);
   void SetIndex(double blocks, double entries, double predicted_blocks);
   void SetEventLag(std::string_view worker, double seconds);
   void SetParity(std::string_view worker, double ratio);
@@ -143,6 +147,8 @@ class RouterMetrics {
   prometheus::Family<prometheus::Gauge>* ttft_drift_;
   prometheus::Family<prometheus::Gauge>* kv_link_;
   prometheus::Family<prometheus::Gauge>* kv_link_samples_;
+  prometheus::Family<prometheus::Gauge>* tier_load_;
+  prometheus::Family<prometheus::Gauge>* tier_load_samples_;
   prometheus::Gauge* index_blocks_;
   prometheus::Gauge* index_entries_;
   prometheus::Gauge* predicted_blocks_;

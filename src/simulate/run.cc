@@ -1,6 +1,7 @@
 #include "simulate/run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -108,6 +109,11 @@ std::expected<RunOutput, std::string> RunSimulation(
   base.seed = f.seed;
   base.max_requests = f.max_requests;
   base.predicted_overlay = !f.no_overlay;
+  if (!(f.router_tier_bandwidth_scale > 0) || !std::isfinite(f.router_tier_bandwidth_scale)) {
+    return fail("--router-tier-bandwidth-scale must be > 0");
+  }
+  base.router_tier_bandwidth_scale = f.router_tier_bandwidth_scale;
+  base.learn_tier_bandwidths = !f.no_tier_learning;
   base.progress = f.progress;
   for (auto [text, out, name] : {std::tuple{&f.event_delay, &base.event_delay, "--event-delay"},
                                  {&f.scrape_interval, &base.scrape_interval, "--scrape-interval"},
@@ -195,6 +201,8 @@ std::expected<RunOutput, std::string> RunSimulation(
       {"router_delay_per_1k_tokens_s", ToSeconds(base.router_delay_per_1k_tokens)},
       {"scrape_interval_s", ToSeconds(base.scrape_interval)},
       {"predicted_overlay", f.no_overlay ? std::string("off") : std::string("on")},
+      {"router_tier_bandwidth_scale", f.router_tier_bandwidth_scale},
+      {"tier_learning", f.no_tier_learning ? std::string("off") : std::string("on")},
       {"seed", static_cast<double>(f.seed)},
       {"max_requests", static_cast<double>(f.max_requests)},
   };
@@ -253,6 +261,8 @@ std::expected<RunOutput, std::string> RunSimulation(
     if (!pd.empty()) log(pd);
     const std::string shared = SharedCreditLine(extras.back());
     if (!shared.empty()) log(shared);
+    const std::string tiers = TierLearningLine(plan.name, sim.router_state());
+    if (!tiers.empty()) log(tiers);
   }
   return RunOutput{std::move(report), std::move(extras)};
 }

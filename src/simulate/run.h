@@ -40,6 +40,8 @@ struct RunOptions {
   std::string event_delay = "0", scrape_interval = "1s", predicted_ttl = "5s";
   std::string router_delay = "0", router_delay_per_1k = "0";
   bool no_overlay = false;
+  double router_tier_bandwidth_scale = 1;  // SimOptions (issue 20's mis-seeding); > 0
+  bool no_tier_learning = false;           // SimOptions::learn_tier_bandwidths off
   // P/D orchestration (SimOptions::pd): empty = off (the policy places every request);
   // "cost", "dynamo_token_cap" or "llmd_non_cached" (sched/pd_decision.h). Also on, as
   // "cost", for a fleet with a prefill worker when empty.

@@ -1,6 +1,7 @@
 #include "simulate/sim_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -10,6 +11,8 @@
 #include <utility>
 
 #include "common/format.h"
+#include "fleet/router_state.h"
+#include "kv/kv_event.h"
 
 namespace kvroute::simulate {
 namespace {
@@ -153,6 +156,33 @@ std::string SharedCreditLine(const SimLevelExtras& extras) {
                 100.0 * static_cast<double>(extras.shared_missing_blocks) /
                     static_cast<double>(extras.shared_credited_blocks));
   return buf;
+}
+
+std::string TierLearningLine(const std::string& level, const fleet::RouterState& router) {
+  std::string out;
+  for (Tier t : {Tier::kCpu, Tier::kDisk, Tier::kShared}) {
+    double log_sum = 0, lo = 0, hi = 0;
+    std::uint64_t samples = 0;
+    int n = 0;
+    for (const fleet::WorkerInfo& w : router.List()) {
+      auto learner = router.TierLoads(w.id);
+      if (!learner || !learner->seed(t)) continue;
+      const double ratio = *learner->bytes_per_s(t) / *learner->seed(t);
+      log_sum += std::log(ratio);
+      lo = n == 0 ? ratio : std::min(lo, ratio);
+      hi = n == 0 ? ratio : std::max(hi, ratio);
+      samples += learner->samples(t);
+      ++n;
+    }
+    if (n == 0) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %s %.2f (%.2f-%.2f, %llu samples)", out.empty() ? "" : ",",
+                  kv::TierName(t), std::exp(log_sum / n), lo, hi,
+                  static_cast<unsigned long long>(samples));
+    out += buf;
+  }
+  if (out.empty()) return "";
+  return "level " + level + ": tier bandwidths learned/seed" + out;
 }
 
 std::string CalibrationLine(const workload::LevelResult& level, const SimLevelExtras& extras) {

@@ -54,6 +54,12 @@ std::expected<void, std::string> WriteSimFiles(const workload::RunReport& report
 // "level c=8: 1234 requests, virtual 812.3 s, wall 4.1 s (198x), 2.1M events, 310k steps"
 std::string RunLine(const SimLevelExtras& level, std::size_t requests);
 
+// "level c=24: tier bandwidths learned/seed CPU 1.02 (0.97-1.05, 311 samples), DISK ...":
+// per lower tier with a seed, the geometric mean (and range) over workers of the router's
+// learned bandwidth ÷ its seed at the level's end, and the samples; empty without a seeded
+// lower tier (issue 20's learner, fleet::TierLoadLearner).
+std::string TierLearningLine(const std::string& level, const fleet::RouterState& router);
+
 // "TTFT measured / predicted on the chosen worker: p10 0.8, p50 1.0, p90 1.3 (4,812 requests)"
 // over the served requests of `level` (the report's level of the same name) that had a
 // prediction; empty when none had. The router's calibration at a glance (issue 15).

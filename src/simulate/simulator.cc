@@ -37,13 +37,18 @@ std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& sp
     fs.link_bytes_per_s = c.kv_link.bandwidth_bytes_per_s;
     fs.link_latency_s = c.kv_link.latency_s;
   }
+  // Its tiers' load bandwidths, × the mis-seeding factor (SimOptions): the engine keeps its own.
+  const double scale = options.router_tier_bandwidth_scale;
   if (c.num_cpu_blocks > 0) {
-    fs.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = c.cpu_to_gpu_bandwidth_bytes_per_s;
+    fs.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] =
+        c.cpu_to_gpu_bandwidth_bytes_per_s * scale;
   }
   if (c.disk.num_blocks > 0) {
-    fs.tier_load_bytes_per_s[static_cast<int>(Tier::kDisk)] = c.disk.read_bytes_per_s;
+    fs.tier_load_bytes_per_s[static_cast<int>(Tier::kDisk)] = c.disk.read_bytes_per_s * scale;
   }
-  if (store) fs.tier_load_bytes_per_s[static_cast<int>(Tier::kShared)] = c.shared.read_bytes_per_s;
+  if (store) {
+    fs.tier_load_bytes_per_s[static_cast<int>(Tier::kShared)] = c.shared.read_bytes_per_s * scale;
+  }
   auto id = router.Add(std::move(fs), spec.profile, now);
   if (!id) return std::unexpected("worker " + std::to_string(w) + ": " + id.error());
   if (*id != w) return std::unexpected("router state numbered worker " + std::to_string(w) +

@@ -87,6 +87,13 @@ struct SimOptions {
   // worker writes through to it and reads from it; its events reach the index at once (no
   // event_delay) under sched::kSharedStoreWorker and count for every worker. Unset: none.
   std::optional<store::StoreOptions> shared_store;
+  // Issue 20's learned tier bandwidths. The router is seeded with each worker's lower-tier
+  // load bandwidths (host, disk, store) × router_tier_bandwidth_scale (1: the engine's own;
+  // 4: it believes every tier loads 4x faster than the engine does, 0.25: 4x slower); the
+  // engine always loads at its own. learn_tier_bandwidths: the router learns them from first
+  // tokens (fleet::RouterStateOptions::learn_tier_bandwidths); off: it keeps its seeds.
+  double router_tier_bandwidth_scale = 1;
+  bool learn_tier_bandwidths = true;
 };
 
 // What the router predicted at decision time, and what happened (fidelity hooks).

@@ -112,9 +112,10 @@ struct KvDelivery {
 
 // The router state as kvroute serve configures it, except that each worker's CPU-tier
 // bandwidth is its engine's own (none without a CPU tier), not the gateway's default.
-inline fleet::RouterStateOptions SimRouterOptions() {
+inline fleet::RouterStateOptions SimRouterOptions(bool learn_tier_bandwidths = true) {
   fleet::RouterStateOptions o;
   o.default_cpu_tier_bandwidth = false;
+  o.learn_tier_bandwidths = learn_tier_bandwidths;
   return o;
 }
 
@@ -141,7 +142,7 @@ struct Simulator::Impl {
         index(keyer),
         predicted(kv::PredictedOptions{options.predicted_ttl, 1 << 16}),
         policy_state(options.seed),
-        router(SimRouterOptions()) {
+        router(SimRouterOptions(options.learn_tier_bandwidths)) {
     if (options.shared_store && !options.fleet.workers.empty()) {
       const WorkerSpec& first = options.fleet.workers.front();
       store = std::make_shared<store::InProcessSharedStore>(

@@ -4,6 +4,10 @@
 // once the credit is never stale, with them delayed and a store that evicts it can be.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "fleet/router_state.h"
+
 #include "simulate/sim_test_util.h"
 
 namespace kvroute::simulate {
@@ -42,6 +46,47 @@ TEST(SimulatorStoreTest, StaleCreditForBlocksTheStoreEvictedIsCountedMissing) {
   // from the store's evictions, not from the workers' own.
   const SimResult roomy = RunWithStore(1e12, std::chrono::seconds(30));
   EXPECT_LT(roomy.shared_missing_blocks, r.shared_missing_blocks);
+}
+
+// Issue 20's learned tier bandwidths in virtual time: the router told the store loads 4x
+// faster than the engine's does learns it slower from the first tokens (toward 1/4 of its
+// seed), and keeps the wrong seed with learning off.
+double LearnedSharedOverSeed(bool learn, std::uint64_t* samples) {
+  SimOptions o = Options(2, "predicted_latency");
+  for (WorkerSpec& w : o.fleet.workers) w.config.num_gpu_blocks_override = 110;
+  o.predicted_overlay = false;
+  o.shared_store = store::StoreOptions{.capacity_bytes = 1e12, .block_size = 16};
+  o.router_tier_bandwidth_scale = 4;
+  o.learn_tier_bandwidths = learn;
+  AgenticSimOptions a = SmallAgentic(8, 6);
+  // Four sessions per worker, more than its GPU holds, so later turns load from the store;
+  // a think time far above a turn's service time leaves the worker idle at most routes (a
+  // first token with prefill queued ahead teaches no tier: AttributeTierLoad).
+  a.think_time = std::chrono::seconds(1);
+  a.turn_jitter = std::chrono::milliseconds(500);
+  Simulator sim(std::move(o), NewAgenticWorkload(a));
+  auto r = sim.Run();
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
+  double log_sum = 0;
+  *samples = 0;
+  for (WorkerId w = 0; w < 2; ++w) {
+    auto l = sim.router_state().TierLoads(w);
+    EXPECT_TRUE(l.has_value() && l->seed(Tier::kShared).has_value());
+    if (!l || !l->seed(Tier::kShared)) return 0;
+    log_sum += std::log(*l->bytes_per_s(Tier::kShared) / *l->seed(Tier::kShared));
+    *samples += l->samples(Tier::kShared);
+  }
+  return std::exp(log_sum / 2);
+}
+
+TEST(SimulatorStoreTest, AMisSeededStoreBandwidthIsLearnedTowardTheEnginesOwn) {
+  std::uint64_t samples = 0;
+  const double learned = LearnedSharedOverSeed(true, &samples);
+  EXPECT_GT(samples, 0u);
+  EXPECT_LT(learned, 0.9);    // moved toward the truth, 0.25 of the seed
+  EXPECT_GT(learned, 0.125);  // never past the bound
+  EXPECT_DOUBLE_EQ(LearnedSharedOverSeed(false, &samples), 1.0);
+  EXPECT_EQ(samples, 0u);
 }
 
 }  // namespace
