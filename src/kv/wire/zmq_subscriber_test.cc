@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -125,15 +126,26 @@ TEST(SubscriberEndpointForTest, ReplayIsAlwaysConnectedWithWildcardHostReplaced)
 class SubscriberTest : public ::testing::Test {
  protected:
   void Start(ZmqPublisherOptions po, bool subscriber_uses_replay = true) {
+    StartPublisher(std::move(po));
+    if (!HasFatalFailure()) Subscribe(subscriber_uses_replay);
+  }
+
+  void StartPublisher(ZmqPublisherOptions po) {
     auto p = ZmqEventPublisher::Create(std::move(po));
     ASSERT_TRUE(p.has_value()) << p.error();
     pub_ = std::move(*p);
+  }
+
+  // A subscriber to pub_ (started first); `resume_after`: as ZmqSubscriberOptions's.
+  void Subscribe(bool uses_replay = true,
+                 std::optional<std::uint64_t> resume_after = std::nullopt) {
     ZmqSubscriberOptions so{
         .worker = 7,
         .endpoint = pub_->endpoint(),
-        .replay_endpoint = subscriber_uses_replay ? pub_->replay_endpoint() : std::string(),
+        .replay_endpoint = uses_replay ? pub_->replay_endpoint() : std::string(),
         .replay_timeout = milliseconds(2000),
-        .poll_interval = milliseconds(20)};
+        .poll_interval = milliseconds(20),
+        .resume_after = resume_after};
     auto s = ZmqEventSubscriber::Create(std::move(so), rec_.Callbacks());
     ASSERT_TRUE(s.has_value()) << s.error();
     sub_ = std::move(*s);
@@ -267,22 +279,11 @@ TEST_F(SubscriberTest, SeqGoingBackIsReportedAsEngineRestart) {
 // A subscriber resuming after seq S (its consumer merged a snapshot taken at S) asks the
 // replay socket for S + 1 onwards only: the batches before are in the snapshot already.
 TEST_F(SubscriberTest, ResumeAfterRepairsOnlyTheBatchesThatFollowIt) {
-  auto p = ZmqEventPublisher::Create(
-      {.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*"});
-  ASSERT_TRUE(p.has_value()) << p.error();
-  pub_ = std::move(*p);
+  ASSERT_NO_FATAL_FAILURE(
+      StartPublisher({.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*"}));
   PublishRange(0, 10);  // nobody subscribed yet: kept in the replay buffer only
   std::this_thread::sleep_for(milliseconds(100));
-  ZmqSubscriberOptions so{.worker = 7,
-                          .endpoint = pub_->endpoint(),
-                          .replay_endpoint = pub_->replay_endpoint(),
-                          .replay_timeout = milliseconds(2000),
-                          .poll_interval = milliseconds(20),
-                          .resume_after = 5};
-  auto s = ZmqEventSubscriber::Create(std::move(so), rec_.Callbacks());
-  ASSERT_TRUE(s.has_value()) << s.error();
-  sub_ = std::move(*s);
-  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_NO_FATAL_FAILURE(Subscribe(true, 5));
   PublishRange(10, 12);
   ASSERT_TRUE(rec_.WaitFor([&] {
     auto seqs = rec_.Seqs();
@@ -297,20 +298,9 @@ TEST_F(SubscriberTest, ResumeAfterRepairsOnlyTheBatchesThatFollowIt) {
 // Resuming after a seq the engine has not reached: its counter started again since (a
 // restart), so what the consumer holds is the old engine's.
 TEST_F(SubscriberTest, ResumeAfterASeqAheadOfTheStreamIsAnEngineRestart) {
-  auto p = ZmqEventPublisher::Create(
-      {.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*"});
-  ASSERT_TRUE(p.has_value()) << p.error();
-  pub_ = std::move(*p);
-  ZmqSubscriberOptions so{.worker = 7,
-                          .endpoint = pub_->endpoint(),
-                          .replay_endpoint = pub_->replay_endpoint(),
-                          .replay_timeout = milliseconds(2000),
-                          .poll_interval = milliseconds(20),
-                          .resume_after = 50};
-  auto s = ZmqEventSubscriber::Create(std::move(so), rec_.Callbacks());
-  ASSERT_TRUE(s.has_value()) << s.error();
-  sub_ = std::move(*s);
-  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_NO_FATAL_FAILURE(
+      StartPublisher({.endpoint = "tcp://127.0.0.1:*", .replay_endpoint = "tcp://127.0.0.1:*"}));
+  ASSERT_NO_FATAL_FAILURE(Subscribe(true, 50));
   PublishRange(0, 4);
   ASSERT_TRUE(rec_.WaitFor([&] {
     auto seqs = rec_.Seqs();
