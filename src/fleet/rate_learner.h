@@ -130,9 +130,10 @@ class RateLearner {
   // (sched::PrefillSeconds uses the same curve).
   // `queued_work`: the queue ahead in the curve's units, the sum of PrefillWork over its
   // requests (LoadTracker keeps it). The queue is several prompts, not one: put through the
-  // curve with the request's own tokens, work(own + queued) counted a queue of sixteen
-  // 12k-token legs as one 200k-token prompt, 2.5x its attention share, and the learned rate
-  // of Infera's prefill engine rose from 97k to 236k tokens/s in one burst of first turns.
+  // curve with the request's own tokens, work(own + queued) counted a queue of fifteen
+  // 12k-token legs as one 200k-token prompt, with its q·t² attention term, and the learned
+  // rate of Infera's prefill engine rose from 97k to 236k tokens/s in one burst of first
+  // turns (kvroute simulate, docs/bench/pd-disaggregation.md run D).
   void ObservePrefill(WorkerId worker, double tokens, Nanos ttft, double context_pairs = 0,
                       double queued_work = 0);
   // What one request's prefill weighs on `worker`'s curve: work(uncached) + 2q·uncached·cached
