@@ -43,7 +43,20 @@ bool LoadTracker::OnRouted(RequestId id, const RoutedRequest& request, Nanos now
   r.routed_at = now;
   r.queued_ahead_tokens = PendingLocked(request.worker, booked, now);
   r.booked_ahead_tokens = w.pending_prefill_tokens;
+  // The queue's work on the prefill curve, drained in the same proportion as its tokens.
+  if (w.pending_prefill_tokens > 0) {
+    r.queued_ahead_work = booked.pending_prefill_work *
+                          static_cast<double>(r.queued_ahead_tokens) /
+                          static_cast<double>(w.pending_prefill_tokens);
+  }
   if (w.pending_prefill_tokens == 0) booked.prefill_since = now;
+  const auto own = static_cast<double>(r.routed.uncached_tokens);
+  const double cached = static_cast<double>(r.routed.prompt_tokens) - own;
+  r.work = own;
+  if (learner_ != nullptr) {
+    if (auto work = learner_->PrefillWork(request.worker, own, cached)) r.work = *work;
+  }
+  booked.pending_prefill_work += r.work;
   w.inflight_requests += 1;
   w.pending_prefill_tokens += r.routed.uncached_tokens;
   w.active_kv_blocks += request.kv_blocks;
@@ -107,7 +120,20 @@ std::uint64_t LoadTracker::PendingLocked(WorkerId worker, const Booked& booked, 
   if (!rate || !std::isfinite(rate->prefill_tokens_per_s) || !(rate->prefill_tokens_per_s > 0)) {
     return booked_tokens;
   }
-  const double done = rate->prefill_tokens_per_s * ToSeconds(now - booked.prefill_since);
+  const double elapsed = ToSeconds(now - booked.prefill_since);
+  // The queue drains on the prefill curve: its work (each request's own, with the cached
+  // prefix its tokens attend to) at c1 seconds per unit; the tokens still ahead are the
+  // booked ones in the proportion of work left. A follow-up turn's 3k tokens behind a 35k
+  // history take longer than their reference-rate time, and draining tokens at that rate
+  // read Infera's prefill queue as empty while its legs still waited.
+  if (booked.pending_prefill_work > 0 && std::isfinite(rate->prefill_s_per_token) &&
+      rate->prefill_s_per_token > 0) {
+    const double left = 1 - elapsed / (rate->prefill_s_per_token * booked.pending_prefill_work);
+    if (!(left > 0)) return 0;
+    return std::min(booked_tokens,
+                    static_cast<std::uint64_t>(static_cast<double>(booked_tokens) * left));
+  }
+  const double done = rate->prefill_tokens_per_s * elapsed;
   if (done >= static_cast<double>(booked_tokens)) return 0;
   return booked_tokens - static_cast<std::uint64_t>(done);
 }
@@ -157,18 +183,20 @@ std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now,
   StopWaitingLocked(r, id);
   CalibrateLocked(r, now);
   SubClamped(w.pending_prefill_tokens, r.routed.uncached_tokens);
+  booked.DropWork(r.work);
   booked.prefill_since = now;
   w.decoding_requests += 1;
   w.active_kv_tokens += r.routed.prompt_tokens + 1;
   // Work the worker had to do before this request's first token: its own uncached tokens
-  // plus what was queued ahead of it. A request fully served from cache still prefills one
-  // token (vLLM recomputes the last prompt token).
-  double work = static_cast<double>(r.routed.uncached_tokens + r.queued_ahead_tokens);
+  // (on the prefill curve, with the cached prefix they attend to) plus the work queued ahead
+  // of it (each of those requests on the curve: several prompts, not one;
+  // RateLearner::ObservePrefill). A request fully served from cache still prefills one token
+  // (vLLM recomputes the last prompt token).
   const auto own = static_cast<double>(r.routed.uncached_tokens);
   const double cached = static_cast<double>(r.routed.prompt_tokens) - own;
   if (learner_ != nullptr && r.routed.observe_prefill && now >= r.routed_at) {
-    learner_->ObservePrefill(r.routed.worker, std::max(work, 1.0), now - r.routed_at,
-                             own * std::max(0.0, cached));
+    learner_->ObservePrefill(r.routed.worker, std::max(own, 1.0), now - r.routed_at,
+                             own * std::max(0.0, cached), r.queued_ahead_work);
   }
   if (observed != nullptr) {
     observed->routed = r.routed;
@@ -227,8 +255,12 @@ void LoadTracker::DropLocked(std::unordered_map<RequestId, Request>::iterator it
       SubClamped(w.active_kv_tokens, r.routed.prompt_tokens + r.generated);
     } else {
       SubClamped(w.pending_prefill_tokens, r.routed.uncached_tokens);
+      wit->second.DropWork(r.work);
     }
-    if (w.inflight_requests == 0) w = WorkerLoad{};  // exact zero, no drift kept
+    if (w.inflight_requests == 0) {  // exact zero, no drift kept
+      w = WorkerLoad{};
+      wit->second.pending_prefill_work = 0;
+    }
   }
   requests_.erase(it);
 }
@@ -244,6 +276,7 @@ void LoadTracker::ForgetWorker(WorkerId worker) {
   std::erase_if(requests_, [&](const auto& kv) { return kv.second.routed.worker == worker; });
   if (auto it = workers_.find(worker); it != workers_.end()) {
     it->second.load = WorkerLoad{};
+    it->second.pending_prefill_work = 0;
     ++it->second.version;
   }
   // The learned correction stays (as the learner's rates do); the waiting list is gone.

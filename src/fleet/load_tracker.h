@@ -16,7 +16,9 @@
 //   prefill: TTFT (route → first token) against own uncached tokens + the pending prefill
 //            tokens still ahead on the worker at route time (drained, as above).
 //            Queue-free TTFTs are not observable from the router, so the queue ahead is
-//            counted as work.
+//            counted as work, apart from the request's own (RateLearner::ObservePrefill: the
+//            queue at the reference rate, as sched::PredictTtft prices it; own tokens on the
+//            prefill curve).
 //   calibration: each first token's measured TTFT against the policy's prediction for it
 //            (RoutedRequest::predicted_*). The queue-dependent part of the prediction (queue,
 //            decode interference, KV wait) is what a model of the engine gets wrong under
@@ -50,6 +52,7 @@
 // Thread safety: every method takes one internal mutex (the learner has its own).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <mutex>
@@ -154,7 +157,11 @@ class LoadTracker {
   TtftCalibration Calibration(WorkerId worker) const;
   // The prefill work still ahead on `worker` at `now`: the booked pending tokens less what
   // the worker has prefilled since its last first token (or since its queue formed) at the
-  // learned rate. Chunked prefill works on the queue the whole time, so counting every
+  // learned rate, on the prefill curve (the pending requests' RateLearner::PrefillWork at
+  // c1 seconds per unit; the tokens left are the booked ones in the proportion of work
+  // left; a request's new tokens behind a long cached history drain slower than cold ones,
+  // and at the reference rate a follow-up turn's queue read empty while it still waited).
+  // Chunked prefill works on the queue the whole time, so counting every
   // booked token until its request's first token counts work already done (a queue of
   // three 30k-token prompts, half through the first, is 75k tokens ahead, not 90k).
   std::uint64_t PendingPrefillTokens(WorkerId worker, Nanos now) const;
@@ -170,6 +177,11 @@ class LoadTracker {
     Nanos routed_at{0};
     std::uint64_t queued_ahead_tokens = 0;
     std::uint64_t booked_ahead_tokens = 0;  // FirstTokenObservation
+    // Its prefill on the worker's curve (RateLearner::PrefillWork; its uncached tokens
+    // without a learner) and that of the queue ahead of it at route (the booked queue's
+    // work in the proportion queued_ahead_tokens / booked pending tokens).
+    double work = 0;
+    double queued_ahead_work = 0;
     bool first_token_seen = false;
     Nanos last_token_at{0};
     std::uint64_t generated = 0;
@@ -187,6 +199,13 @@ class LoadTracker {
     // Since when the pending requests have been worked on: the last first token, or the
     // route that started a queue on an idle prefill.
     Nanos prefill_since{0};
+    // The curve work of the pending requests (Request::work summed): the queue-ahead sample.
+    double pending_prefill_work = 0;
+    void DropWork(double work) {
+      pending_prefill_work = load.pending_prefill_tokens == 0
+                                 ? 0
+                                 : std::max(0.0, pending_prefill_work - work);
+    }
   };
   std::uint64_t PendingLocked(WorkerId worker, const Booked& booked, Nanos now) const;
   void DropLocked(std::unordered_map<RequestId, Request>::iterator it);

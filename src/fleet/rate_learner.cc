@@ -283,18 +283,21 @@ void RateLearner::Remove(WorkerId worker) {
 }
 
 void RateLearner::ObservePrefill(WorkerId worker, double tokens, Nanos ttft,
-                                 double context_pairs) {
+                                 double context_pairs, double queued_work) {
   double y = ToSeconds(ttft);
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
   State& st = *it->second;
-  if (!GoodSeconds(y) || !GoodCount(tokens) || tokens < 1 || !GoodCount(context_pairs)) {
+  if (!GoodSeconds(y) || !GoodCount(tokens) || tokens < 1 || !GoodCount(context_pairs) ||
+      !GoodCount(queued_work)) {
     ++st.rejected;
     return;
   }
   y = std::min(y, options_.max_sample_s);
-  const Vec<2> x{1.0, (st.Work(tokens) + 2 * st.attention_q * context_pairs) / kTokenScale};
+  // The request's own tokens on the curve, the queue ahead as its requests' own (header).
+  const Vec<2> x{1.0, (st.Work(tokens) + 2 * st.attention_q * context_pairs + queued_work) /
+                          kTokenScale};
   if (!std::isfinite(x[1]) ||
       !st.prefill.Update(x, y / st.prefill_y0, options_, st.prefill_lo, st.prefill_hi)) {
     st.prefill.Reset(st.prefill_seed, options_.prior_weight);
@@ -318,6 +321,16 @@ void RateLearner::ObserveDecode(WorkerId worker, double batch, double kv_tokens,
     st.decode.Reset(st.decode_seed, options_.prior_weight);
     ++st.resets;
   }
+}
+
+std::optional<double> RateLearner::PrefillWork(WorkerId worker, double uncached,
+                                               double cached) const {
+  if (!GoodCount(uncached) || !GoodCount(cached)) return std::nullopt;
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return std::nullopt;
+  const State& st = *it->second;
+  return st.Work(uncached) + 2 * st.attention_q * uncached * cached;
 }
 
 std::optional<RateEstimate> RateLearner::Estimate(WorkerId worker) const {

@@ -2,9 +2,11 @@
 // the timings the gateway observes and seeded from the worker's model x hardware profile, so
 // no saturation constant is hand-calibrated.
 //
-//   prefill:  TTFT_s      ≈ c0 + c1 · work(tokens)     (tokens = uncached prompt tokens of the
-//                                                       request + uncached tokens queued ahead
-//                                                       of it on that worker at route time)
+//   prefill:  TTFT_s      ≈ c0 + c1 · (work(u) + Σ_queued work(u_i))
+//                                                      (u = the request's own uncached prompt
+//                                                       tokens; the sum over the requests
+//                                                       queued ahead of it on that worker at
+//                                                       route time, each on the curve)
 //             work(t) = t + q · t² (+ 2q · u · c: the request's own u uncached tokens
 //             attending to its c cached ones),  q = c2 / c1 of the seed, fixed (the profile's attention
 //             share: the shape of the prefill curve is a property of the model, only its
@@ -120,14 +122,24 @@ class RateLearner {
   void Seed(WorkerId worker, const RateSeed& seed);
   void Remove(WorkerId worker);
 
-  // One TTFT observation: `tokens` uncached prefill tokens (own + queued ahead) took `ttft`.
-  // The queue ahead is several prompts, not one: work(sum) over-counts its attention share
-  // (a bounded bias, the same on identical workers with the same queues).
-  // Ignored for an unseeded worker.
+  // One TTFT observation: the request's own `tokens` uncached prefill tokens, behind
+  // `queued_work` of other requests queued ahead of it, took `ttft`. Ignored for an
+  // unseeded worker.
   // `context_pairs`: the request's own uncached tokens × the cached prefix they attend to
   // (u·c); attention makes them cost 2q·u·c more than work(tokens) counts
   // (sched::PrefillSeconds uses the same curve).
-  void ObservePrefill(WorkerId worker, double tokens, Nanos ttft, double context_pairs = 0);
+  // `queued_work`: the queue ahead in the curve's units, the sum of PrefillWork over its
+  // requests (LoadTracker keeps it). The queue is several prompts, not one: put through the
+  // curve with the request's own tokens, work(own + queued) counted a queue of fifteen
+  // 12k-token legs as one 200k-token prompt, with its q·t² attention term, and the learned
+  // rate of Infera's prefill engine rose from 97k to 236k tokens/s in one burst of first
+  // turns (kvroute simulate, docs/bench/pd-disaggregation.md run D).
+  void ObservePrefill(WorkerId worker, double tokens, Nanos ttft, double context_pairs = 0,
+                      double queued_work = 0);
+  // What one request's prefill weighs on `worker`'s curve: work(uncached) + 2q·uncached·cached
+  // (tokens; the time is c1 times it). nullopt for an unseeded worker or a count that is not
+  // finite and >= 0.
+  std::optional<double> PrefillWork(WorkerId worker, double uncached, double cached) const;
   // One inter-token interval of a decode step with `batch` running sequences holding
   // `kv_tokens` KV tokens in total. Ignored for an unseeded worker.
   void ObserveDecode(WorkerId worker, double batch, double kv_tokens, Nanos itl);
