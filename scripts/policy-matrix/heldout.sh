@@ -36,4 +36,4 @@ workload_args() {  # $1 workload, $2 workers
 }
 
 source "$ROOT/scripts/policy-matrix/cells.sh"
-run_cells "held-out cells" 2 "8 24" "conv2_17 conv2_25 mooncake_15 shared_prefix_10 agentic_24" "$POLICIES"
+run_cells "held-out cells" "${SEED:-2}" "8 24" "conv2_17 conv2_25 mooncake_15 shared_prefix_10 agentic_24" "$POLICIES"

@@ -8,6 +8,7 @@
 #       W         fleet sizes (default "8 16")
 #       POLICIES  presets, or .yaml policy files labelled by base name (default: all seven)
 #       WORKLOADS (default "agentic shared_prefix conv_low conv_high mooncake azure")
+#       SEED      workload seed (default 1)
 #       JOBS      runs side by side (default 2), LIMIT_S timeout per run (default 900)
 # The conversation workloads replay a trace written by `kvroute bench conversation-trace`
 # (seed 1, defaults) into OUT/conversations.jsonl. Fleet size scales the offered load:
@@ -45,4 +46,4 @@ workload_args() {  # $1 workload, $2 workers
 }
 
 source "$ROOT/scripts/policy-matrix/cells.sh"
-run_cells "policy matrix" 1 "$W" "$WORKLOADS" "$POLICIES"
+run_cells "policy matrix" "${SEED:-1}" "$W" "$WORKLOADS" "$POLICIES"
