@@ -14,6 +14,7 @@
 #include "fleet/router_state.h"
 #include "gateway/pd_debug.h"
 #include "kv/index/index_overlay.h"
+#include "sched/latency_model.h"
 #include "tokenize/simple_tokenizer.h"
 
 namespace kvroute::gateway {
@@ -392,10 +393,21 @@ std::string DecisionJson(const PreparedRequest& request, const RouteOutcome* out
     o["chosen"] = outcome->worker_name;
     o["fell_back"] = outcome->fell_back;
     if (outcome->fell_back) o["fallback_reason"] = outcome->fallback_reason;
+    // Depths per tier (each counts blocks in that tier or a faster one), then the blocks each
+    // tier is credited with: read from the fastest tier holding them (sched::LayerHits).
     boost::json::array tiers;
     for (auto d : outcome->cached_blocks) tiers.push_back(d);
     o["cached_blocks_by_tier"] = std::move(tiers);
     o["cached_any_blocks"] = outcome->cached_any_blocks;
+    sched::CacheView chosen;
+    chosen.depth_blocks = outcome->cached_blocks;
+    chosen.any_depth_blocks = outcome->cached_any_blocks;
+    const sched::LayeredHits hits =
+        sched::LayerHits(chosen, static_cast<std::uint32_t>(request.keys.size()));
+    boost::json::array credited;
+    for (auto b : hits.blocks) credited.push_back(b);
+    o["credited_blocks_by_tier"] = std::move(credited);
+    o["credited_mixed_blocks"] = hits.mixed_blocks;
     o["uncached_tokens"] = outcome->booking.uncached_tokens;
   } else {
     o["chosen"] = nullptr;

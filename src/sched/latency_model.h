@@ -29,9 +29,11 @@ inline constexpr double kMaxPredictedSeconds = 1e6;
 
 // The usable prompt prefix split by the tier each block would be read from. Tiers are
 // layered fastest first: blocks [0, gpu) from GPU, then the CPU depth beyond that, then
-// DISK beyond both, then SHARED beyond all three. Blocks that only the "any" depth covers
-// (the prefix alternates between tiers, so no single tier's consecutive depth reaches them)
-// are `mixed_blocks`: their tier is unknown.
+// DISK beyond both, then SHARED beyond all three. With depths that count a tier or a faster
+// one (CacheView, as the index gives them) this is the fastest tier holding each block along
+// the prefix, and SHARED's depth reaches the "any" depth. Blocks only the "any" depth covers
+// (a view whose per-tier depths fall short of it, e.g. built from a depth alone) are
+// `mixed_blocks`: their tier is unknown.
 struct LayeredHits {
   std::array<std::uint32_t, kNumTiers> blocks{};  // per tier, disjoint
   std::uint32_t mixed_blocks = 0;

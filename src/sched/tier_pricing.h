@@ -3,8 +3,10 @@
 // other routers use instead, beside it for comparison.
 //
 //   MergeSharedTier   the cluster store's SHARED depth (the index holds it once, under the
-//                     store's own id) becomes every serving worker's SHARED depth: a shared
-//                     block costs the same everywhere, a host or disk block only on its holder.
+//                     store's own id) becomes every serving worker's SHARED depth (at least:
+//                     a worker's own SHARED depth already counts its local tiers, as every
+//                     depth counts the faster tiers): a shared block costs the same
+//                     everywhere, a host or disk block only on its holder.
 //   PriceTiers        per tier: blocks, load seconds (blocks × kv_bytes_per_block / the
 //                     worker's bandwidth for that tier), and the recompute seconds of the same
 //                     blocks (PrefillSeconds at their position in the prompt). GPU costs 0.
@@ -12,7 +14,9 @@
 //                     them out so a decision, a test or a report can say why a tier won.
 //   TierWeights       credit per tier as fixed fractions of a GPU hit: Dynamo KVBM's
 //                     (host 0.75, disk 0.25, shared 0.5) and llm-d's (GPU 1.0, CPU 0.8).
-//                     WeightedHitBlocks is what such a router credits a worker with.
+//                     WeightedHitBlocks is what such a router credits a worker with: each
+//                     block of the prefix at its fastest tier (LayerHits), as llm-d scores
+//                     "each consecutive block weighted by the best medium holding it".
 //
 // Pure functions. Thread safety: none needed.
 #pragma once

@@ -25,7 +25,11 @@ namespace kvroute::sched {
 // block 0 (a hole ends the prefix, as in vLLM's prefix caching).
 struct CacheView {
   WorkerId worker = 0;
-  // Consecutive prefix depth in blocks held in each tier, indexed by Tier.
+  // Consecutive prefix depth in blocks per tier, indexed by Tier, counting a block that this
+  // tier OR A FASTER ONE holds (kv::WorkerMatch): non-decreasing in the tier, so tier t adds
+  // depth[t] - depth[t-1] blocks after the faster tiers' prefix (LayerHits). Engines copy a
+  // block to the host when the GPU evicts it: a host tier's own run from block 0 is empty
+  // while it holds the blocks right after the GPU's prefix.
   std::array<std::uint32_t, kNumTiers> depth_blocks{};
   // Consecutive prefix depth in blocks counting a block as present if ANY tier holds it.
   // >= every entry of depth_blocks (the host clamps it up if the caller's is smaller).

@@ -1,9 +1,9 @@
 // KvIndex: the global KV block index. For each canonical block key (kv::BlockKey) it knows
 // which workers hold the block, in which tiers (GPU, CPU, DISK, SHARED), fed by the engines'
 // own KV events (kv::KvEventBatch, vLLM format). A lookup takes a prompt's chain of block keys
-// and returns, for every worker holding block 0, its consecutive prefix depth per tier and
-// over "any tier": matching stops at the worker's FIRST missing block (exact, never skipping
-// holes). See kv/README.md section "Index" for the design, the proof that the jump search is
+// and returns, for every worker holding block 0, its consecutive prefix depth per tier —
+// counting a block held in that tier or a faster one — and over "any tier": matching stops at
+// the worker's FIRST missing block (exact, never skipping holes). See kv/README.md section "Index" for the design, the proof that the jump search is
 // exact, and the memory layout. This header is the API; the implementation is KvIndexCore
 // (kv/index/index_core.h, internal to kv/index/), to which every call is forwarded.
 //
@@ -55,9 +55,14 @@ class IndexSnapshot;  // a parsed Dump() image (kv/index/index_snapshot.h)
 // One worker's match for a prompt.
 struct WorkerMatch {
   WorkerId worker = 0;
-  // Consecutive prefix depth in blocks, per tier (indexed by Tier).
+  // Consecutive prefix depth in blocks, per tier (indexed by Tier), where a block counts for
+  // tier t if tier t OR A FASTER ONE holds it (common/tier.h's order): non-decreasing in t,
+  // so depth[t] - depth[t-1] blocks are read from tier t at best. Engines copy a block to the
+  // host when the GPU evicts it, so a host tier alone rarely holds block 0: its own run would
+  // be empty while it holds the blocks right after the GPU's prefix.
   std::array<std::uint32_t, kNumTiers> depth{};
-  // Consecutive prefix depth where each block may be in any tier (>= every depth[t]).
+  // Consecutive prefix depth where each block may be in any tier (>= every depth[t]; equal to
+  // depth[SHARED] for the index's own matches).
   std::uint32_t any_depth = 0;
   // The worker was marked stale (events lost or lagging): the scheduler should down-weight.
   bool stale = false;

@@ -157,7 +157,7 @@ void KvIndexCore::PreKey(WorkerId worker, std::span<const KvEvent> events, PreKe
 }
 
 inline void KvIndexCore::ParentGainsKid(std::uint32_t slot, std::uint32_t node, int tier,
-                                    EntryRef parent_entry) {
+                                        EntryRef parent_entry) {
   using HL = HolderList;
   const std::uint32_t parent = nodes_[node].parent;
   if (parent == kNoNode) return;
@@ -198,7 +198,7 @@ inline void KvIndexCore::ParentLosesKid(std::uint32_t slot, std::uint32_t node, 
 // Inline (its ref is 1, the only count the packed form holds): one load and one store, and
 // the release below reads the same word (the parent's edits touch another list).
 inline void KvIndexCore::DropInlineRef(std::uint32_t slot, std::uint32_t node, HolderList& h,
-                                   std::uint64_t w, int tier) {
+                                       std::uint64_t w, int tier) {
   using HL = HolderList;
   assert((w & HL::kTagBit) == 0 && (w & HL::RefBit(tier)) != 0);
   w &= ~HL::RefBit(tier);
@@ -215,7 +215,7 @@ inline void KvIndexCore::DropInlineRef(std::uint32_t slot, std::uint32_t node, H
 }
 
 void KvIndexCore::ApplyLocked(std::uint32_t slot, const KvEvent& event, const PreKeyed::Run* run,
-                          std::span<const BlockKey> pre_keys) {
+                              std::span<const BlockKey> pre_keys) {
   if (const auto* stored = std::get_if<BlockStored>(&event)) {
     ApplyStored(slot, *stored, run, pre_keys);
   } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
@@ -228,7 +228,7 @@ void KvIndexCore::ApplyLocked(std::uint32_t slot, const KvEvent& event, const Pr
 }
 
 void KvIndexCore::ApplyStored(std::uint32_t slot, const BlockStored& e, const PreKeyed::Run* run,
-                          std::span<const BlockKey> pre_keys) {
+                              std::span<const BlockKey> pre_keys) {
   if (!IsMainGroup(e.group_idx, e.kv_cache_spec_kind)) {
     ++counters_.ignored_group;
     return;
@@ -438,7 +438,7 @@ void KvIndexCore::ApplyRemoved(std::uint32_t slot, const BlockRemoved& e) {
 }
 
 void KvIndexCore::AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
-                     EntryRef parent_entry) {
+                         EntryRef parent_entry) {
   using HL = HolderList;
   HolderList& h = *entry.list();
   const std::uint64_t w = h.word();
@@ -458,16 +458,19 @@ void KvIndexCore::AddRef(std::uint32_t slot, std::uint32_t node, EntryRef entry,
 }
 
 void KvIndexCore::AddRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
-                         EntryRef parent_entry) {
+                             EntryRef parent_entry) {
   const bool was_held = entry.any_ref();
   const std::uint8_t r = entry.ref(tier);
+  const std::uint32_t lanes = entry.lanes();
   entry.set_ref(*this, tier, static_cast<std::uint8_t>(r + 1));
   if (r == 0) {
     if (!was_held) {
       ++num_entries_;
       ++workers_[slot].held;
     }
-    entry.AddLanes(was_held ? 1 : 2);  // + the any-tier lane if new
+    // A tier faster than every one held adds the lanes between them (cumulative lanes), a
+    // first tier also the any-tier lane; a slower one adds none.
+    entry.AddLanes(static_cast<int>(entry.lanes()) - static_cast<int>(lanes));
     OnHeld(slot, node, entry, tier, parent_entry);
   }
 }
@@ -485,6 +488,7 @@ void KvIndexCore::DropRef(std::uint32_t slot, std::uint32_t node, EntryRef entry
 void KvIndexCore::DropRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier) {
   const std::uint8_t r = entry.ref(tier);
   assert(r > 0);
+  const std::uint32_t lanes = entry.lanes();
   entry.set_ref(*this, tier, static_cast<std::uint8_t>(r - 1));
   if (r == 1) {
     const bool still_held = entry.any_ref();
@@ -492,7 +496,7 @@ void KvIndexCore::DropRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef e
       --num_entries_;
       --workers_[slot].held;
     }
-    entry.AddLanes(still_held ? -1 : -2);
+    entry.AddLanes(static_cast<int>(entry.lanes()) - static_cast<int>(lanes));
     OnReleased(slot, node, entry, tier);  // may erase the entry and the node
   }
 }
@@ -500,12 +504,13 @@ void KvIndexCore::DropRefSlow(std::uint32_t slot, std::uint32_t node, EntryRef e
 // (slot, tier) now holds `node`: the node stops being a hole, and its parent becomes one if
 // the worker does not hold the parent in this tier.
 void KvIndexCore::OnHeld(std::uint32_t slot, std::uint32_t node, EntryRef entry, int tier,
-                     EntryRef parent_entry) {
+                         EntryRef parent_entry) {
   if (entry.kids(tier) > 0) SetHole(slot, node, tier, false);
   ParentGainsKid(slot, node, tier, parent_entry);
 }
 
-void KvIndexCore::ParentGainsKidSlow(std::uint32_t slot, std::uint32_t parent, int tier, EntryRef pe) {
+void KvIndexCore::ParentGainsKidSlow(std::uint32_t slot, std::uint32_t parent, int tier,
+                                     EntryRef pe) {
   if (IncKids(parent, slot, pe, tier) && pe.ref(tier) == 0) SetHole(slot, parent, tier, true);
 }
 

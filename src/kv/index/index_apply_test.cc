@@ -28,12 +28,12 @@ TEST_F(IndexApplyTest, StoredRunIsKeyedFromTokensNotEngineHashes) {
   index_.ApplyBatch(1, Batch({Store({901, 902, 903}, std::nullopt, {1, 2, 3})}));
   auto m = Look({1, 2, 3, 4});
   ASSERT_EQ(m.size(), 1u);
-  EXPECT_EQ(m[1], Match(1, 3, 0, 0, 0, 3));
+  EXPECT_EQ(m[1], Match(1, 3, 3, 3, 3, 3));
 }
 
 TEST_F(IndexApplyTest, ContinuationRunChainsFromParentHashMapping) {
   index_.ApplyBatch(1, Batch({Store({901}, std::nullopt, {1}), Store({902, 903}, 901, {2, 3})}));
-  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 3, 0, 0, 0, 3));
+  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 3, 3, 3, 3, 3));
 }
 
 TEST_F(IndexApplyTest, RunWithUnknownParentIsSkippedAndCounted) {
@@ -80,7 +80,7 @@ TEST_F(IndexApplyTest, MediumSelectsTheTier) {
       1, Batch({Store({1, 2}, std::nullopt, {1, 2}, "GPU"),
                 Store({1, 2, 3}, std::nullopt, {1, 2, 3}, "cpu"),
                 Store({1}, std::nullopt, {1}, "DISK"), Store({1}, std::nullopt, {1}, "SHARED")}));
-  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 2, 3, 1, 1, 3));
+  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 2, 3, 3, 3, 3));
 }
 
 TEST_F(IndexApplyTest, MissingMediumMeansGpu) {
@@ -97,8 +97,8 @@ TEST_F(IndexApplyTest, SpellingsOfOneMediumNameOneTier) {
   BlockRemoved gpu_removed = Remove({1});
   gpu_removed.medium.reset();
   index_.ApplyBatch(1, Batch({Store({2}, std::nullopt, {2}, "CPU"), gpu}));
-  EXPECT_EQ(Look({2})[1], Match(1, 0, 1, 0, 0, 1));
-  EXPECT_EQ(Look({1})[1], Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(Look({2})[1], Match(1, 0, 1, 1, 1, 1));
+  EXPECT_EQ(Look({1})[1], Match(1, 1, 1, 1, 1, 1));
   index_.ApplyBatch(1, Batch({Remove({2}, "cpu"), gpu_removed}));
   EXPECT_TRUE(Look({1}).empty());
   EXPECT_TRUE(Look({2}).empty());
@@ -228,7 +228,7 @@ TEST_F(IndexKeyedHashesTest, ParentsRemovalsAndCountsResolveThroughTheKeys) {
   const auto k = Keys({1, 2, 3, 4});
   index_.ApplyBatch(1, Batch({Store({k[0], k[1]}, std::nullopt, {1, 2}),
                               Store({k[2], k[3]}, k[1], {3, 4}), Store({k[3]}, k[2], {4})}));
-  EXPECT_EQ(Look({1, 2, 3, 4})[1], Match(1, 4, 0, 0, 0, 4));
+  EXPECT_EQ(Look({1, 2, 3, 4})[1], Match(1, 4, 4, 4, 4, 4));
   EXPECT_EQ(index_.stats().engine_hashes, 4u);
   // k[3] was stored twice: one removal keeps it, the second drops it.
   index_.ApplyBatch(1, Batch({Remove({k[3]})}));
@@ -266,11 +266,11 @@ TEST_F(IndexKeyedHashesTest, FirstHashDifferingFromItsKeySwitchesToAMapKeepingEv
       1, Batch({Store({k[0], k[1]}, std::nullopt, {1, 2}), Store({k[1]}, k[0], {2}, "CPU")}));
   // An engine-specific hash (e.g. a salted one) continues the keyed chain.
   index_.ApplyBatch(1, Batch({Store({777}, k[1], {3})}));
-  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 3, 0, 0, 0, 3));  // CPU lacks block 0
+  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 3, 3, 3, 3, 3));  // CPU lacks block 0
   EXPECT_EQ(index_.stats().engine_hashes, 3u);
   // The keyed mappings kept their counts across the switch: k[1] has two references.
   index_.ApplyBatch(1, Batch({Remove({k[1]}, "CPU"), Remove({777})}));
-  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 2, 0, 0, 0, 2));
+  EXPECT_EQ(Look({1, 2, 3})[1], Match(1, 2, 2, 2, 2, 2));
   index_.ApplyBatch(1, Batch({Remove({k[1]}), Remove({k[0]})}));
   EXPECT_TRUE(Look({1, 2, 3}).empty());
   EXPECT_EQ(index_.stats().engine_hashes, 0u);

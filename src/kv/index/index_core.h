@@ -106,6 +106,11 @@ class KvIndexCore {
       if (e == nullptr) return list_->InlineAnyRef();
       return (e->ref[0] | e->ref[1] | e->ref[2] | e->ref[3]) != 0;
     }
+    // Lanes this entry contributes to its node's lane count (index_detail::LanesOf).
+    std::uint32_t lanes() const {
+      return index_detail::kLanesOfHeldTiers[(ref(0) != 0) | (ref(1) != 0) << 1 |
+                                             (ref(2) != 0) << 2 | (ref(3) != 0) << 3];
+    }
     [[gnu::always_inline]] bool any_kids() const {
       const Entry* e = HeapEntry();
       if (e == nullptr) return list_->InlineAnyKids();
@@ -134,7 +139,8 @@ class KvIndexCore {
         list_->InlineSetHashLo(v);
       }
     }
-    // After a ref changed by `delta` lanes (an inline entry's lane count is derived).
+    // After a ref changed the entry's lanes() by `delta` (an inline entry's lane count is
+    // derived).
     [[gnu::always_inline]] void AddLanes(int delta) {
       if (!list_->is_inline()) list_->AddLanes(delta);
     }

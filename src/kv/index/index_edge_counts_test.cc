@@ -63,7 +63,7 @@ TEST_F(IndexEdgeTest, ThirtyThreeThousandWorkersEachKeepExactDepths) {
     std::vector<std::map<WorkerId, WorkerMatch>> want(kGroups);
     for (const auto& [id, e] : expect) {
       WorkerMatch m = Match(id, 0, 0, 0, 0, e.len, e.stale);
-      m.depth[e.tier] = e.len;
+      for (int t = e.tier; t < kNumTiers; ++t) m.depth[t] = e.len;  // its tier or a faster one
       want[e.group][id] = m;
     }
     for (std::uint32_t g = 0; g < kGroups; ++g) {
@@ -172,13 +172,14 @@ TEST_F(IndexEdgeTest, StoresPastTwoHundredFiftyFiveCopiesAreCountedAsOverflowAnd
   // Another tier counts on its own.
   ApplySettled(index_, 1, Store({H(1, 0)}, std::nullopt, {5}, "CPU"));
   ApplySettled(index_, 1, Store({H(1, 3)}, H(1, 0), {6}));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 2, 1, 0, 0, 2));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 2, 2, 2, 2, 2));
   for (int r = 1; r <= 255; ++r) {
     ApplySettled(index_, 1, Remove({H(1, 0)}));
     const auto m = ByWorker(index_.Lookup(keys));
     ASSERT_EQ(m.at(1).depth[0], r < 255 ? 2u : 0u) << r;
   }
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 0, 1, 0, 0, 2));
+  // Block 0 on CPU, block 1 on GPU: CPU-or-faster covers both.
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 0, 2, 2, 2, 2));
   EXPECT_EQ(index_.counters().unknown_removals, 0u);
   ApplySettled(index_, 1, Remove({H(1, 0)}));  // GPU's copies are gone
   EXPECT_EQ(index_.counters().unknown_removals, 1u);
@@ -195,17 +196,17 @@ TEST_F(IndexEdgeTest, AllBlocksClearedForgetsEveryCopyAndEveryHash) {
                Batch({Store({H(1, 0)}, std::nullopt, {5}, "CPU"),
                       Store({H(1, 1)}, std::nullopt, {5}, "CPU"), Store({H(1, 2)}, H(1, 1), {6})}));
   ApplySettled(index_, 2, Store({H(2, 0)}, std::nullopt, {5}));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 2, 1, 0, 0, 2));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 2, 2, 2, 2, 2));
   ApplySettled(index_, 1, AllBlocksCleared{});
   auto m = ByWorker(index_.Lookup(keys));
   EXPECT_EQ(m.count(1), 0u);
-  EXPECT_EQ(m[2], Match(2, 1, 0, 0, 0, 1));
+  EXPECT_EQ(m[2], Match(2, 1, 1, 1, 1, 1));
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(2u, 1u, 1u, 1u));
   // Counts start over: the old hashes are unknown, one store is undone by one removal.
   ApplySettled(index_, 1, Remove({H(1, 0), H(1, 1)}));
   EXPECT_EQ(index_.counters().unknown_removals, 2u);
   ApplySettled(index_, 1, Store({H(1, 0)}, std::nullopt, {5}));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 1, 1, 1, 1, 1));
   ApplySettled(index_, 1, Remove({H(1, 0)}));
   EXPECT_EQ(ByWorker(index_.Lookup(keys)).count(1), 0u);
   EXPECT_EQ(index_.counters().ref_overflow, 45u);
@@ -225,17 +226,18 @@ TEST_F(IndexEdgeTest, CopiesInTwoTiersAreCountedPerTier) {
       ApplySettled(index, 1, Store({H(1, 0)}, std::nullopt, {5}, "CPU"));
     }
     ApplySettled(index, 1, Store({H(1, 1)}, H(1, 0), {6}));
-    EXPECT_EQ(ByWorker(index.Lookup(keys))[1], Match(1, 2, 1, 0, 0, 2));
+    EXPECT_EQ(ByWorker(index.Lookup(keys))[1], Match(1, 2, 2, 2, 2, 2));
     for (std::uint32_t r = 1; r <= gpu; ++r) {
       ApplySettled(index, 1, Remove({H(1, 0)}));
       const std::uint32_t g = r < gpu ? 2 : 0;
-      EXPECT_EQ(ByWorker(index.Lookup(keys))[1], Match(1, g, 1, 0, 0, 2)) << gpu << " " << r;
+      EXPECT_EQ(ByWorker(index.Lookup(keys))[1], Match(1, g, 2, 2, 2, 2)) << gpu << " " << r;
     }
     for (std::uint32_t r = 1; r <= cpu; ++r) {
       ApplySettled(index, 1, Remove({H(1, 0)}, "CPU"));
       const auto m = ByWorker(index.Lookup(keys));
       if (r < cpu) {
-        EXPECT_EQ(m.at(1), Match(1, 0, 1, 0, 0, 2)) << gpu << " " << r;
+        // Block 0 on CPU, block 1 on GPU: CPU-or-faster covers both.
+        EXPECT_EQ(m.at(1), Match(1, 0, 2, 2, 2, 2)) << gpu << " " << r;
       } else {
         EXPECT_EQ(m.count(1), 0u) << gpu;  // block 0 is only a hole under the child now
       }
@@ -331,8 +333,10 @@ TEST_F(IndexEdgeTest, ChildCountsOfFourTiersInOneEntryStayApart) {
   auto check = [&](int line) {
     for (std::uint32_t i = 0; i < 10; ++i) {
       WorkerMatch want = Match(1, 0, 0, 0, 0, kP + 1);
+      bool child_here_or_faster = false;  // a tier's depth counts the faster tiers' blocks
       for (int t = 0; t < kNumTiers; ++t) {
-        want.depth[t] = i < count[t] ? kP + 2 : kP + 1;
+        child_here_or_faster = child_here_or_faster || i < count[t];
+        want.depth[t] = child_here_or_faster ? kP + 2 : kP + 1;
         if (i < count[t]) want.any_depth = kP + 2;
       }
       if (hole) want = Match(1, kP, kP, kP, kP, kP);

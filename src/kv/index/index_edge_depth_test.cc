@@ -72,9 +72,9 @@ TEST_F(IndexDeepChainTest, PrefixLookupsAroundTheSixteenBitBoundaryReturnExactDe
   for (std::uint32_t n : {1u, 65'533u, 65'534u, 65'535u, 65'536u, 65'537u, 65'538u, kDeep}) {
     auto m = Look(Prefix(n));
     ASSERT_EQ(m.size(), 2u) << n;
-    EXPECT_EQ(m[1], Match(1, n, 0, 0, 0, n)) << n;
+    EXPECT_EQ(m[1], Match(1, n, n, n, n, n)) << n;
     const std::uint32_t w2 = std::min(n, kW2);
-    EXPECT_EQ(m[2], Match(2, 0, w2, 0, 0, w2)) << n;
+    EXPECT_EQ(m[2], Match(2, 0, w2, w2, w2, w2)) << n;
   }
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(2u, kDeep, kDeep + kW2, kDeep + kW2));
 }
@@ -82,22 +82,22 @@ TEST_F(IndexDeepChainTest, PrefixLookupsAroundTheSixteenBitBoundaryReturnExactDe
 TEST_F(IndexDeepChainTest, PromptsDivergingPastTheSixteenBitBoundaryStopThere) {
   for (std::uint32_t at : {65'533u, 65'534u, 65'535u, 65'536u, 65'537u, 69'999u}) {
     auto m = Look(DivergingAt(at));
-    EXPECT_EQ(m[1], Match(1, at, 0, 0, 0, at)) << at;
+    EXPECT_EQ(m[1], Match(1, at, at, at, at, at)) << at;
     const std::uint32_t w2 = std::min(at, kW2);
-    EXPECT_EQ(m[2], Match(2, 0, w2, 0, 0, w2)) << at;
+    EXPECT_EQ(m[2], Match(2, 0, w2, w2, w2, w2)) << at;
   }
 }
 
 TEST_F(IndexDeepChainTest, HolesPastTheSixteenBitBoundaryStopTheMatch) {
   // The tail, then holes in the middle (blocks after them stay held).
   index_.ApplyEvent(1, Remove({H(1, kDeep - 1)}));
-  EXPECT_EQ(Look(keys_)[1], Match(1, kDeep - 1, 0, 0, 0, kDeep - 1));
+  EXPECT_EQ(Look(keys_)[1], Match(1, kDeep - 1, kDeep - 1, kDeep - 1, kDeep - 1, kDeep - 1));
   index_.ApplyEvent(1, Remove({H(1, 67'000)}));
-  EXPECT_EQ(Look(keys_)[1], Match(1, 67'000, 0, 0, 0, 67'000));
+  EXPECT_EQ(Look(keys_)[1], Match(1, 67'000, 67'000, 67'000, 67'000, 67'000));
   index_.ApplyEvent(1, Remove({H(1, 65'536)}));
   auto m = Look(keys_);
-  EXPECT_EQ(m[1], Match(1, 65'536, 0, 0, 0, 65'536));
-  EXPECT_EQ(m[2], Match(2, 0, kW2, 0, 0, kW2));
+  EXPECT_EQ(m[1], Match(1, 65'536, 65'536, 65'536, 65'536, 65'536));
+  EXPECT_EQ(m[2], Match(2, 0, kW2, kW2, kW2, kW2));
   for (std::uint32_t n : {65'535u, 65'536u, 65'537u, 67'000u, 67'001u, 67'002u}) {
     EXPECT_EQ(Look(Prefix(n))[1].depth[0], std::min(n, 65'536u)) << n;
   }
@@ -107,19 +107,19 @@ TEST_F(IndexDeepChainTest, HolesPastTheSixteenBitBoundaryStopTheMatch) {
 
   // Worker 2 gets a hole exactly at depth 65,535 under its last block.
   index_.ApplyEvent(2, Remove({H(2, 65'535)}, "CPU"));
-  EXPECT_EQ(Look(keys_)[2], Match(2, 0, 65'535, 0, 0, 65'535));
+  EXPECT_EQ(Look(keys_)[2], Match(2, 0, 65'535, 65'535, 65'535, 65'535));
 
   // Filling worker 1's first hole moves it to the next one.
   index_.ApplyEvent(1, Store({H(1, 65'536)}, H(1, 65'535), {contents_[65'536]}));
-  EXPECT_EQ(Look(keys_)[1], Match(1, 67'000, 0, 0, 0, 67'000));
+  EXPECT_EQ(Look(keys_)[1], Match(1, 67'000, 67'000, 67'000, 67'000, 67'000));
 
   // A branch off depth 66,000: its block is at depth 66,001.
   index_.ApplyEvent(1, Store({H(1, 900'000)}, H(1, 66'000), {999'999}));
   auto branch = Prefix(66'001);
   branch.push_back(Child(keys_[66'000], 999'999));
   m = Look(branch);
-  EXPECT_EQ(m[1], Match(1, 66'002, 0, 0, 0, 66'002));
-  EXPECT_EQ(m[2], Match(2, 0, 65'535, 0, 0, 65'535));
+  EXPECT_EQ(m[1], Match(1, 66'002, 66'002, 66'002, 66'002, 66'002));
+  EXPECT_EQ(m[2], Match(2, 0, 65'535, 65'535, 65'535, 65'535));
 
   ExpectRestoredCopyAgrees({keys_, branch, Prefix(65'536), Prefix(67'001), DivergingAt(65'535)});
 }
@@ -129,14 +129,14 @@ TEST_F(IndexDeepChainTest, AllBlocksClearedOfTheDeepWorkerLeavesTheOtherExact) {
   index_.ApplyBatch(1, Batch({AllBlocksCleared{}}));
   auto m = Look(keys_);
   ASSERT_EQ(m.size(), 1u);
-  EXPECT_EQ(m[2], Match(2, 0, 65'535, 0, 0, 65'535));
+  EXPECT_EQ(m[2], Match(2, 0, 65'535, 65'535, 65'535, 65'535));
   // Worker 2 keeps 0..65,536 but 65,535 (a hole node).
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(2u, kW2, kW2 - 1, kW2 - 1));
   // Worker 1 stores the chain again past the boundary; its old hashes were forgotten.
   index_.ApplyEvent(1, Store({H(1, 65'537)}, H(1, 65'536), {contents_[65'537]}));
   EXPECT_EQ(index_.counters().unknown_parent_runs, 1u);
   index_.ApplyEvent(1, Store(Hashes(1, 0, 65'540), std::nullopt, Slice(contents_, 0, 65'540)));
-  EXPECT_EQ(Look(keys_)[1], Match(1, 65'540, 0, 0, 0, 65'540));
+  EXPECT_EQ(Look(keys_)[1], Match(1, 65'540, 65'540, 65'540, 65'540, 65'540));
   ExpectRestoredCopyAgrees({keys_, Prefix(65'536)});
 }
 
@@ -183,8 +183,8 @@ TEST_F(IndexWideFanOutTest, LookupsOfContinuationsAreExactPerWorker) {
     ASSERT_EQ(m.size(), 2u) << i;
     const std::uint32_t d1 = i < kW1End ? 2 : 1;
     const std::uint32_t d2 = (i >= kW2Begin && i < kKids) ? 2 : 1;
-    EXPECT_EQ(m[1], Match(1, d1, 0, 0, 0, d1)) << i;
-    EXPECT_EQ(m[2], Match(2, d2, 0, 0, 0, d2)) << i;
+    EXPECT_EQ(m[1], Match(1, d1, d1, d1, d1, d1)) << i;
+    EXPECT_EQ(m[2], Match(2, d2, d2, d2, d2, d2)) << i;
   }
   const std::size_t held = 2 + kW1End + (kKids - kW2Begin);
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(2u, 1 + kKids, held, held));
@@ -214,7 +214,7 @@ TEST_F(IndexWideFanOutTest, ChildCountDownThroughTheSixteenBitBoundaryAndBackSta
   StoreKids(1, 0, kFirstChecked);
   EXPECT_EQ(index_.stats().nodes, 1u + kKids);
   for (std::uint32_t i : {0u, 4'461u, 4'462u, 29'999u}) {
-    EXPECT_EQ(Look(KidPrompt(i))[1], Match(1, 2, 0, 0, 0, 2)) << i;
+    EXPECT_EQ(Look(KidPrompt(i))[1], Match(1, 2, 2, 2, 2, 2)) << i;
   }
   EXPECT_EQ(index_.counters().unknown_removals, 0u);
 }
@@ -233,11 +233,11 @@ TEST_F(IndexWideFanOutTest, AParentNobodyHoldsStaysWhileItsChildCountCrossesTheB
   }
   // Block 0 back in worker 1: its remaining children are reachable under it again.
   index_.ApplyEvent(1, Store({H(1, 0)}, std::nullopt, {0}));
-  EXPECT_EQ(Look(KidPrompt(20'000))[1], Match(1, 2, 0, 0, 0, 2));
-  EXPECT_EQ(Look(KidPrompt(kFirstChecked))[1], Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(Look(KidPrompt(20'000))[1], Match(1, 2, 2, 2, 2, 2));
+  EXPECT_EQ(Look(KidPrompt(kFirstChecked))[1], Match(1, 1, 1, 1, 1, 1));
   EXPECT_EQ(Look(KidPrompt(50'000)).count(2), 0u);
   index_.ApplyEvent(2, Store({H(2, 0)}, std::nullopt, {0}));
-  EXPECT_EQ(Look(KidPrompt(50'000))[2], Match(2, 2, 0, 0, 0, 2));
+  EXPECT_EQ(Look(KidPrompt(50'000))[2], Match(2, 2, 2, 2, 2, 2));
   EXPECT_EQ(index_.stats().nodes, 1u + kKids - kFirstChecked - 5);
   ExpectRestoredCopyAgrees({KidPrompt(0), KidPrompt(20'000), KidPrompt(50'000)});
 }
@@ -275,9 +275,9 @@ TEST_F(IndexEdgeTest, ABlockWhoseChildrenAreAllHolesStaysWhileTheirCountCrossesT
   // Block 0 and one child back: that chain is whole again, the others still stop at the hole.
   index_.ApplyBatch(1,
                     Batch({Store({H(1, 0)}, std::nullopt, {0}), Store({H(1, 21)}, H(1, 0), {11})}));
-  EXPECT_EQ(Look(prompt(10))[1], Match(1, 3, 0, 0, 0, 3));
-  EXPECT_EQ(Look(prompt(65'539))[1], Match(1, 1, 0, 0, 0, 1));
-  EXPECT_EQ(Look(prompt(5))[1], Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(Look(prompt(10))[1], Match(1, 3, 3, 3, 3, 3));
+  EXPECT_EQ(Look(prompt(65'539))[1], Match(1, 1, 1, 1, 1, 1));
+  EXPECT_EQ(Look(prompt(5))[1], Match(1, 1, 1, 1, 1, 1));
   ExpectRestoredCopyAgrees({prompt(0), prompt(10), prompt(65'539)});
   index_.ApplyEvent(1, AllBlocksCleared{});
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 0u, 0u, 0u));
@@ -288,7 +288,7 @@ TEST_F(IndexWideFanOutTest, RemovingEverythingEmptiesTheIndex) {
   index_.ApplyEvent(1, Remove({H(1, 0)}));
   auto m = Look(KidPrompt(10));
   EXPECT_EQ(m.count(1), 0u);  // worker 1 no longer holds block 0
-  EXPECT_EQ(m[2], Match(2, 1, 0, 0, 0, 1));
+  EXPECT_EQ(m[2], Match(2, 1, 1, 1, 1, 1));
   EXPECT_EQ(Look(KidPrompt(35'000))[2].depth[0], 2u);
   ExpectRestoredCopyAgrees({KidPrompt(0), KidPrompt(35'000), KidPrompt(69'999)});
   RemoveKids(1, 0, kW1End);

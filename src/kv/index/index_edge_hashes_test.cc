@@ -148,14 +148,14 @@ TEST_P(IndexSaltedHashesTest, SaltedCopiesInTwoTiersAreCountedPerTierAndHash) {
   ApplySettled(index_, 1,
                Batch({Store({a_}, std::nullopt, {5}), Store({a_}, std::nullopt, {5}),
                       Store({kB}, std::nullopt, {5}, "CPU"), Store({kC}, std::nullopt, {5})}));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys_))[1], Match(1, 1, 1, 0, 0, 1));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys_))[1], Match(1, 1, 1, 1, 1, 1));
   ApplySettled(index_, 1, Remove({kB}, "DISK"));  // the block is not held in DISK
   EXPECT_EQ(index_.counters().unknown_removals, 1u);
   ApplySettled(index_, 1, Remove({a_, kC}));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys_))[1], Match(1, 1, 1, 0, 0, 1));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys_))[1], Match(1, 1, 1, 1, 1, 1));
   EXPECT_EQ(index_.stats().engine_hashes, 2u);  // A (one copy left) and B
   ApplySettled(index_, 1, Remove({kB}, "CPU"));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys_))[1], Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys_))[1], Match(1, 1, 1, 1, 1, 1));
   ApplySettled(index_, 1, Remove({a_}));
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 0u, 0u, 0u));
 }
@@ -170,14 +170,14 @@ TEST_F(IndexEdgeTest, EngineHashesSharingHalfTheirBitsStayDistinct) {
                Batch({Store({x}, std::nullopt, {5}), Store({y}, x, {6}),
                       Store({z}, std::nullopt, {7}), Store({x2}, std::nullopt, {5})}));
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 3u, 3u, 4u));
-  EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6})[1], Match(1, 2, 0, 0, 0, 2));
+  EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6})[1], Match(1, 2, 2, 2, 2, 2));
   // Hashes sharing a half with held ones but never stored are unknown.
   ApplySettled(index_, 1, Remove({4 * kHi | kLo, kHi | 9, kLo, kHi}));
   EXPECT_EQ(index_.counters().unknown_removals, 4u);
   ApplySettled(index_, 1, Store({11}, kHi | 8, {6}));
   EXPECT_EQ(index_.counters().unknown_parent_runs, 1u);
   ApplySettled(index_, 1, Remove({x}));
-  EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6})[1], Match(1, 2, 0, 0, 0, 2));  // via x2
+  EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6})[1], Match(1, 2, 2, 2, 2, 2));  // via x2
   ApplySettled(index_, 1, Remove({x2, z}));
   EXPECT_EQ(Look(std::vector<std::uint32_t>{5, 6}).count(1), 0u);
   EXPECT_TRUE(Look(std::vector<std::uint32_t>{7}).empty());
@@ -204,7 +204,7 @@ TEST_F(IndexEdgeTest, KeyedWorkerSwitchingToAMapKeepsEveryCountAndParent) {
   // The switch: a salted hash of block 200 continuing from keyed block 199.
   ApplySettled(index_, 1, Store({777}, keys[199], {contents[200]}));
   EXPECT_EQ(index_.stats().engine_hashes, 301u);
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 300, 10, 0, 0, 300));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 300, 300, 300, 300, 300));
   // Keyed hashes still resolve, with their counts, as removals and as parents.
   ApplySettled(index_, 1, Remove({keys[150]}));
   EXPECT_EQ(ByWorker(index_.Lookup(keys))[1].depth[0], 300u);
@@ -213,9 +213,9 @@ TEST_F(IndexEdgeTest, KeyedWorkerSwitchingToAMapKeepsEveryCountAndParent) {
   ApplySettled(index_, 1, Store({keys[150]}, keys[149], {contents[150]}));
   EXPECT_EQ(ByWorker(index_.Lookup(keys))[1].depth[0], 300u);  // 200 still held via 777
   ApplySettled(index_, 1, Remove({777}));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 200, 10, 0, 0, 200));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 200, 200, 200, 200, 200));
   ApplySettled(index_, 1, Remove({keys[5]}, "CPU"));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 200, 5, 0, 0, 200));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 200, 200, 200, 200, 200));
   EXPECT_EQ(index_.counters().unknown_removals, 0u);
   ExpectRestoredCopyAgrees({keys, {keys.begin(), keys.begin() + 201}});
   // A clear in the middle, then keyed again without a map.
@@ -224,7 +224,7 @@ TEST_F(IndexEdgeTest, KeyedWorkerSwitchingToAMapKeepsEveryCountAndParent) {
   EXPECT_EQ(StatsTuple(index_.stats()), std::tuple(1u, 0u, 0u, 0u));
   ApplySettled(index_, 1,
                Store({keys.begin(), keys.begin() + 3}, std::nullopt, Slice(contents, 0, 3)));
-  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 3, 0, 0, 0, 3));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 3, 3, 3, 3, 3));
   EXPECT_EQ(index_.stats().engine_hashes, 3u);
 }
 

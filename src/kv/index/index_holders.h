@@ -36,11 +36,16 @@ struct Entry {
   std::uint32_t hash_lo;
 };
 static_assert(sizeof(Entry) == 16);
-// Lanes an entry contributes to its node's lane count: one per tier held, plus the
-// any-tier lane if some tier is held.
+// Lanes an entry contributes to its node's lane count, by the set of tiers it holds (bit t:
+// ref[t] > 0). Lane t means "tier t or a faster one holds the block" (kv/README.md "Index"),
+// so an entry whose fastest tier is f is in lanes f..SHARED, plus the any-tier lane: 5 - f
+// lanes, 0 if it holds no tier.
+inline constexpr std::array<std::uint8_t, 16> kLanesOfHeldTiers = {0, 5, 4, 5, 3, 5, 4, 5,
+                                                                   2, 5, 4, 5, 3, 5, 4, 5};
 inline std::uint32_t LanesOf(const Entry& e) {
-  const std::uint32_t tiers = (e.ref[0] != 0) + (e.ref[1] != 0) + (e.ref[2] != 0) + (e.ref[3] != 0);
-  return tiers + (tiers != 0);
+  const std::uint32_t tiers =
+      (e.ref[0] != 0) | (e.ref[1] != 0) << 1 | (e.ref[2] != 0) << 2 | (e.ref[3] != 0) << 3;
+  return kLanesOfHeldTiers[tiers];
 }
 // Spare heap blocks of HolderList's smallest capacity. An entry whose new value the packed
 // form cannot hold is spilled to a heap block and CompactTouched packs it back later, so
@@ -123,8 +128,7 @@ class HolderList {
   std::uint32_t lane_count() const {
     if (word_ == 0) return 0;
     if (is_heap()) return heap()->lane_count;
-    const std::uint32_t tiers = kRefBitCount[(word_ >> kRefShift) & 0xF];
-    return tiers + (tiers != 0);
+    return kLanesOfHeldTiers[(word_ >> kRefShift) & 0xF];
   }
   // The entry of `slot`, if any.
   std::optional<Entry> Find(std::uint32_t slot) const {
@@ -301,8 +305,6 @@ class HolderList {
   static constexpr int kKidsShift = 20;
   static_assert(kRefBits == std::uint64_t{0xF} << kRefShift && kKidsBits == std::uint64_t{0xFFF}
                                                                                 << kKidsShift);
-  static constexpr std::array<std::uint8_t, 16> kRefBitCount = {0, 1, 1, 2, 1, 2, 2, 3,
-                                                                1, 2, 2, 3, 2, 3, 3, 4};
   struct alignas(16) Heap {
     std::uint32_t cap;
     std::uint32_t size;

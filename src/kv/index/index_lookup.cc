@@ -1,7 +1,12 @@
 // KvIndexCore read path: per-worker consecutive prefix depths for a chain of block keys.
 //
 // The search tracks "lanes": (worker, tier) pairs for the 4 tiers plus lane 4 = any tier.
-// A lane is alive at position i when the worker holds keys[0..i-1] in it. The search gallops:
+// Lane t holds a block when tier t OR A FASTER ONE holds it (GPU <= CPU <= DISK <= SHARED,
+// common/tier.h), so a tier's depth counts the prefix that it and the faster tiers hold
+// together: host copies exist only for blocks the GPU evicted, so a host tier's own run from
+// block 0 is empty while it holds the blocks right after the GPU's prefix (kv/README.md
+// "Index"). Lane 3 (SHARED or faster) then equals lane 4. A lane is alive at position i
+// when the worker holds keys[0..i-1] in it. The search gallops:
 // probing keys[j], it asks whether every alive lane holds it; if so, every alive lane holds
 // keys[i..j] and depths advance by j - i + 1 for one probe. Where fewer lanes hold keys[j],
 // the positions where some lane drops are searched for, all of a segment's drops in shared
@@ -11,15 +16,16 @@
 // form):
 //
 //  * If a lane holds keys[j] but misses some keys[k], i <= k < j, take the largest such k:
-//    keys[k] is not held but its child keys[k+1] is, so keys[k] is one of the worker's hole
-//    nodes (tracked per tier by the write path). Holes of alive workers that lie on this
-//    prompt (node depth d with keys[d] == node key) become barriers; the search never jumps
-//    over a barrier and examines barrier positions exactly. Between barriers, "holds keys[j]"
-//    implies "holds keys[i..j]", so the number of alive lanes holding keys[p] is
-//    non-increasing in p and the binary search is valid.
+//    keys[k] is not held but its child keys[k+1] is, in some tier t of the lane, so keys[k]
+//    is one of the worker's hole nodes in tier t (tracked per tier by the write path). Holes of
+//    alive workers that lie on this prompt (node depth d with keys[d] == node key) become barriers;
+//    the search never jumps over a barrier and examines barrier positions exactly. Between
+//    barriers, "holds keys[j]" implies "holds keys[i..j]", so the number of alive lanes holding
+//    keys[p] is non-increasing in p and the binary search is valid.
 //  * Counting alive lanes at keys[j] is O(1) for clean workers: a clean lane that holds
-//    keys[j] holds all of keys[0..j], hence is alive, so the node's lane_count counts exactly
-//    the alive clean lanes. Workers with holes (few) are corrected one by one.
+//    keys[j] (in some tier t of the lane, clean too) holds all of keys[0..j], hence is alive, so
+//    the node's lane_count counts exactly the alive clean lanes. Workers with holes (few) are
+//    corrected one by one.
 //  * Lanes with too many holes to list are examined position by position, which is exact
 //    by definition.
 #include <algorithm>
@@ -54,13 +60,15 @@ struct Point {
 
 // A worker with holes on the prompt. Counting a node's alive lanes from its lane count
 // needs a correction for such a worker only where it holds a lane that is not alive. It holds
-// keys[p] in tier t without holding keys[0] in t only if it has a hole in t on the prompt
-// (the last missing block before p), so while its lanes are still `initial` (those at
-// keys[0]) and all its hole tiers are among them, its held lanes at any node are alive.
+// keys[p] in lane L without holding keys[0] in L only if some tier t <= L holds keys[p] and
+// not keys[0], i.e. it has a hole in t on the prompt (the last missing block before p), so
+// while its lanes are still `initial` (those at keys[0]) and all the lanes of its hole tiers
+// are among them, its held lanes at any node are alive.
 struct DirtyWorker {
   std::uint32_t slot;
   std::uint8_t initial;     // alive lanes at keys[0]
-  std::uint8_t hole_tiers;  // bit t: a hole of tier t on the prompt (or too many to list)
+  std::uint8_t hole_lanes;  // the lanes of every tier with a hole on the prompt (or too many
+                            // to list): tier t's are lanes t..SHARED (LanesOfTier)
 };
 
 // Per-thread scratch indexed by worker slot, so a lookup allocates nothing in steady state
@@ -113,17 +121,25 @@ constexpr std::array<std::uint8_t, 32> kLaneCount = [] {
 }();
 inline int Lanes(std::uint8_t mask) { return kLaneCount[mask & 31]; }
 
-// Lanes an entry holds: bit t for each tier with a ref, plus the any-tier lane. Branch-free
-// on the 4 ref bytes read as one word (exact steps call this for every holder of a node;
-// GCC kept the per-tier loop as a loop): the high bit of each non-zero byte, gathered into
-// bits 21..24 by one multiply (the partial products land on distinct bits, so no carries).
+// The lanes a block held in tier t is in: t and every slower tier's (lane u = "tier u or a
+// faster one"), without the any-tier lane.
+constexpr std::uint8_t LanesOfTier(int t) { return static_cast<std::uint8_t>((0xFu << t) & 0xFu); }
+
+// Lanes an entry holds: bit u for each tier u at or below its fastest tier with a ref, plus
+// the any-tier lane (the same count as index_detail::LanesOf). Branch-free on the 4 ref bytes
+// read as one word (exact steps call this for every holder of a node; GCC kept the per-tier
+// loop as a loop): the high bit of each non-zero byte, gathered into bits 21..24 by one
+// multiply (the partial products land on distinct bits, so no carries), then smeared upward.
 template <typename EntryT>
 std::uint8_t HeldLanes(const EntryT& e) {
   static_assert(sizeof(e.ref) == 4);
   std::uint32_t x;
   std::memcpy(&x, e.ref.data(), sizeof(x));
   const std::uint32_t nonzero = (((x & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | x) & 0x80808080u;
-  const std::uint32_t m = (((nonzero >> 7) * 0x204081u) >> 21) & 0xFu;
+  std::uint32_t m = (((nonzero >> 7) * 0x204081u) >> 21) & 0xFu;
+  m |= m << 1;
+  m |= m << 2;
+  m &= 0xFu;
   return static_cast<std::uint8_t>(m != 0 ? (m | kAnyLane) : 0);
 }
 
@@ -172,22 +188,23 @@ std::vector<WorkerMatch> KvIndexCore::Lookup(std::span<const BlockKey> keys) con
   for (std::uint32_t slot = 0; slot < dirty_by_slot_.size(); ++slot) {
     if (dirty_by_slot_[slot] == 0) continue;
     const WorkerState& w = workers_[slot];
-    std::uint8_t hole_tiers = 0;  // tiers with a hole on the prompt (or too many to list)
+    std::uint8_t hole_lanes = 0;  // lanes of tiers with a hole on the prompt (or too many)
     for (int t = 0; t < kNumTiers; ++t) {
       if (w.holes[t].size() > kMaxHolesForBarriers) {
-        s.exact[slot] |= static_cast<std::uint8_t>((1u << t) | kAnyLane);
-        hole_tiers |= static_cast<std::uint8_t>(1u << t);
+        // Unlisted holes of tier t may end any lane tier t is part of.
+        s.exact[slot] |= static_cast<std::uint8_t>(LanesOfTier(t) | kAnyLane);
+        hole_lanes |= LanesOfTier(t);
         continue;
       }
       w.holes[t].ForEach([&](std::uint64_t node, std::uint8_t) {
         const std::uint32_t d = DepthOf(static_cast<std::uint32_t>(node));
         if (d < n && keys[d] == nodes_[node].key) {
           s.barriers.push_back(d);
-          hole_tiers |= static_cast<std::uint8_t>(1u << t);
+          hole_lanes |= LanesOfTier(t);
         }
       });
     }
-    if (hole_tiers != 0) s.dirty.push_back(DirtyWorker{slot, s.alive[slot], hole_tiers});
+    if (hole_lanes != 0) s.dirty.push_back(DirtyWorker{slot, s.alive[slot], hole_lanes});
     exact_lanes += Lanes(s.alive[slot] & s.exact[slot]);
   }
   std::sort(s.barriers.begin(), s.barriers.end());
@@ -198,7 +215,7 @@ std::vector<WorkerMatch> KvIndexCore::Lookup(std::span<const BlockKey> keys) con
     s.corrected.clear();
     for (const DirtyWorker& d : s.dirty) {
       const bool untouched = s.alive[d.slot] == d.initial;
-      if (!untouched || (d.hole_tiers & ~d.initial) != 0) s.corrected.push_back(d.slot);
+      if (!untouched || (d.hole_lanes & ~d.initial) != 0) s.corrected.push_back(d.slot);
     }
     fast_count = s.corrected.size() <= kMaxDirtyForFastCount;
   };

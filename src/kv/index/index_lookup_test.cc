@@ -1,6 +1,7 @@
 // Lookup: consecutive prefix depth per worker and tier, stopping at the first missing block.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -12,6 +13,7 @@ namespace {
 
 using testing::Batch;
 using testing::ByWorker;
+using testing::GpuPrefix;
 using testing::Match;
 using testing::PromptKeys;
 using testing::Remove;
@@ -48,7 +50,7 @@ TEST_F(IndexLookupTest, HoleStopsTheMatchAtTheFirstMissingBlock) {
   index_.ApplyBatch(1, Batch({Store(Hashes(100, 140), std::nullopt, Range(0, 40))}));
   index_.ApplyBatch(1, Batch({Remove({117})}));  // block 17 evicted, 18..39 still held
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 40))));
-  EXPECT_EQ(m[1], Match(1, 17, 0, 0, 0, 17));
+  EXPECT_EQ(m[1], Match(1, 17, 17, 17, 17, 17));
 }
 
 TEST_F(IndexLookupTest, HoleInOneTierIsCoveredByAnotherForAnyTier) {
@@ -56,7 +58,62 @@ TEST_F(IndexLookupTest, HoleInOneTierIsCoveredByAnotherForAnyTier) {
                               Store(Hashes(100, 110), std::nullopt, Range(0, 10), "CPU"),
                               Remove({104}, "GPU"), Remove({107}, "CPU")}));
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 10))));
-  EXPECT_EQ(m[1], Match(1, 4, 7, 0, 0, 10));
+  // GPU stops at its hole (4); CPU's hole is on GPU, so CPU-or-faster (and slower tiers)
+  // reach the end with any tier.
+  EXPECT_EQ(m[1], Match(1, 4, 10, 10, 10, 10));
+}
+
+// Issue 20: an engine copies a block to the host when its GPU evicts it, so the host never
+// holds the hot prefix the GPU keeps. A tier's depth counts blocks in it or a faster one: the
+// host tier's is the GPU prefix plus the host blocks right after it, not 0.
+TEST_F(IndexLookupTest, HostBlocksAfterTheGpuPrefixCountForTheHostTier) {
+  // Blocks 0..29 computed on GPU; the GPU evicts 10..29 to the host, the host 20..29 to disk.
+  index_.ApplyBatch(1, Batch({Store(Hashes(100, 130), std::nullopt, Range(0, 30))}));
+  index_.ApplyBatch(1, Batch({Store(Hashes(110, 130), 109, Range(10, 30), "CPU"),
+                              Remove(Hashes(110, 130), "GPU")}));
+  const auto keys = PromptKeys(keyer_, Range(0, 40));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 10, 30, 30, 30, 30));
+  index_.ApplyBatch(1, Batch({Store(Hashes(120, 130), 119, Range(20, 30), "DISK"),
+                              Remove(Hashes(120, 130), "CPU")}));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 10, 20, 30, 30, 30));
+  // The GPU loses block 5 too: GPU stops there, the host's run does not reach block 5.
+  index_.ApplyBatch(1, Batch({Remove({105}, "GPU")}));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 5, 5, 5, 5, 5));
+  // ... until the host gets block 5 back.
+  index_.ApplyBatch(1, Batch({Store({105}, 104, {5}, "CPU")}));
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 5, 20, 30, 30, 30));
+}
+
+// The same split on a long prompt for many workers at once (the search's galloping, barriers
+// and per-worker corrections), and for a worker whose host tier has more holes than the
+// search lists as barriers (examined position by position).
+TEST_F(IndexLookupTest, HostAfterGpuDepthsAreExactForManyWorkersAndManyHoles) {
+  constexpr std::uint32_t kBlocks = 600;
+  std::map<WorkerId, WorkerMatch> want;
+  for (WorkerId w = 1; w <= 80; ++w) {
+    const std::uint32_t gpu = (w * 37) % 300 + 1;
+    const std::uint32_t cpu_end = std::min(kBlocks, gpu + (w * 53) % 290);
+    const EngineHash base = 100'000 * w;
+    index_.ApplyBatch(
+        w, Batch({Store(Hashes(base, base + cpu_end), std::nullopt, Range(0, cpu_end))}));
+    if (cpu_end > gpu) {
+      index_.ApplyBatch(w, Batch({Store(Hashes(base + gpu, base + cpu_end), base + gpu - 1,
+                                        Range(gpu, cpu_end), "CPU"),
+                                  Remove(Hashes(base + gpu, base + cpu_end), "GPU")}));
+    }
+    want[w] = Match(w, gpu, cpu_end, cpu_end, cpu_end, cpu_end);
+  }
+  // Worker 99: 300 other prompts' second blocks on the host without their first (holes).
+  for (std::uint32_t k = 0; k < 300; ++k) {
+    const EngineHash h = 9'000'000 + 2 * k;
+    index_.ApplyBatch(99, Batch({Store({h, h + 1}, std::nullopt, {5000 + k, 6000 + k}),
+                                 Store({h + 1}, h, {6000 + k}, "CPU"), Remove({h + 1}, "GPU")}));
+  }
+  index_.ApplyBatch(99, Batch({Store(Hashes(99'000, 99'400), std::nullopt, Range(0, 400)),
+                               Store(Hashes(99'100, 99'400), 99'099, Range(100, 400), "CPU"),
+                               Remove(Hashes(99'100, 99'400), "GPU")}));
+  want[99] = Match(99, 100, 400, 400, 400, 400);
+  EXPECT_EQ(ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, kBlocks)))), want);
 }
 
 TEST_F(IndexLookupTest, WorkersReportTheirOwnDepths) {
@@ -66,7 +123,8 @@ TEST_F(IndexLookupTest, WorkersReportTheirOwnDepths) {
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 64))));
   ASSERT_EQ(m.size(), 50u);
   for (WorkerId w = 1; w <= 50; ++w) {
-    EXPECT_EQ(m[w], Match(w, std::min(2 * w, 64u), 0, 0, 0, std::min(2 * w, 64u))) << w;
+    const std::uint32_t d = std::min(2 * w, 64u);
+    EXPECT_EQ(m[w], Match(w, d, d, d, d, d)) << w;
   }
 }
 
@@ -85,7 +143,7 @@ TEST_F(IndexLookupTest, ManyDistinctDepthsOnALongPromptAreEachExact) {
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, kBlocks))));
   ASSERT_EQ(m.size(), depths.size());
   for (WorkerId w = 0; w < depths.size(); ++w) {
-    EXPECT_EQ(m[w], Match(w, depths[w], 0, 0, 0, depths[w])) << "depth " << depths[w];
+    EXPECT_EQ(m[w], GpuPrefix(w, depths[w])) << "depth " << depths[w];
   }
 }
 
@@ -148,8 +206,8 @@ TEST_F(IndexLookupTest, ChildCountsBeyondOneByteStayExact) {
   // Block 20 (hash 21) evicted while 1,001 children are held: a hole at depth 20.
   index_.ApplyBatch(1, Batch({Remove({21})}));
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(1, 41))));
-  EXPECT_EQ(m[1], Match(1, 20, 0, 0, 0, 20));
-  EXPECT_EQ(m[2], Match(2, 40, 0, 0, 0, 40));
+  EXPECT_EQ(m[1], Match(1, 20, 20, 20, 20, 20));
+  EXPECT_EQ(m[2], Match(2, 40, 40, 40, 40, 40));
   // Down through 255 to two children (block 21 and one new one): still a hole.
   KvEventBatch evictions;
   for (std::uint32_t k = 0; k < 999; ++k) evictions.events.push_back(Remove({1000 + k}));
@@ -189,7 +247,7 @@ TEST_F(IndexLookupTest, AdjacentAndEqualDropsInOneIntervalAreEachExact) {
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, 1024))));
   ASSERT_EQ(m.size(), depths.size());
   for (std::size_t w = 0; w < depths.size(); ++w) {
-    EXPECT_EQ(m[w], Match(w, depths[w], 0, 0, 0, depths[w])) << "worker " << w;
+    EXPECT_EQ(m[w], GpuPrefix(w, depths[w])) << "worker " << w;
   }
 }
 
@@ -229,9 +287,9 @@ TEST_F(IndexLookupTest, RandomDepthsAndHolesOverManyWorkersAreExact) {
       return d;
     };
     const std::uint32_t g = prefix([&](std::uint32_t k) { return in_gpu[k]; });
-    const std::uint32_t c = prefix([&](std::uint32_t k) { return in_cpu[k]; });
     const std::uint32_t any = prefix([&](std::uint32_t k) { return in_gpu[k] || in_cpu[k]; });
-    if (in_gpu[0] || in_cpu[0]) expected.push_back(Match(w, g, c, 0, 0, any));
+    // CPU, and so DISK and SHARED, count a block held on GPU or CPU: the any-tier prefix.
+    if (in_gpu[0] || in_cpu[0]) expected.push_back(Match(w, g, any, any, any, any));
   }
   auto m = ByWorker(index_.Lookup(PromptKeys(keyer_, Range(0, kBlocks))));
   ASSERT_EQ(m.size(), expected.size());

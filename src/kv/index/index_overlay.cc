@@ -10,19 +10,20 @@ void MergePredicted(std::span<const PredictedMatch> predicted, std::vector<Worke
   std::unordered_map<WorkerId, std::size_t> at;
   at.reserve(matches->size());
   for (std::size_t i = 0; i < matches->size(); ++i) at.emplace((*matches)[i].worker, i);
-  constexpr int kGpu = static_cast<int>(Tier::kGpu);
+  // A predicted block is on the GPU, so it counts for every tier's depth (a tier's depth
+  // counts blocks in it or a faster one, WorkerMatch).
   for (const PredictedMatch& p : predicted) {
     auto it = at.find(p.worker);
     if (it == at.end()) {
       WorkerMatch m;
       m.worker = p.worker;
-      m.depth[kGpu] = p.depth;
+      m.depth.fill(p.depth);
       m.any_depth = p.depth;
       matches->push_back(m);
       continue;
     }
     WorkerMatch& m = (*matches)[it->second];
-    m.depth[kGpu] = std::max(m.depth[kGpu], p.depth);
+    for (std::uint32_t& d : m.depth) d = std::max(d, p.depth);
     m.any_depth = std::max(m.any_depth, p.depth);
   }
 }

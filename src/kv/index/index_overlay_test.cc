@@ -21,13 +21,24 @@ class IndexOverlayTest : public ::testing::Test {
   PredictedBlocks predicted_{{.ttl = seconds(5), .default_capacity_blocks = 1000}};
 };
 
-TEST_F(IndexOverlayTest, PredictionRaisesGpuAndAnyDepthButNotOtherTiers) {
+// Predicted blocks are GPU blocks, so every tier's "this tier or a faster one" depth rises.
+TEST_F(IndexOverlayTest, PredictionRaisesTheGpuDepthAndEverySlowerTiersWithIt) {
   index_.ApplyBatch(
       1, Batch({Store({1}, std::nullopt, {1}), Store({1, 2}, std::nullopt, {1, 2}, "CPU")}));
   auto keys = PromptKeys(keyer_, {1, 2, 3, 4});
+  EXPECT_EQ(ByWorker(index_.Lookup(keys))[1], Match(1, 1, 2, 2, 2, 2));
   predicted_.Record(1, keys, Nanos(0));
   auto m = ByWorker(LookupWithPredictions(index_, predicted_, keys, seconds(1)));
-  EXPECT_EQ(m[1], Match(1, 4, 2, 0, 0, 4));
+  EXPECT_EQ(m[1], Match(1, 4, 4, 4, 4, 4));
+}
+
+// A prediction shallower than the events keeps the deeper lower-tier depths.
+TEST_F(IndexOverlayTest, AShallowPredictionKeepsTheEventIndexsLowerTierDepths) {
+  index_.ApplyBatch(1, Batch({Store({1, 2, 3}, std::nullopt, {1, 2, 3}, "CPU")}));
+  auto keys = PromptKeys(keyer_, {1, 2, 3});
+  predicted_.Record(1, std::span(keys).first(1), Nanos(0));
+  EXPECT_EQ(ByWorker(LookupWithPredictions(index_, predicted_, keys, seconds(1)))[1],
+            Match(1, 1, 3, 3, 3, 3));
 }
 
 TEST_F(IndexOverlayTest, EventDepthWinsWhenDeeperThanPrediction) {
@@ -41,7 +52,7 @@ TEST_F(IndexOverlayTest, PredictedOnlyWorkerIsAddedAndExpires) {
   auto keys = PromptKeys(keyer_, {1, 2});
   predicted_.Record(7, keys, Nanos(0));
   EXPECT_EQ(ByWorker(LookupWithPredictions(index_, predicted_, keys, seconds(1)))[7],
-            Match(7, 2, 0, 0, 0, 2));
+            Match(7, 2, 2, 2, 2, 2));
   EXPECT_TRUE(LookupWithPredictions(index_, predicted_, keys, seconds(6)).empty());
 }
 
@@ -51,7 +62,7 @@ TEST_F(IndexOverlayTest, StaleFlagComesFromTheEventIndex) {
   auto keys = PromptKeys(keyer_, {1, 2});
   predicted_.Record(1, keys, Nanos(0));
   EXPECT_EQ(ByWorker(LookupWithPredictions(index_, predicted_, keys, seconds(1)))[1],
-            Match(1, 2, 0, 0, 0, 2, true));
+            Match(1, 2, 2, 2, 2, 2, true));
 }
 
 }  // namespace

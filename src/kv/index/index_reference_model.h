@@ -35,9 +35,9 @@
 #include <variant>
 #include <vector>
 
-#include "kv/keys/block_key.h"
 #include "kv/index/index.h"
 #include "kv/index/index_test_util.h"
+#include "kv/keys/block_key.h"
 #include "kv/kv_event.h"
 
 namespace kvroute::kv::testing {
@@ -67,7 +67,8 @@ class ReferenceIndex {
     if (auto it = workers_.find(w); it != workers_.end()) it->second.stale = false;
   }
 
-  // Per worker holding keys[0]: how many leading keys it holds in each tier, and in any tier.
+  // Per worker holding keys[0]: how many leading keys it holds in each tier or a faster one
+  // (depth[t] counts a key held in any tier <= t), and in any tier.
   std::map<WorkerId, WorkerMatch> Lookup(const std::vector<BlockKey>& keys) const {
     std::map<WorkerId, WorkerMatch> out;
     for (const auto& [w, wk] : workers_) {
@@ -78,8 +79,10 @@ class ReferenceIndex {
       for (BlockKey key : keys) {
         auto it = wk.held.find(key);  // present iff some tier holds a copy
         if (it == wk.held.end()) break;
+        bool held_here_or_faster = false;
         for (int t = 0; t < kNumTiers; ++t) {
-          alive[t] = alive[t] && it->second[t] > 0;
+          held_here_or_faster = held_here_or_faster || it->second[t] > 0;
+          alive[t] = alive[t] && held_here_or_faster;
           m.depth[t] += alive[t];
         }
         ++m.any_depth;
@@ -123,7 +126,8 @@ class ReferenceIndex {
     bool stale = false;
   };
 
-  // Only the main attention group describes a reusable prefix (kv/index/index_apply.cc IsMainGroup).
+  // Only the main attention group describes a reusable prefix (kv/index/index_apply.cc
+  // IsMainGroup).
   static bool MainGroup(const std::optional<std::int64_t>& group_idx,
                         const std::optional<std::string>& kind) {
     if (group_idx.value_or(0) != 0) return false;

@@ -20,6 +20,7 @@ namespace {
 
 using testing::Batch;
 using testing::ByWorker;
+using testing::GpuPrefix;
 using testing::Match;
 using testing::PromptKeys;
 using testing::Remove;
@@ -83,9 +84,9 @@ TEST_F(RestoreWorkerTest, MergeUnderAnotherIdCreditsOnlyTheTarget) {
   live.ApplyBatch(5, Batch({Store({51, 52}, std::nullopt, {1, 2})}));
   ASSERT_TRUE(live.RestoreWorker(*snapshot_, 1, 7).has_value());
   EXPECT_EQ(Look(live, {1, 2, 3}),
-            (std::map<WorkerId, WorkerMatch>{{5, Match(5, 2, 0, 0, 0, 2)},
-                                             {7, Match(7, 3, 0, 0, 0, 3)}}));
-  EXPECT_EQ(Look(live, {9}, "lora-x"), (std::map<WorkerId, WorkerMatch>{{7, Match(7, 1, 0, 0, 0, 1)}}));
+            (std::map<WorkerId, WorkerMatch>{{5, Match(5, 2, 2, 2, 2, 2)},
+                                             {7, Match(7, 3, 3, 3, 3, 3)}}));
+  EXPECT_EQ(Look(live, {9}, "lora-x"), (std::map<WorkerId, WorkerMatch>{{7, GpuPrefix(7, 1)}}));
   // Only worker 1 came: worker 2 and 3 stay unknown here.
   EXPECT_EQ(live.stats().workers, 2u);
   EXPECT_FALSE(Look(live, {1, 5}).contains(2));
@@ -98,15 +99,15 @@ TEST_F(RestoreWorkerTest, TheEngineMapComesAlongForLaterEvents) {
   live.ApplyBatch(7, Batch({Remove({12}, "CPU"), Remove({13}), Store({14}, 12, {4})}));
   EXPECT_EQ(live.counters().unknown_removals, 0u);
   EXPECT_EQ(live.counters().unknown_parent_runs, 0u);
-  EXPECT_EQ(Look(live, {1, 2, 4}).at(7), Match(7, 3, 0, 0, 0, 3));
-  EXPECT_EQ(Look(live, {1, 2, 3}).at(7), Match(7, 2, 0, 0, 0, 2));
+  EXPECT_EQ(Look(live, {1, 2, 4}).at(7), Match(7, 3, 3, 3, 3, 3));
+  EXPECT_EQ(Look(live, {1, 2, 3}).at(7), Match(7, 2, 2, 2, 2, 2));
   // A keyed worker stays keyed: no engine-map entries, and its keys still resolve.
   ASSERT_TRUE(live.RestoreWorker(*snapshot_, 3, 8).has_value());
   EXPECT_EQ(live.stats().engine_hashes, 4u + 3u);  // worker 7's map + worker 8's keys
   const auto k = PromptKeys(keyer_, {1, 2, 7});
   live.ApplyBatch(8, Batch({Remove({k[2]})}));
   EXPECT_EQ(live.counters().unknown_removals, 0u);
-  EXPECT_EQ(Look(live, {1, 2, 7}).at(8), Match(8, 2, 0, 0, 0, 2));
+  EXPECT_EQ(Look(live, {1, 2, 7}).at(8), Match(8, 2, 2, 2, 2, 2));
 }
 
 TEST_F(RestoreWorkerTest, AppliedSequenceIsCarried) {
@@ -156,7 +157,7 @@ TEST(RestoreWorkerReplayTest, ReplayOfBatchesInTheSnapshotCountsNoCopyTwice) {
     if (seq == 4) {
       // Blocks (1, 2) still held once each: credited; block 3 gone.
       const auto look = ByWorker(late.Lookup(PromptKeys(keyer, {1, 2, 3})));
-      EXPECT_EQ(look.at(1), Match(1, 2, 0, 0, 0, 2));
+      EXPECT_EQ(look.at(1), Match(1, 2, 2, 2, 2, 2));
     }
   }
   EXPECT_EQ(late.counters().duplicate_batches, kSnapshotSeq + 1);
@@ -182,7 +183,7 @@ TEST(RestoreWorkerReplayTest, BatchesWithoutSequenceAreAlwaysApplied) {
   index.RemoveWorker(1);
   EXPECT_EQ(index.AppliedSeq(1), std::nullopt);
   index.ApplyBatch(1, Batch({Store({11}, std::nullopt, {1})}), 0);  // the new engine's first
-  EXPECT_EQ(ByWorker(index.Lookup(PromptKeys(keyer, {1}))).at(1), Match(1, 1, 0, 0, 0, 1));
+  EXPECT_EQ(ByWorker(index.Lookup(PromptKeys(keyer, {1}))).at(1), Match(1, 1, 1, 1, 1, 1));
 }
 
 TEST_F(RestoreWorkerTest, TargetThatAppliedSequencedEventsIsRefused) {
@@ -219,7 +220,7 @@ TEST_F(RestoreWorkerTest, TargetKnownButEmptyIsMerged) {
   live.ApplyBatch(7, Batch({Store({71}, std::nullopt, {8}), Remove({71})}));
   live.MarkStale(7);
   ASSERT_TRUE(live.RestoreWorker(*snapshot_, 3, 7).has_value());
-  EXPECT_EQ(Look(live, {1, 2, 7}).at(7), Match(7, 3, 0, 0, 0, 3, /*stale=*/true));
+  EXPECT_EQ(Look(live, {1, 2, 7}).at(7), Match(7, 3, 3, 3, 3, 3, /*stale=*/true));
   EXPECT_EQ(live.stats().engine_hashes, 3u);
 }
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kv/keys/block_key.h"
 #include "kv/index/index.h"
+#include "kv/keys/block_key.h"
 #include "kv/kv_event.h"
 
 namespace kvroute::kv::testing {
@@ -73,6 +73,12 @@ inline WorkerMatch Match(WorkerId worker, std::uint32_t gpu, std::uint32_t cpu, 
   m.any_depth = any;
   m.stale = stale;
   return m;
+}
+
+// A worker whose prefix of `depth` blocks is on GPU: every tier's depth counts it (a tier's
+// depth counts blocks in that tier or a faster one, WorkerMatch).
+inline WorkerMatch GpuPrefix(WorkerId worker, std::uint32_t depth, bool stale = false) {
+  return Match(worker, depth, depth, depth, depth, depth, stale);
 }
 
 }  // namespace kvroute::kv::testing

@@ -114,14 +114,14 @@ try:
         conv = set(kv_cache(a)["tiers"]["GPU"])
         check(len(conv) >= 20, "A cached only %d blocks of the conversation" % len(conv))
         # The store got every block (write-through) and the router indexed its events: with A
-        # drained, B is credited with the conversation as SHARED blocks (the decision's tiers
-        # are layered, so on A itself its GPU copy hides them).
+        # drained, B is credited with the conversation as SHARED blocks ("credited_blocks_by_tier"
+        # is layered: on A itself its GPU copy would hide them).
         post(port, "/admin/drain", {"worker": "A"})
         last = [None]
 
         def credited():
             last[0] = route(port, turn2)
-            return last[0]["chosen"] == "B" and last[0]["cached_blocks_by_tier"][3] >= 20
+            return last[0]["chosen"] == "B" and last[0]["credited_blocks_by_tier"][3] >= 20
         try:
             wait_until("the router credits B with the store's blocks", credited)
         finally:
@@ -149,7 +149,7 @@ try:
             wait_until("the router sees A's eviction and A's load", lambda: (
                 route(port, turn2)["chosen"] == "B"))
             decision = route(port, turn2)
-            check(decision["cached_blocks_by_tier"][3] > 0,
+            check(decision["credited_blocks_by_tier"][3] > 0,
                   "B credited with no shared blocks: %s" % decision)
             before = metric_sum(b.metrics(), "kvroute:kv_tier_hit_tokens_total", tier="SHARED")
             status, headers, text = post(port, "/v1/completions", turn2)
@@ -167,15 +167,16 @@ try:
 
     def a_store_restarted_empty_gets_no_credit():
         global store
-        check(route(port, turn2)["cached_blocks_by_tier"][3] > 0, "no shared credit before")
+        # SHARED's depth counts the store and every faster tier (the index's rule).
+        check(route(port, turn2)["cached_blocks_by_tier"][3] > 0, "nothing cached before")
         # The conversation now sits on B's GPU too: drain B so the decision shows A, which
         # holds it only in the store.
         post(port, "/admin/drain", {"worker": "B"})
-        check(route(port, turn2)["cached_blocks_by_tier"][3] > 0, "A has no shared credit")
+        check(route(port, turn2)["credited_blocks_by_tier"][3] > 0, "A has no shared credit")
         store.kill()
         store = start_store(http_port, events_path, replay_port)
         wait_until("the router drops the store's entries",
-                   lambda: route(port, turn2)["cached_blocks_by_tier"][3] == 0)
+                   lambda: route(port, turn2)["credited_blocks_by_tier"][3] == 0)
         # The sims keep serving; a prompt no one holds is recomputed (no phantom hit).
         fresh = dict(turn1, prompt="A brand new prompt " + "z " * 300)
         status, _, text = post(port, "/v1/completions", fresh)
