@@ -138,6 +138,11 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                   "P/D decision: weight of the stall a local prefill causes the running decodes\n"
                   "(the default policy's 0.1; 1 charges each of them the whole prefill)")
       ->capture_default_str();
+  cmd->add_option("--pd-chunk-stall", f.pd_chunk_stall,
+                  "P/D decision: weight of the chunk model of that stall (per chunk step, the\n"
+                  "chunk's time less the decode step; 1 = as modelled, 0 = off), added to\n"
+                  "--pd-stall's term; the measured setting is --pd-stall 0 --pd-chunk-stall 1")
+      ->capture_default_str();
   cmd->add_option("--pd-queue-behind", f.pd_queue_behind,
                   "P/D decision: weight of the queue a prefill adds for the requests behind it\n"
                   "on the prefilling worker (1: each waits the whole prefill; 0: off)")

@@ -1,5 +1,7 @@
 #include "gateway/pd_config.h"
 
+#include <cmath>
+
 #include <yaml-cpp/yaml.h>
 
 #include "fleet/worker_spec.h"
@@ -38,6 +40,9 @@ std::expected<void, std::string> ParsePdSection(const YAML::Node& node, PdConfig
   KVROUTE_TRY(r.Number("non_cached_tokens", &pd->non_cached_tokens, 0, 1e12));
   KVROUTE_TRY(r.Number("stall", &pd->stall, 0, 1e3));
   KVROUTE_TRY(r.Number("itl_slo_s", &pd->itl_slo_s, 0, 3600));
+  KVROUTE_TRY(r.Number("queue_behind", &pd->queue_behind, 0, 1e3));
+  KVROUTE_TRY(r.Number("chunk_stall", &pd->chunk_stall, 0, 1e3));
+  KVROUTE_TRY(r.Number("chunk_tokens", &pd->chunk_tokens, 1, 1e7));
   KVROUTE_TRY(r.Number("prefill_timeout_ms", &pd->prefill_timeout_ms, 0, 3.6e6));
   return r.RejectUnknown();
 }
@@ -59,6 +64,10 @@ std::expected<void, std::string> ValidatePd(const PdConfig& pd) {
     return Error("pd.rule: '" + pd.rule + "' is not one of cost, dynamo_token_cap, llmd_non_cached");
   }
   if (!(pd.stall >= 0)) return Error("pd.stall: must be >= 0");
+  // The reader refuses non-numbers and negatives; this guards values set in code.
+  if (!std::isfinite(pd.queue_behind) || pd.queue_behind < 0) {
+    return Error("pd.queue_behind: must be a finite number >= 0");
+  }
   return {};
 }
 
@@ -86,6 +95,11 @@ void EmitPd(const PdConfig& pd, YAML::Emitter& out) {
   // 15 digits: 0.1 prints as 0.1 (yaml-cpp's default, 17, shows the binary's tail).
   out << YAML::Key << "stall" << YAML::Value << YAML::DoublePrecision(15) << pd.stall;
   out << YAML::Key << "itl_slo_s" << YAML::Value << YAML::DoublePrecision(15) << pd.itl_slo_s;
+  out << YAML::Key << "queue_behind" << YAML::Value << YAML::DoublePrecision(15)
+      << pd.queue_behind;
+  out << YAML::Key << "chunk_stall" << YAML::Value << YAML::DoublePrecision(15)
+      << pd.chunk_stall;
+  out << YAML::Key << "chunk_tokens" << YAML::Value << pd.chunk_tokens;
   out << YAML::Key << "prefill_timeout_ms" << YAML::Value << pd.prefill_timeout_ms;
   out << YAML::EndMap;
 }
@@ -96,6 +110,9 @@ sched::PdOptions PdOptionsOf(const PdConfig& pd) {
   o.token_cap = pd.token_cap;
   o.non_cached_tokens = pd.non_cached_tokens;
   o.slowdown.stall = pd.stall;
+  o.queue_behind = pd.queue_behind;
+  o.chunk_stall = pd.chunk_stall;
+  o.slowdown.chunk_tokens = pd.chunk_tokens;
   if (pd.itl_slo_s > 0) o.itl_slo_s = pd.itl_slo_s;
   return o;
 }

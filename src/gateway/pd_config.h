@@ -52,7 +52,16 @@ struct PdConfig {
   std::uint64_t token_cap = 5000;      // dynamo_token_cap: split above this many uncached tokens
   std::uint64_t non_cached_tokens = 0;  // llmd_non_cached: split at >= this; 0 = never
   double stall = 0.1;      // weight of the stall a local prefill causes D's running decodes
+  // Weight of the chunk model of that stall (sched::PdOptions::chunk_stall; 0: off) and the
+  // chunk size it assumes: the decode workers' step budget (vLLM's max_num_batched_tokens,
+  // whose API-server default is 8192; serve cannot read it from the engines).
+  double chunk_stall = 0;
+  std::uint32_t chunk_tokens = 8192;
   double itl_slo_s = 0;    // drop options predicted above this ITL, seconds; 0: none
+  // Weight of the queue a prefill leaves behind on the worker that prefills it
+  // (sched::PdOptions::queue_behind, simulate's --pd-queue-behind): 1 charges each request
+  // waiting there the whole prefill; 0 is the earlier rule without the term.
+  double queue_behind = 1;
   // The prefill leg's whole exchange (connect to last byte), milliseconds: past it the
   // request decodes locally on its decode worker (llm-d's fallback). 0: timeouts.* only.
   std::int64_t prefill_timeout_ms = 30'000;

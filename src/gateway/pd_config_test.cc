@@ -2,6 +2,8 @@
 // section — read, validated with errors naming the key, printed by config check.
 #include "gateway/config.h"
 #include "gateway/config_test_util.h"
+#include "gateway/pd_config.h"
+#include "sched/pd_decision.h"
 
 #include <gtest/gtest.h>
 
@@ -37,6 +39,10 @@ TEST(GatewayConfig, PdDefaultsAreTheCostRuleInAutoMode) {
   EXPECT_EQ(c->pd.token_cap, 5000u);
   EXPECT_EQ(c->pd.non_cached_tokens, 0u);
   EXPECT_DOUBLE_EQ(c->pd.stall, 0.1);
+  EXPECT_DOUBLE_EQ(c->pd.chunk_stall, 0);
+  EXPECT_DOUBLE_EQ(c->pd.queue_behind, 1);
+  EXPECT_EQ(c->pd.chunk_tokens, 8192u);
+  EXPECT_EQ(PdOptionsOf(c->pd).slowdown.chunk_tokens, 8192u);
   EXPECT_EQ(c->pd.prefill_timeout_ms, 30000);
   EXPECT_EQ(c->workers[0].pd.tp, 0u);
   EXPECT_FALSE(c->workers[0].pd.link_bytes_per_s.has_value());
@@ -63,19 +69,24 @@ TEST(GatewayConfig, WorkerPdFieldsAreReadAndPrinted) {
 TEST(GatewayConfig, PdSectionIsReadValidatedAndPrinted) {
   auto c = ParseConfig(std::string(kPdWorkers) +
                        "pd: {mode: on, rule: dynamo_token_cap, token_cap: 0, stall: 1, "
-                       "itl_slo_s: 0.05, prefill_timeout_ms: 1500}\n");
+                       "itl_slo_s: 0.05, prefill_timeout_ms: 1500, chunk_tokens: 2048, chunk_stall: 1}\n");
   ASSERT_TRUE(c.has_value()) << c.error();
   ASSERT_TRUE(Validate(*c).has_value());
   EXPECT_EQ(c->pd.mode, "on");
   EXPECT_EQ(c->pd.rule, "dynamo_token_cap");
   EXPECT_EQ(c->pd.token_cap, 0u);
   EXPECT_EQ(c->pd.prefill_timeout_ms, 1500);
+  EXPECT_EQ(c->pd.chunk_tokens, 2048u);
+  EXPECT_EQ(PdOptionsOf(c->pd).slowdown.chunk_tokens, 2048u);
   const std::string yaml = EffectiveYaml(*c);
   EXPECT_NE(yaml.find("rule: dynamo_token_cap"), std::string::npos) << yaml;
   auto again = ParseConfig(yaml);
   ASSERT_TRUE(again.has_value()) << again.error();
   EXPECT_EQ(again->pd.rule, "dynamo_token_cap");
   EXPECT_DOUBLE_EQ(again->pd.itl_slo_s, 0.05);
+  EXPECT_EQ(again->pd.chunk_tokens, 2048u);
+  EXPECT_DOUBLE_EQ(again->pd.chunk_stall, 1);
+  EXPECT_DOUBLE_EQ(PdOptionsOf(again->pd).chunk_stall, 1);
 }
 
 TEST(GatewayConfig, PdMistakesNameTheirKey) {
@@ -93,6 +104,36 @@ TEST(GatewayConfig, PdMistakesNameTheirKey) {
   auto negative = ParseConfig(std::string(kMinimal) + "pd: {stall: -1}\n");
   ASSERT_FALSE(negative.has_value());
   EXPECT_NE(negative.error().find("pd.stall"), std::string::npos) << negative.error();
+}
+
+// pd.queue_behind is simulate's --pd-queue-behind: read, printed, re-read, handed to the
+// decision, and refused (naming the key) when negative or not a number.
+TEST(GatewayConfig, PdQueueBehindIsReadPrintedAndChecked) {
+  auto c = ParseConfig(std::string(kPdWorkers) + "pd: {queue_behind: 0.25}\n");
+  ASSERT_TRUE(c.has_value()) << c.error();
+  ASSERT_TRUE(Validate(*c).has_value());
+  EXPECT_DOUBLE_EQ(c->pd.queue_behind, 0.25);
+  EXPECT_DOUBLE_EQ(PdOptionsOf(c->pd).queue_behind, 0.25);
+  const std::string yaml = EffectiveYaml(*c);
+  EXPECT_NE(yaml.find("queue_behind: 0.25"), std::string::npos) << yaml;
+  auto again = ParseConfig(yaml);
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_DOUBLE_EQ(again->pd.queue_behind, 0.25);
+  auto off = ParseConfig(std::string(kPdWorkers) + "pd: {queue_behind: 0}\n");
+  ASSERT_TRUE(off.has_value()) << off.error();
+  EXPECT_DOUBLE_EQ(PdOptionsOf(off->pd).queue_behind, 0);
+  for (const char* bad : {"-1", ".nan", ".inf", "lots"}) {
+    auto b = ParseConfig(std::string(kMinimal) + "pd: {queue_behind: " + bad + "}\n");
+    ASSERT_FALSE(b.has_value()) << bad;
+    EXPECT_NE(b.error().find("pd.queue_behind"), std::string::npos) << b.error();
+  }
+  // A value set in code past the reader is caught by Validate.
+  auto coded = ParseConfig(kMinimal);
+  ASSERT_TRUE(coded.has_value());
+  coded->pd.queue_behind = -0.5;
+  auto refused = Validate(*coded);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().find("pd.queue_behind"), std::string::npos) << refused.error();
 }
 
 TEST(GatewayConfig, FewerGpusThanTpIsRefused) {

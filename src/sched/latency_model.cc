@@ -253,6 +253,38 @@ std::expected<double, std::string> PrefillSeconds(const WorkerSnapshot& worker,
                                static_cast<double>(cached_tokens));
 }
 
+std::expected<double, std::string> PredictChunkStall(const RequestProfile& request,
+                                                     const CacheView& view,
+                                                     const WorkerSnapshot& worker,
+                                                     std::uint32_t chunk_tokens) {
+  if (worker.inflight_requests == 0) return 0.0;
+  const LoadPlan plan = PlanLoad(request, view, worker);
+  const auto uncached = static_cast<double>(plan.uncached_tokens);
+  if (uncached <= 0) return 0.0;
+  auto m = DecodeModel(worker);
+  if (!m) return std::unexpected(m.error());
+  const double batch = worker.inflight_requests;
+  const double step = StepSeconds(**m, batch, static_cast<double>(worker.active_kv_blocks) *
+                                              request.block_size);
+  // The decodes' tokens come out of the step's budget first; at least one prefill token.
+  const double per_chunk = std::max(1.0, static_cast<double>(chunk_tokens) - batch);
+  // Chunks are costed one by one (later ones attend to more context); past kMaxChunks the rest
+  // is one piece that pays the step once per chunk it stands for (a bound on the loop only).
+  constexpr int kMaxChunks = 4096;
+  double done = static_cast<double>(request.prompt_tokens) - uncached;
+  double left = uncached;
+  double stall = 0;
+  for (int k = 0; left > 0; ++k) {
+    const double tokens = k + 1 < kMaxChunks ? std::min(per_chunk, left) : left;
+    auto chunk = PrefillSecondsChecked(worker, tokens, done);
+    if (!chunk) return std::unexpected(chunk.error());
+    stall += std::max(0.0, *chunk - std::ceil(tokens / per_chunk) * step);
+    done += tokens;
+    left -= tokens;
+  }
+  return Bound(batch * stall);
+}
+
 double PrefixHitRatio(const RequestProfile& request, const CacheView& view) {
   if (request.num_full_blocks == 0) return 0;
   const std::uint32_t hit = LayerHits(view, request.num_full_blocks).total();

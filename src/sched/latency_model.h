@@ -186,6 +186,31 @@ std::expected<DecodeSlowdown, std::string> PredictDecodeSlowdown(const RequestPr
                                                                  const WorkerSnapshot& worker,
                                                                  const SlowdownTerms& terms = {});
 
+// What this request's local prefill costs the decodes running on the worker, seconds summed
+// over them (the P/D decision's stall term; pd_decision.h):
+//   chunk_stall_s = B · Σ_k max(0, chunk_s(k) − decode_step(B, K))
+// B = inflight_requests, K = active_kv_blocks · block_size; the uncached tokens run as chunks of
+// `chunk_tokens` − B tokens (the decodes take their budget first, vLLM's rule), chunk k on top
+// of the cached prefix and the chunks before it, chunk_s(k) = PrefillSeconds of that chunk.
+// Why: a step is max(compute, memory) (engine/step_time.h's roofline), not their sum. A chunk
+// is compute-bound and the decode batch memory-bound, so the decodes' weight and KV reads hide
+// under the chunk's FLOPs: a mixed step lasts about as long as the chunk alone, and each
+// running decode waits the chunk's time less the decode step it would have taken anyway.
+// Measured in kvroute simulate (Infera's agentic sessions, 1 × TP4 + 4 × TP2, cost rule, every
+// decoder step with a chunk; docs/bench/pd-disaggregation.md run E): median chunk alone
+// 92.7 ms, decode-only step 26.0 ms, mixed step 93.0 ms at c=64 (100.4 / 31.3 / 101.3 ms at
+// c=96); what the running decodes waited, B · Σ (mixed − decode-only), is 0.76 (c=64) and 0.73
+// (c=96) of B × the chunks' time alone, and this formula gives 0.97 and 0.96 of it. The old
+// form, stall · B · PrefillSeconds(uncached) (PredictDecodeSlowdown), charged a constant share
+// of the prefill whatever the batch: at its 0.1 it priced 13 % of the measured stall, at 1 it
+// priced 132 %, and it charged a prefill whose chunks are shorter than the decode step,
+// which costs the decodes nothing. 0 when nothing runs or nothing is prefilled. Errors as
+// PrefillSeconds, and a missing decode_step when B > 0.
+std::expected<double, std::string> PredictChunkStall(const RequestProfile& request,
+                                                     const CacheView& view,
+                                                     const WorkerSnapshot& worker,
+                                                     std::uint32_t chunk_tokens);
+
 // Fraction of the prompt's full blocks this worker holds in any tier, in [0, 1]; 0 for a
 // prompt shorter than one block.
 double PrefixHitRatio(const RequestProfile& request, const CacheView& view);

@@ -61,6 +61,11 @@ std::expected<PrefillSide, std::string> PrefillSideOf(const RequestProfile& requ
     if (!prefill) return std::unexpected(prefill.error());
     side.stall_s = Bound(options.slowdown.stall * p.inflight_requests * *prefill);
   }
+  if (p.role == Role::kMixed && p.inflight_requests > 0 && options.chunk_stall > 0) {
+    auto stall = PredictChunkStall(leg, view, p, options.slowdown.chunk_tokens);
+    if (!stall) return std::unexpected(stall.error());
+    side.stall_s = Bound(side.stall_s + options.chunk_stall * *stall);
+  }
   return side;
 }
 
@@ -216,6 +221,12 @@ std::expected<PdOption, std::string> CostAggregated(const RequestProfile& reques
   if (!ttft) return std::unexpected(ttft.error());
   auto slowdown = PredictDecodeSlowdown(request, view, worker, options.slowdown);
   if (!slowdown) return std::unexpected(slowdown.error());
+  double stall_s = 0;  // the chunk model's stall (header), on top of slowdown's own
+  if (options.chunk_stall > 0) {
+    auto stall = PredictChunkStall(request, view, worker, options.slowdown.chunk_tokens);
+    if (!stall) return std::unexpected(stall.error());
+    stall_s = Bound(options.chunk_stall * *stall);
+  }
   auto itl = PredictItl(request, view, worker);
   if (!itl) return std::unexpected(itl.error());
   PdOption o;
@@ -224,7 +235,7 @@ std::expected<PdOption, std::string> CostAggregated(const RequestProfile& reques
   o.prefill_ttft_s = o.ttft_s;
   o.prefill_wait_s = ttft->wait_s();
   o.behind_s = QueueBehind(worker, ttft->prefill_s, options);
-  o.slowdown_s = Bound(slowdown->total_s() + o.behind_s);
+  o.slowdown_s = Bound(slowdown->total_s() + stall_s + o.behind_s);
   o.itl_s = *itl;
   o.prefill_tokens = PlanLoad(request, view, worker).uncached_tokens;
   return o;

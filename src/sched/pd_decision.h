@@ -5,7 +5,9 @@
 // Cost of an option, seconds (lower is better), the default policy's objective extended to two
 // workers, from the one cost model (latency_model.h; no second one here):
 //   aggregated on W   PredictTtft(W) + PredictDecodeSlowdown(W) (own + others + the stall
-//                     its prefill chunks cause every decode running on W)
+//                     its prefill chunks cause every decode running on W: stall · B · the
+//                     prefill, and chunk_stall · PredictChunkStall, the chunk time less the
+//                     decode step per chunk step and running decode)
 //   split P → D       TTFT  = PredictTtft(P) for the prefill leg (one output token)
 //                           + transfer: latency + blocks D lacks × D's bytes per block
 //                             / (min(TP_P, TP_D) lanes × D's learned per-lane bandwidth)
@@ -78,7 +80,17 @@ struct PdOptions {
   // The default policy's weights (presets.cc `predicted_latency`: stall 0.1, its prefill
   // chunks slow the running decodes' steps far less than a full step each); the split option
   // drops the stall on D. stall 1 charges every running decode the whole local prefill.
+  // slowdown.chunk_tokens is the chunk_stall model's chunk size (the decoders' step budget,
+  // vLLM's max_num_batched_tokens; simulate sets its fleet's).
   SlowdownTerms slowdown{.others_share = 0.5, .stall = 0.1};
+  // Weight of PredictChunkStall (latency_model.h), the stall as the engine's mixed steps cause
+  // it (1: the model as written), added to slowdown.stall's term; 0 (default): off. It prices
+  // what the decoders' steps measure (0.96-0.97 of it, against 0.13 at stall 0.1), but as the
+  // only stall term (`stall 0, chunk_stall 1`) it sends more follow-ups to the one prefill
+  // worker, whose queue the decision underprices under bursts: on the Mooncake trace the cost
+  // rule's goodput fell 4-13 % (docs/bench/pd-disaggregation.md run E), so it is not the
+  // default until P's queue is priced as well.
+  double chunk_stall = 0;
   // Weight of the queue-behind term (header): 1 charges each request behind the full
   // prefill seconds, in the TTFT seconds the objective already adds; 0 turns it off.
   double queue_behind = 1;

@@ -379,5 +379,56 @@ TEST(PdDecisionTest, PropertiesOverRandomFleets) {
   }
 }
 
+// The stall a local prefill causes (PredictChunkStall, latency_model.h): D runs 24 decodes
+// (step 15 + 0.2·24 + 2e-9·960k ms = 21.72 ms) and prefills at 20k tokens/s in chunks of
+// 2,072 − 24 = 2,048 tokens (0.1024 s each), so each chunk step costs each decode
+// 0.1024 − 0.02172 s, and a 4,096-token local prefill 24 × 2 × that. The old term charged
+// 0.1 × 24 × 0.2048 s whatever the decode step, 13 % of it here (and still does by default).
+TEST(PdDecisionTest, TheStallIsEachChunkStepLessTheDecodeStepItReplaces) {
+  const WorkerSnapshot d = Busy(Decode(1), 24, 24 * 2500);
+  RequestProfile r = Turn(30000);
+  r.cache_views = {View(1, (30000 - 4096) / 16)};
+  const double step = 0.015 + 0.0002 * 24 + 2e-9 * 24 * 2500 * 16;
+  auto stall = PredictChunkStall(r, r.cache_views[0], d, 2072);
+  ASSERT_TRUE(stall.has_value()) << stall.error();
+  EXPECT_NEAR(*stall, 24 * 2 * (2048.0 / 20000 - step), 1e-9);
+  // With the chunk model as the stall term (stall 0, chunk_stall 1), the aggregated option
+  // pays exactly that beside the shared own + others terms.
+  PdOptions o;
+  o.slowdown.chunk_tokens = 2072;
+  o.slowdown.stall = 0;
+  o.chunk_stall = 1;
+  auto agg = CostAggregated(r, r.cache_views[0], d, o);
+  ASSERT_TRUE(agg.has_value()) << agg.error();
+  auto rest = PredictDecodeSlowdown(r, r.cache_views[0], d, o.slowdown);
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_NEAR(agg->slowdown_s - rest->total_s(), *stall, 1e-9);
+  // The weight scales it; 0 turns it off.
+  o.chunk_stall = 0.5;
+  EXPECT_NEAR(CostAggregated(r, r.cache_views[0], d, o)->slowdown_s - rest->total_s(),
+              0.5 * *stall, 1e-9);
+  // An idle D has no decode to stall.
+  EXPECT_EQ(*PredictChunkStall(r, r.cache_views[0], Decode(1), 2072), 0);
+}
+
+// A local prefill whose chunk runs shorter than the decode step it joins hides under the
+// decodes' memory traffic (engine/step_time.h's max(compute, memory)) and stalls nobody; the
+// old term charged 0.1 × B × its prefill seconds all the same.
+TEST(PdDecisionTest, APrefillShorterThanTheDecodeStepStallsNobody) {
+  const WorkerSnapshot d = Busy(Decode(1), 24, 24 * 2500);
+  RequestProfile r = Turn(30000);
+  r.cache_views = {View(1, (30000 - 320) / 16)};  // 320 tokens: 16 ms < the 21.7 ms step
+  auto stall = PredictChunkStall(r, r.cache_views[0], d, 2072);
+  ASSERT_TRUE(stall.has_value()) << stall.error();
+  EXPECT_EQ(*stall, 0);
+  PdOptions o;
+  o.slowdown.stall = 0;
+  o.chunk_stall = 1;
+  auto agg = CostAggregated(r, r.cache_views[0], d, o);
+  auto rest = PredictDecodeSlowdown(r, r.cache_views[0], d, o.slowdown);
+  ASSERT_TRUE(agg.has_value() && rest.has_value());
+  EXPECT_NEAR(agg->slowdown_s, rest->total_s(), 1e-12);
+}
+
 }  // namespace
 }  // namespace kvroute::sched

@@ -102,8 +102,21 @@ std::expected<RunOutput, std::string> RunSimulation(
     if (f.pd_itl_slo_s > 0) pd.itl_slo_s = f.pd_itl_slo_s;
     if (!(f.pd_stall >= 0)) return fail("--pd-stall must be >= 0");
     pd.slowdown.stall = f.pd_stall;
+    if (!(f.pd_chunk_stall >= 0) || !std::isfinite(f.pd_chunk_stall)) {
+      return fail("--pd-chunk-stall must be a finite number >= 0");
+    }
+    pd.chunk_stall = f.pd_chunk_stall;
     if (!(f.pd_queue_behind >= 0)) return fail("--pd-queue-behind must be >= 0");
     pd.queue_behind = f.pd_queue_behind;
+    // The stall model's chunk size is the step budget of the workers that would prefill beside
+    // running decodes (mixed and decode ones; the smallest, when they differ).
+    std::uint32_t budget = 0;
+    for (const WorkerSpec& w : base.fleet.workers) {
+      if (w.role == sched::Role::kPrefill || w.config.max_num_batched_tokens == 0) continue;
+      budget = budget == 0 ? w.config.max_num_batched_tokens
+                           : std::min(budget, w.config.max_num_batched_tokens);
+    }
+    if (budget > 0) pd.slowdown.chunk_tokens = budget;
     base.pd = pd;
   }
   base.seed = f.seed;
@@ -212,6 +225,11 @@ std::expected<RunOutput, std::string> RunSimulation(
   if (base.pd) {  // only P/D runs name it: aggregated runs' files stay as they were
     report.config.push_back({"pd_rule", std::string(sched::PdRuleName(base.pd->rule))});
     report.config.push_back({"pd_stall", base.pd->slowdown.stall});
+    if (base.pd->chunk_stall > 0) {  // named only when on: default runs' files stay as they were
+      report.config.push_back({"pd_chunk_stall", base.pd->chunk_stall});
+      report.config.push_back(
+          {"pd_chunk_tokens", static_cast<double>(base.pd->slowdown.chunk_tokens)});
+    }
     report.config.push_back({"pd_queue_behind", base.pd->queue_behind});
     if (base.pd->rule == sched::PdRule::kTokenCap) {
       report.config.push_back({"pd_token_cap", static_cast<double>(base.pd->token_cap)});

@@ -50,6 +50,7 @@ struct RunOptions {
   std::uint64_t pd_non_cached_tokens = 0;
   double pd_itl_slo_s = 0;  // 0: none
   double pd_stall = 0.1;    // sched::SlowdownTerms::stall of the P/D decision
+  double pd_chunk_stall = 0;  // sched::PdOptions::chunk_stall (PredictChunkStall's weight)
   double pd_queue_behind = 1;  // sched::PdOptions::queue_behind
   // Workload.
   std::string workload = "agentic";

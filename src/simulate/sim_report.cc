@@ -17,6 +17,11 @@
 namespace kvroute::simulate {
 namespace {
 
+// The median of a request's inter-token gaps (the upper middle of an even count).
+double MedianOf(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
 
 std::expected<void, std::string> WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -74,7 +79,7 @@ std::string DecisionsCsv(const workload::RunReport& report,
   std::ostringstream out;
   out << "level,request,worker,at_s,prompt_tokens,predicted_cached_tokens,cached_tokens,"
          "predicted_ttft_s,ttft_s,inflight_at_route,pending_prefill_at_route,ok,predicted_wait_s,"
-         "wait_correction\n";
+         "wait_correction,split,prefill_worker,predicted_prefill_tokens,predicted_itl_s,itl_p50_s\n";
   for (std::size_t li = 0; li < levels.size() && li < report.levels.size(); ++li) {
     const auto& reqs = report.levels[li].requests;
     for (const DecisionRecord& d : levels[li].decisions) {
@@ -90,7 +95,12 @@ std::string DecisionsCsv(const workload::RunReport& report,
       out << ',' << d.inflight_at_route << ',' << d.pending_prefill_at_route << ','
           << (r.ok ? 1 : 0) << ',';
       if (d.predicted_wait_s) out << ShortNumber(*d.predicted_wait_s);
-      out << ',' << ShortNumber(d.wait_correction_at_route) << '\n';
+      out << ',' << ShortNumber(d.wait_correction_at_route) << ',' << (d.split ? 1 : 0) << ','
+          << d.prefill_worker << ',' << d.predicted_prefill_tokens << ',';
+      if (d.predicted_itl_s) out << ShortNumber(*d.predicted_itl_s);
+      out << ',';
+      if (r.ok && !r.itl_s.empty()) out << ShortNumber(MedianOf(r.itl_s));
+      out << '\n';
     }
   }
   return out.str();

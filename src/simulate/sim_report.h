@@ -6,7 +6,10 @@
 //                         cache queries/hits (tokens, GPU + CPU tier), CPU-tier hits,
 //                         preemptions — the cache hit rate per worker and tier
 //   <stem>_decisions.csv  per request: the worker chosen, what the router predicted (cached
-//                         tokens, TTFT) and what happened — the fidelity hooks
+//                         tokens, TTFT; on P/D runs also split or not, the prefilling worker,
+//                         its predicted prefill tokens and the predicted ITL) and what
+//                         happened (TTFT, the request's median inter-token gap) — the
+//                         fidelity hooks
 // and a run line per level (wall and virtual seconds, events, engine steps, peak RSS).
 //
 // Thread safety: pure functions, except PeakRssBytes (reads /proc/self/status).

@@ -288,6 +288,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   const fleet::CachedPrefix cached = fleet::CachedPrefixOn(profile, w);
   const auto prompt_tokens = static_cast<std::uint64_t>(profile.prompt_tokens);
   dr.worker = w;
+  dr.prefill_worker = w;
   dr.predicted_cached_tokens = std::min<std::uint64_t>(
       std::uint64_t{cached.blocks[static_cast<int>(Tier::kGpu)]} * bs, prompt_tokens);
   dr.inflight_at_route = rows[w].inflight_requests;

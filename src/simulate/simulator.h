@@ -110,6 +110,14 @@ struct DecisionRecord {
   // (fleet::LoadTracker): where a miscalibrated prediction comes from.
   std::optional<double> predicted_wait_s;
   double wait_correction_at_route = 1;
+  // P/D runs (SimOptions::pd): whether the request was split, its prefilling worker (== worker
+  // when not), the prompt tokens that worker was predicted to compute, and the chosen option's
+  // predicted ITL on the decoding worker (sched::PdOption::itl_s), to set beside the measured
+  // gaps: what the decision's ITL filter and cost saw against what the decode steps did.
+  bool split = false;
+  WorkerId prefill_worker = 0;
+  std::uint64_t predicted_prefill_tokens = 0;
+  std::optional<double> predicted_itl_s;
 };
 
 struct WorkerReport {

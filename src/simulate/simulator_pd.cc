@@ -49,6 +49,10 @@ std::expected<void, std::string> Simulator::Impl::RoutePd(std::uint64_t id, Arri
   dr.predicted_ttft_s = o.ttft_s;
   dr.inflight_at_route = rows[o.decode].inflight_requests;
   dr.pending_prefill_at_route = rows[o.prefill].pending_prefill_tokens;
+  dr.split = o.split;
+  dr.prefill_worker = o.prefill;
+  dr.predicted_prefill_tokens = o.prefill_tokens;
+  dr.predicted_itl_s = o.itl_s;
   result.decisions.push_back(dr);
   pr.split = o.split;
   pr.prefill = o.prefill;
