@@ -1,4 +1,5 @@
-// From engine events to the tier learner (issue 20): the host blocks right after a worker's
+// From engine events to the tier learner (issue 20; here, not in fleet/, because it feeds a
+// kv::KvIndex as simulate does and fleet/ may not include kv/): the host blocks right after a worker's
 // GPU prefix are credited, priced and learned as host loads, not as loads from the shared
 // store that also holds them. Host copies are made on GPU eviction, so the host tier never
 // holds the hot prefix the GPU keeps; a tier's depth therefore counts blocks in it or a
