@@ -20,6 +20,8 @@ class InProcessSharedStore : public engine::SharedKvStore {
 
   std::size_t Match(std::span<const kv::EngineHash> hashes, Nanos now) override;
   void Put(std::span<const engine::BlockMeta> blocks, Nanos now) override;
+  std::uint64_t Lease(std::span<const kv::EngineHash> hashes, Nanos now) override;
+  void Release(std::uint64_t lease_id, Nanos now) override;
 
   // Events since the last call, in order.
   std::vector<kv::KvEvent> TakeEvents();

@@ -56,18 +56,40 @@ std::size_t HttpSharedStore::Match(std::span<const kv::EngineHash> hashes, Nanos
   return matched > hashes.size() ? hashes.size() : static_cast<std::size_t>(matched);
 }
 
-void HttpSharedStore::Put(std::span<const engine::BlockMeta> blocks, Nanos) {
-  if (blocks.empty()) return;
-  std::string body = EncodePut(blocks, options_.block_size, options_.block_bytes);
+bool HttpSharedStore::Enqueue(std::string target, std::string body) {
   {
     std::lock_guard lock(mu_);
     if (queue_.size() >= options_.max_queued_puts) {
       ++puts_dropped_;
-      return;
+      return false;
     }
-    queue_.push_back(std::move(body));
+    queue_.push_back(Queued{.target = std::move(target), .body = std::move(body)});
   }
   cv_.notify_one();
+  return true;
+}
+
+void HttpSharedStore::Put(std::span<const engine::BlockMeta> blocks, Nanos) {
+  if (blocks.empty()) return;
+  Enqueue("/v1/kv/put", EncodePut(blocks, options_.block_size, options_.block_bytes));
+}
+
+std::uint64_t HttpSharedStore::Lease(std::span<const kv::EngineHash> hashes, Nanos) {
+  if (hashes.empty()) return 0;
+  auto r = client_->Send(Post(options_, "/v1/kv/lease", EncodeMatch(hashes)));
+  auto reply = (r && r->status == 200) ? DecodeLeaseReply(r->body)
+                                        : std::unexpected(std::string("no reply"));
+  if (!reply) {
+    ++lease_failures_;
+    return 0;
+  }
+  if (reply->lease != 0) ++leases_;
+  return reply->lease;
+}
+
+void HttpSharedStore::Release(std::uint64_t lease_id, Nanos) {
+  // A release lost to a full queue or a down store only lets the lease run to its TTL.
+  if (lease_id != 0) Enqueue("/v1/kv/release", EncodeRelease(lease_id));
 }
 
 void HttpSharedStore::Run() {
@@ -75,10 +97,10 @@ void HttpSharedStore::Run() {
   for (;;) {
     cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and drained
-    std::string body = std::move(queue_.front());
+    Queued q = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    auto r = client_->Send(Post(options_, "/v1/kv/put", std::move(body)));
+    auto r = client_->Send(Post(options_, std::move(q.target), std::move(q.body)));
     ++put_batches_;
     if (!r || r->status != 200) ++put_failures_;
     lock.lock();
@@ -87,7 +109,8 @@ void HttpSharedStore::Run() {
 
 HttpSharedStoreCounters HttpSharedStore::counters() const {
   return {.matches = matches_, .match_failures = match_failures_, .put_batches = put_batches_,
-          .put_failures = put_failures_, .puts_dropped = puts_dropped_};
+          .put_failures = put_failures_, .puts_dropped = puts_dropped_, .leases = leases_,
+          .lease_failures = lease_failures_};
 }
 
 }  // namespace kvroute::store

@@ -4,6 +4,10 @@
 //   Match  synchronous on the engine thread, bounded by `timeout` (default 200 ms): the
 //          request cannot be scheduled before it knows its prefix. A store that is down or
 //          slow answers 0 (a miss: the engine recomputes), counted in `match_failures`.
+//   Lease  synchronous on the engine thread (as Match, within `timeout`), when a request
+//          arrives; a failure is no lease (counted in `lease_failures`): the request may then
+//          find fewer blocks than the router credited, never more.
+//   Release and
 //   Put    fire-and-forget: queued (bounded, `max_queued_puts` batches; a full queue drops
 //          the batch, counted) and sent by the client's own thread, so a slow store never
 //          stalls the step loop (vLLM's connector stores asynchronously too).
@@ -47,7 +51,9 @@ struct HttpSharedStoreCounters {
   std::uint64_t match_failures = 0;
   std::uint64_t put_batches = 0;
   std::uint64_t put_failures = 0;
-  std::uint64_t puts_dropped = 0;  // batches dropped: queue full
+  std::uint64_t puts_dropped = 0;  // batches dropped: queue full (puts and releases)
+  std::uint64_t leases = 0;        // leases granted
+  std::uint64_t lease_failures = 0;
 };
 
 class HttpSharedStore : public engine::SharedKvStore {
@@ -57,20 +63,28 @@ class HttpSharedStore : public engine::SharedKvStore {
 
   std::size_t Match(std::span<const kv::EngineHash> hashes, Nanos now) override;
   void Put(std::span<const engine::BlockMeta> blocks, Nanos now) override;
+  std::uint64_t Lease(std::span<const kv::EngineHash> hashes, Nanos now) override;
+  void Release(std::uint64_t lease_id, Nanos now) override;
 
   HttpSharedStoreCounters counters() const;
 
  private:
   void Run();
+  // Queues one fire-and-forget POST for the sender thread; false when the queue is full.
+  bool Enqueue(std::string target, std::string body);
 
   HttpSharedStoreOptions options_;
   std::unique_ptr<client::BlockingHttpClient> client_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> queue_;  // encoded put bodies; guarded by mu_
+  struct Queued {
+    std::string target;  // /v1/kv/put or /v1/kv/release
+    std::string body;
+  };
+  std::deque<Queued> queue_;  // guarded by mu_
   bool stopping_ = false;          // guarded by mu_
   std::atomic<std::uint64_t> matches_{0}, match_failures_{0}, put_batches_{0}, put_failures_{0},
-      puts_dropped_{0};
+      puts_dropped_{0}, leases_{0}, lease_failures_{0};
   std::thread thread_;
 };
 

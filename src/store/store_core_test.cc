@@ -1,5 +1,6 @@
 // StoreCore: LRU capacity in bytes, idle TTL, events with medium "SHARED", refresh on a repeat
-// offer or a match; InProcessSharedStore's restart; the wire codec round trip.
+// offer or a match, leases (pinned against eviction and expiry, refused puts when all is
+// leased, lease TTL); InProcessSharedStore's restart; the wire codec round trip.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -127,6 +128,103 @@ TEST(StoreCoreTest, ZeroTtlNeverExpires) {
   EXPECT_TRUE(core.Contains(1));
 }
 
+TEST(StoreCoreLeaseTest, ALeasedBlockIsNeitherEvictedNorExpiredAndRejoinsTheLruWhenReleased) {
+  StoreCore core({.capacity_bytes = 300, .ttl = seconds(10), .block_size = 4,
+                  .lease_ttl = seconds(60)});
+  std::vector<kv::KvEvent> ev;
+  core.Put(std::vector<StoredBlock>{Block(1), Block(2, 1), Block(3)}, Nanos(0), &ev);
+  // Every hash the store holds, past a gap too: 1 and 2 (4 is not held; 9 neither).
+  const LeaseGrant grant = core.Lease(std::vector<kv::EngineHash>{9, 1, 4, 2}, Nanos(0), &ev);
+  ASSERT_NE(grant.id, 0u);
+  EXPECT_EQ(grant.blocks, 2u);
+  EXPECT_EQ(core.leased_size(), 2u);
+  EXPECT_EQ(core.live_leases(), 1u);
+  ev.clear();
+  // Full: the room for 5 comes from 3, the one unleased block, though 1 is older.
+  core.Put(std::vector<StoredBlock>{Block(5)}, seconds(1), &ev);
+  EXPECT_EQ(Removed(ev), std::vector<kv::EngineHash>{3});
+  EXPECT_EQ(Stored(ev), std::vector<kv::EngineHash>{5});
+  EXPECT_TRUE(core.Contains(1));
+  EXPECT_TRUE(core.Contains(2));
+  // Past the idle TTL: 5 (unleased, last used at 1 s) expires, the leased blocks do not.
+  ev.clear();
+  core.Expire(seconds(30), &ev);
+  EXPECT_EQ(Removed(ev), std::vector<kv::EngineHash>{5});
+  EXPECT_EQ(core.Hashes(), (std::vector<kv::EngineHash>{1, 2}));
+  // Released: the blocks count as used now and take the idle TTL from here.
+  EXPECT_TRUE(core.Release(grant.id, seconds(30)));
+  EXPECT_FALSE(core.Release(grant.id, seconds(30)));  // already ended
+  EXPECT_EQ(core.leased_size(), 0u);
+  EXPECT_EQ(core.counters().leases_released, 1u);
+  ev.clear();
+  core.Expire(seconds(39), &ev);
+  EXPECT_TRUE(Removed(ev).empty());
+  core.Expire(seconds(40), &ev);
+  EXPECT_EQ(Removed(ev), (std::vector<kv::EngineHash>{1, 2}));
+}
+
+TEST(StoreCoreLeaseTest, TwoLeasesOnABlockKeepItUntilBothEnd) {
+  StoreCore core({.capacity_bytes = 300, .block_size = 4});
+  std::vector<kv::KvEvent> ev;
+  core.Put(std::vector<StoredBlock>{Block(1), Block(2)}, Nanos(0), &ev);
+  const LeaseGrant a = core.Lease(std::vector<kv::EngineHash>{1}, Nanos(1), &ev);
+  const LeaseGrant b = core.Lease(std::vector<kv::EngineHash>{1}, Nanos(2), &ev);
+  ASSERT_NE(a.id, b.id);
+  core.Release(a.id, Nanos(3));
+  ev.clear();
+  core.Put(std::vector<StoredBlock>{Block(3), Block(4)}, Nanos(4), &ev);
+  EXPECT_EQ(Removed(ev), std::vector<kv::EngineHash>{2});  // 1 is still under b
+  EXPECT_TRUE(core.Contains(1));
+  core.Release(b.id, Nanos(5));
+  ev.clear();
+  core.Put(std::vector<StoredBlock>{Block(5)}, Nanos(6), &ev);
+  EXPECT_EQ(Removed(ev), std::vector<kv::EngineHash>{3});  // LRU: 3 (4 ns), 4, then 1 (5 ns)
+  EXPECT_EQ(core.Hashes(), (std::vector<kv::EngineHash>{4, 1, 5}));
+}
+
+TEST(StoreCoreLeaseTest, ALeaseNeverReleasedEndsByItselfAfterTheLeaseTtl) {
+  StoreCore core({.capacity_bytes = 100, .block_size = 4, .lease_ttl = seconds(5)});
+  std::vector<kv::KvEvent> ev;
+  core.Put(std::vector<StoredBlock>{Block(1)}, Nanos(0), &ev);
+  const LeaseGrant grant = core.Lease(std::vector<kv::EngineHash>{1}, Nanos(0), &ev);
+  ev.clear();
+  core.Put(std::vector<StoredBlock>{Block(2)}, seconds(4), &ev);  // still leased: refused
+  EXPECT_FALSE(core.Contains(2));
+  EXPECT_EQ(core.counters().refused_full, 1u);
+  core.Put(std::vector<StoredBlock>{Block(2)}, seconds(5), &ev);  // lease over: 1 evicted
+  EXPECT_EQ(Removed(ev), std::vector<kv::EngineHash>{1});
+  EXPECT_TRUE(core.Contains(2));
+  EXPECT_EQ(core.counters().leases_expired, 1u);
+  EXPECT_EQ(core.live_leases(), 0u);
+  EXPECT_FALSE(core.Release(grant.id, seconds(6)));  // a release after expiry is a no-op
+}
+
+TEST(StoreCoreLeaseTest, NothingHeldIsNoLease) {
+  StoreCore core({.capacity_bytes = 100, .block_size = 4});
+  std::vector<kv::KvEvent> ev;
+  core.Put(std::vector<StoredBlock>{Block(2)}, Nanos(0), &ev);
+  EXPECT_EQ(core.Lease(std::vector<kv::EngineHash>{1, 3}, Nanos(0), &ev).id, 0u);
+  EXPECT_EQ(core.Lease(std::vector<kv::EngineHash>{}, Nanos(0), &ev).id, 0u);
+  EXPECT_EQ(core.counters().leases, 0u);
+  EXPECT_EQ(core.leased_size(), 0u);
+}
+
+TEST(InProcessSharedStoreTest, LeaseIdsAfterARestartNeverNameALeaseFromBefore) {
+  InProcessSharedStore store({.capacity_bytes = 1000, .block_size = 4}, 100);
+  store.Put(std::vector<engine::BlockMeta>{Block(1).meta}, Nanos(0));
+  const std::uint64_t before = store.Lease(std::vector<kv::EngineHash>{1}, Nanos(0));
+  ASSERT_NE(before, 0u);
+  store.Restart();
+  store.Put(std::vector<engine::BlockMeta>{Block(1).meta}, Nanos(1));
+  const std::uint64_t after = store.Lease(std::vector<kv::EngineHash>{1}, Nanos(1));
+  ASSERT_NE(after, 0u);
+  EXPECT_NE(after, before);
+  store.Release(before, Nanos(2));  // the old life's id: ignored, the new lease holds
+  EXPECT_EQ(store.core().live_leases(), 1u);
+  store.Release(after, Nanos(2));
+  EXPECT_EQ(store.core().live_leases(), 0u);
+}
+
 TEST(InProcessSharedStoreTest, RestartForgetsEverythingAndQueuesAllBlocksCleared) {
   InProcessSharedStore store({.capacity_bytes = 1000, .block_size = 4}, 100);
   std::vector<engine::BlockMeta> metas = {Block(1).meta, Block(2, 1).meta};
@@ -154,6 +252,21 @@ TEST(StoreWireTest, PutAndMatchRoundTripFullWidthHashes) {
   auto match = DecodeMatch(EncodeMatch(std::vector<kv::EngineHash>{big, 1}));
   ASSERT_TRUE(match.has_value());
   EXPECT_EQ(*match, (std::vector<kv::EngineHash>{big, 1}));
+}
+
+TEST(StoreWireTest, LeaseAndReleaseRoundTripFullWidthIds) {
+  const std::uint64_t id = 0xfedcba9876543210ULL;
+  auto reply = DecodeLeaseReply(EncodeLeaseReply({.id = id, .blocks = 7}));
+  ASSERT_TRUE(reply.has_value()) << reply.error();
+  EXPECT_EQ(reply->lease, id);
+  EXPECT_EQ(reply->leased, 7u);
+  auto release = DecodeRelease(EncodeRelease(id));
+  ASSERT_TRUE(release.has_value()) << release.error();
+  EXPECT_EQ(*release, id);
+  EXPECT_FALSE(DecodeRelease(R"({"lease":0})").has_value());
+  EXPECT_FALSE(DecodeRelease(R"({"lease":-3})").has_value());
+  EXPECT_FALSE(DecodeRelease(R"({"id":3})").has_value());
+  EXPECT_FALSE(DecodeLeaseReply(R"({"lease":1})").has_value());
 }
 
 TEST(StoreWireTest, MalformedBodiesAreErrors) {

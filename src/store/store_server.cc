@@ -41,6 +41,10 @@ std::expected<std::unique_ptr<StoreServer>, std::string> StoreServer::Start(
     StoreServerOptions options) {
   if (options.store.block_size == 0) return std::unexpected("--block-size must be > 0");
   if (!(options.store.capacity_bytes > 0)) return std::unexpected("--capacity-bytes must be > 0");
+  if (!(options.store.lease_ttl > Nanos(0))) return std::unexpected("--lease-ttl must be > 0");
+  // Each life of the store numbers its leases from a different point (the wall clock in
+  // microseconds), so a sim's lease from before a restart never names a new one's.
+  options.store.first_lease_id = static_cast<std::uint64_t>(WallSeconds() * 1e6);
   std::unique_ptr<StoreServer> s(new StoreServer(std::move(options)));
   kv::ZmqPublisherOptions zo;
   zo.endpoint = s->options_.kv_events_endpoint;
@@ -92,6 +96,28 @@ std::expected<std::unique_ptr<StoreServer>, std::string> StoreServer::Start(
     return net::JsonResponse(200, boost::json::serialize(boost::json::object{
                                       {"stored", stored}, {"refreshed", refreshed}}));
   });
+  s->http_->Handle("POST", "/v1/kv/lease", [self](net::HttpRequest&& r) -> net::HandlerResult {
+    auto hashes = DecodeMatch(r.body);
+    if (!hashes) return BadRequest(hashes.error());
+    std::vector<kv::KvEvent> events;
+    LeaseGrant grant;
+    {
+      std::lock_guard lock(self->mu_);
+      grant = self->core_.Lease(*hashes, self->Now(), &events);
+    }
+    self->Publish(std::move(events));
+    return net::JsonResponse(200, EncodeLeaseReply(grant));
+  });
+  s->http_->Handle("POST", "/v1/kv/release", [self](net::HttpRequest&& r) -> net::HandlerResult {
+    auto lease = DecodeRelease(r.body);
+    if (!lease) return BadRequest(lease.error());
+    bool released = false;
+    {
+      std::lock_guard lock(self->mu_);
+      released = self->core_.Release(*lease, self->Now());
+    }
+    return net::JsonResponse(200, released ? R"({"released":true})" : R"({"released":false})");
+  });
   s->http_->Handle("GET", "/health", [](net::HttpRequest&&) -> net::HandlerResult {
     return net::JsonResponse(200, R"({"status":"ok"})");
   });
@@ -142,6 +168,18 @@ std::string StoreServer::Metrics() const {
        static_cast<double>(c.queried_blocks));
   line("kvroute_store_hit_blocks_total", "counter", "Blocks match found.", "",
        static_cast<double>(c.hit_blocks));
+  line("kvroute_store_leases", "gauge", "Live leases.", "",
+       static_cast<double>(core_.live_leases()));
+  line("kvroute_store_leased_blocks", "gauge", "Blocks held under a lease (not evictable).", "",
+       static_cast<double>(core_.leased_size()));
+  line("kvroute_store_leases_total", "counter", "Leases granted.", "",
+       static_cast<double>(c.leases));
+  line("kvroute_store_leases_expired_total", "counter",
+       "Leases ended by the lease TTL, never released.", "",
+       static_cast<double>(c.leases_expired));
+  line("kvroute_store_refused_full_total", "counter",
+       "New blocks refused because every held block was leased.", "",
+       static_cast<double>(c.refused_full));
   return out;
 }
 

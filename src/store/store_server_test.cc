@@ -1,6 +1,7 @@
 // StoreServer over loopback with the sims' client (HttpSharedStore): a put is matched, the
 // store evicts at capacity and the replayed ZMQ events (AllBlocksCleared first, then SHARED
-// stores and removals) say so; an unreachable store is a miss, not a stall.
+// stores and removals) say so; a lease keeps its blocks until released; malformed bodies are
+// 400s; an unreachable store is a miss, not a stall.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "client/blocking_http_client.h"
 #include "kv/wire/event_decode.h"
 #include "kv/wire/zmq_publisher.h"
 #include "store/store_client.h"
@@ -26,6 +28,18 @@ engine::BlockMeta Meta(kv::EngineHash hash, std::optional<kv::EngineHash> parent
   m.payload = std::make_shared<const engine::BlockPayload>(
       engine::BlockPayload{.tokens = std::vector<TokenId>(4, 9)});
   return m;
+}
+
+// The store's GET /metrics text ("" when it did not answer).
+std::string MetricsOf(std::uint16_t port) {
+  client::BlockingHttpClient http;
+  client::ClientRequest r;
+  r.method = "GET";
+  r.host = "127.0.0.1";
+  r.port = port;
+  r.target = "/metrics";
+  auto reply = http.Send(std::move(r));
+  return reply && reply->status == 200 ? reply->body : "";
 }
 
 // Waits (bounded) until `done` holds; the test then asserts on state, not on time.
@@ -121,6 +135,74 @@ TEST(StoreServerTest, RefusesBadBodiesWithAnOpenAiError) {
   ASSERT_TRUE(WaitFor([&] { return client.counters().put_batches == 1; }));
   EXPECT_EQ(client.counters().put_failures, 1u);
   EXPECT_EQ((*server)->size(), 0u);
+}
+
+TEST(StoreServerTest, ALeaseOverTheWireKeepsItsBlocksUntilReleased) {
+  StoreServerOptions o;
+  o.port = 0;
+  o.store = {.capacity_bytes = 100, .block_size = 4};  // room for one block
+  o.kv_events_endpoint = "tcp://127.0.0.1:*";
+  auto server = StoreServer::Start(o);
+  ASSERT_TRUE(server.has_value()) << server.error();
+  HttpSharedStore client(
+      {.port = (*server)->port(), .block_size = 4, .block_bytes = 100, .timeout = milliseconds(2000)});
+  client.Put(std::vector<engine::BlockMeta>{Meta(1)}, Nanos(0));
+  ASSERT_TRUE(WaitFor([&] { return client.counters().put_batches == 1; }));
+  const std::uint64_t lease = client.Lease(std::vector<kv::EngineHash>{1, 2}, Nanos(0));
+  ASSERT_NE(lease, 0u);
+  EXPECT_EQ(client.counters().leases, 1u);
+  EXPECT_EQ(client.Lease(std::vector<kv::EngineHash>{7}, Nanos(0)), 0u);  // not held: no lease
+  EXPECT_EQ(client.counters().lease_failures, 0u);
+  // Full and all of it leased: the new block is refused, 1 stays.
+  client.Put(std::vector<engine::BlockMeta>{Meta(2)}, Nanos(0));
+  ASSERT_TRUE(WaitFor([&] { return client.counters().put_batches == 2; }));
+  EXPECT_EQ((*server)->counters().refused_full, 1u);
+  EXPECT_EQ(client.Match(std::vector<kv::EngineHash>{1}, Nanos(0)), 1u);
+  EXPECT_NE(MetricsOf((*server)->port()).find("\nkvroute_store_leased_blocks 1.0"), std::string::npos);
+  client.Release(lease, Nanos(0));
+  ASSERT_TRUE(WaitFor([&] { return (*server)->counters().leases_released == 1; }));
+  client.Put(std::vector<engine::BlockMeta>{Meta(2)}, Nanos(0));  // now 1 can be evicted
+  ASSERT_TRUE(WaitFor([&] { return (*server)->counters().stored == 2; }));
+  EXPECT_EQ(client.Match(std::vector<kv::EngineHash>{1}, Nanos(0)), 0u);
+  EXPECT_NE(MetricsOf((*server)->port()).find("\nkvroute_store_leased_blocks 0.0"), std::string::npos);
+  (*server)->Shutdown();
+}
+
+TEST(StoreServerTest, MalformedLeaseAndReleaseBodiesAre400s) {
+  StoreServerOptions o;
+  o.port = 0;
+  o.store = {.capacity_bytes = 100, .block_size = 4};
+  o.kv_events_endpoint = "tcp://127.0.0.1:*";
+  auto server = StoreServer::Start(o);
+  ASSERT_TRUE(server.has_value()) << server.error();
+  client::BlockingHttpClient http;
+  const auto post = [&](std::string target, std::string body) {
+    client::ClientRequest r;
+    r.method = "POST";
+    r.host = "127.0.0.1";
+    r.port = (*server)->port();
+    r.target = std::move(target);
+    r.body = std::move(body);
+    r.content_type = "application/json";
+    return http.Send(std::move(r));
+  };
+  for (const auto& [target, body] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/kv/lease", "[]"},
+           {"/v1/kv/lease", R"({"hashes":[-1]})"},
+           {"/v1/kv/release", R"({"lease":0})"},
+           {"/v1/kv/release", "not json"}}) {
+    auto r = post(target, body);
+    ASSERT_TRUE(r.has_value()) << target;
+    EXPECT_EQ(r->status, 400) << target << " " << body;
+    EXPECT_NE(r->body.find("\"error\""), std::string::npos) << r->body;
+  }
+  // A well-formed release of an id the store never granted is not an error: it may be a lease
+  // from before a restart, or one its TTL already ended.
+  auto r = post("/v1/kv/release", R"({"lease":12345})");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("false"), std::string::npos);
+  (*server)->Shutdown();
 }
 
 TEST(StoreServerTest, AnUnreachableStoreIsAMissAndPutsAreDroppedNotBlocking) {

@@ -114,4 +114,34 @@ std::expected<PutMessage, std::string> DecodePut(const std::string& body) {
   return m;
 }
 
+std::string EncodeRelease(std::uint64_t lease_id) {
+  return boost::json::serialize(boost::json::object{{"lease", lease_id}});
+}
+
+std::expected<std::uint64_t, std::string> DecodeRelease(const std::string& body) {
+  auto o = ParseObject(body);
+  if (!o) return std::unexpected(o.error());
+  const auto* lease = o->if_contains("lease");
+  if (lease == nullptr || !U64(*lease) || *U64(*lease) == 0) {
+    return std::unexpected("'lease' must be a positive integer (a lease id from /v1/kv/lease)");
+  }
+  return *U64(*lease);
+}
+
+std::expected<LeaseReply, std::string> DecodeLeaseReply(const std::string& body) {
+  auto o = ParseObject(body);
+  if (!o) return std::unexpected(o.error());
+  const auto* lease = o->if_contains("lease");
+  const auto* leased = o->if_contains("leased");
+  if (lease == nullptr || !U64(*lease) || leased == nullptr || !U64(*leased)) {
+    return std::unexpected("a lease reply needs unsigned 'lease' and 'leased'");
+  }
+  return LeaseReply{.lease = *U64(*lease), .leased = *U64(*leased)};
+}
+
+std::string EncodeLeaseReply(const LeaseGrant& grant) {
+  return boost::json::serialize(boost::json::object{
+      {"lease", grant.id}, {"leased", static_cast<std::uint64_t>(grant.blocks)}});
+}
+
 }  // namespace kvroute::store
