@@ -55,6 +55,9 @@ struct EngineConfig {
     std::shared_ptr<SharedKvStore> store;  // null = no shared tier
     double read_bytes_per_s = 12.5e9;      // a 100 Gb/s NIC
     double latency_s = 1e-3;               // per load: a store round trip
+    // Lease a queued request's store run from its arrival to its scheduling, so the blocks
+    // the router credited are not evicted while it waits (store/store_core.h "Leases").
+    bool leases = true;
   } shared;
   // How a lower-tier hit is loaded. false: the step that schedules the request waits for
   // the load (the whole batch pays it). true: as vLLM's offloading connector does (its
@@ -114,6 +117,12 @@ struct RequestSpec {
     std::uint32_t prefill_tp = 1;
   };
   std::optional<RemotePrefill> remote_prefill;
+  // When the request reached the engine, on the caller's clock, for a caller that adds it
+  // between steps (`kvroute simulate` adds at arrival, in virtual time): set, the shared
+  // store's lease (EngineConfig::shared.leases) is taken at Add, closing the window to the
+  // next step; unset (`kvroute sim`, whose loop adds just before it steps), at the end of
+  // the next step, and only if that step did not schedule the request (no wasted round trip).
+  std::optional<Nanos> arrived_at;
 };
 
 // What a request adds to its blocks' extra keys (views into `spec`; kv/keys/extra_keys.h).

@@ -64,6 +64,9 @@ struct Request {
   bool tier_loading = false;
   bool tier_loaded = false;
   Nanos tier_ready{0};
+  // The shared store's lease on this request's prefix run (SharedKvStore::Lease), held from
+  // the first step after it arrived until it is scheduled or dropped; 0 = none.
+  std::uint64_t store_lease = 0;
 
   Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engine_seed);
   std::uint64_t num_tokens() const { return tokens.size(); }

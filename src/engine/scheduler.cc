@@ -59,7 +59,15 @@ std::optional<std::string> Scheduler::Add(RequestSpec spec) {
   auto req = std::make_unique<Request>(std::move(spec), next_arrival_++, config_.seed);
   hasher_.Extend(req.get());
   waiting_.push_back(req.get());
+  Request* added = req.get();
   requests_.emplace(req->spec.id, std::move(req));
+  if (config_.shared.store && config_.shared.leases && config_.enable_prefix_caching) {
+    if (added->spec.arrived_at) {
+      LeaseStoreRun(added, *added->spec.arrived_at);
+    } else {
+      to_lease_.push_back(added->spec.id);
+    }
+  }
   return std::nullopt;
 }
 
@@ -67,6 +75,7 @@ void Scheduler::Abort(const std::string& request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   Request* req = it->second.get();
+  ReleaseStoreLease(req, last_step_);
   if (req->running) {
     FreeBlocks(req);
     running_.erase(std::find(running_.begin(), running_.end(), req));
@@ -239,7 +248,9 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
     // Touching free GPU hits removes them from the free queue, so they do not count as free.
     if (lower_hits + new_blocks > pool_.num_free() - gpu_hits_free) break;
 
-    // Commit. Lower-tier metas are copied now: the allocation below may evict them (a
+    // Commit. The store's blocks are read now: the lease that kept them has done its job.
+    ReleaseStoreLease(req, now);
+    // Lower-tier metas are copied now: the allocation below may evict them (a
     // shared block's meta is rebuilt from the request: the store keeps no tokens for us).
     std::vector<BlockMeta> loaded;
     for (std::size_t i = 0; i < hits.size(); ++i) {
@@ -365,6 +376,7 @@ void Scheduler::Step(Nanos now, StepResult* out) {
   }
   std::swap(result.finished_without_token, aborted_);  // both were empty / cleared
 
+  last_step_ = now;
   ExpirePins(now, out);
   TakeArrivedKv(now, out);
   TakeLoadedTiers(now);
@@ -379,6 +391,8 @@ void Scheduler::Step(Nanos now, StepResult* out) {
     ScheduleLoaded(&budget, &scheduled);
     ScheduleWaiting(now, &budget, &scheduled, &events, &load_bytes);
   }
+  // After scheduling: a request scheduled in the step it arrived needs no lease.
+  LeaseArrivals(now);
   if (scheduled.empty()) return;
 
   std::vector<SeqWork>& work = work_;

@@ -96,6 +96,12 @@ class Scheduler {
   // A decode leg whose hit and blocks are committed: starts pulling the rest.
   void StartRemoteLoad(Request* req, std::uint32_t local_hit_blocks, Nanos now);
   void Pin(Request* req, Nanos finished_at);
+  // Shared-store leases (scheduler_tiers.cc): a request leases the store's run of its prefix
+  // at Add when it carries `arrived_at`, else at the end of the next
+  // step unless that step scheduled it; a lease ends when its request is scheduled or dropped.
+  void LeaseArrivals(Nanos now);
+  void LeaseStoreRun(Request* req, Nanos now);
+  void ReleaseStoreLease(Request* req, Nanos now);
   // Removes a not-running request from waiting_, loading_ or loaded_ (freeing its blocks).
   void DropNotRunning(Request* req);
   std::int64_t BlocksNeeded(const Request& req, std::uint64_t num_new) const;
@@ -129,6 +135,8 @@ class Scheduler {
   std::vector<BlockId> fresh_;
   std::vector<BlockId> reversed_;
   bool pending_clear_ = false;  // AllBlocksCleared owed to the next Step
+  std::vector<std::string> to_lease_;  // ids added since the last step (store leases)
+  Nanos last_step_{0};                 // the latest Step's `now` (Abort has no clock)
   EngineStats stats_;
 
   // P/D prefill side: finished remote_decode requests' blocks, held for their decoder.

@@ -1,6 +1,8 @@
 // Scheduler, async lower-tier loads (EngineConfig::async_tier_loads): a request whose prefix
 // is partly in host memory, on disk or in the shared store waits aside while its blocks are
-// copied into GPU memory, instead of making the whole batch's step wait. See scheduler.h.
+// copied into GPU memory, instead of making the whole batch's step wait; and the shared
+// store's leases, which keep a queued request's credited store blocks from being evicted
+// before it is scheduled. See scheduler.h.
 #include <algorithm>
 
 #include "engine/scheduler.h"
@@ -47,6 +49,36 @@ void Scheduler::TakeLoadedTiers(Nanos now) {
     req->tier_loaded = true;
     waiting_.push_front(req);
   }
+}
+
+void Scheduler::LeaseStoreRun(Request* req, Nanos now) {
+  // The whole prefix a hit could use, up to one token short of the prompt: not only the run
+  // beyond the local tiers, since a local block may be evicted while the request waits and
+  // the hit then continues from the store at that block.
+  const std::size_t max_blocks =
+      std::min({req->keys.size(), req->hashes.size(),
+                static_cast<std::size_t>((req->num_tokens() - 1) / config_.block_size)});
+  if (max_blocks == 0) return;
+  req->store_lease = config_.shared.store->Lease(
+      std::span<const kv::EngineHash>(req->hashes).first(max_blocks), now);
+}
+
+void Scheduler::LeaseArrivals(Nanos now) {
+  for (const std::string& id : to_lease_) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // aborted before its first step
+    Request* req = it->second.get();
+    // Committed in this step (running, loading, or a decode leg pulling): blocks allocated.
+    if (req->running || !req->blocks.empty() || req->store_lease != 0) continue;
+    LeaseStoreRun(req, now);
+  }
+  to_lease_.clear();
+}
+
+void Scheduler::ReleaseStoreLease(Request* req, Nanos now) {
+  if (req->store_lease == 0) return;
+  config_.shared.store->Release(req->store_lease, now);
+  req->store_lease = 0;
 }
 
 }  // namespace kvroute::engine

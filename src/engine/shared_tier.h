@@ -10,12 +10,19 @@
 // still has it, which is what a shared tier is for. Offers are fire-and-forget: a store that
 // is down or slow loses them, never the engine's step loop.
 //
+// Leases: when a request queues, the engine leases the store's run of its prefix (all of it:
+// a local block evicted while the request waits is then read from the store), and releases
+// it when the request is scheduled (the blocks are read) or dropped, so the blocks the router
+// credited are not evicted while the request queues (store/store_core.h). An implementation without leases returns 0 and ignores
+// releases.
+//
 // Implementations: store::InProcessSharedStore (the simulator, virtual time) and the sim's
 // TCP client (sim/store_client.h). Thread safety: the engine calls from its owner thread only;
 // an implementation shared by several engines must be safe for that.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "common/types.h"
@@ -32,6 +39,13 @@ class SharedKvStore {
   virtual std::size_t Match(std::span<const kv::EngineHash> hashes, Nanos now) = 0;
   // Offers newly computed blocks (each with parent hash and payload). Never blocks.
   virtual void Put(std::span<const BlockMeta> blocks, Nanos now) = 0;
+  // Leases each of `hashes` the store holds (not only a run from the first); returns the
+  // lease id, 0 when nothing was leased (or the store cannot be reached).
+  virtual std::uint64_t Lease(std::span<const kv::EngineHash> /*hashes*/, Nanos /*now*/) {
+    return 0;
+  }
+  // Ends a lease from Lease (never blocks; an unknown id is ignored).
+  virtual void Release(std::uint64_t /*lease_id*/, Nanos /*now*/) {}
 };
 
 }  // namespace kvroute::engine
