@@ -115,6 +115,9 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-store-ttl", f.kv_store_ttl,
                   "Idle time after which the store deletes a block, e.g. 10m (0: never)")
       ->capture_default_str();
+  cmd->add_flag("--no-store-leases", f.no_store_leases,
+                "Engines do not lease a queued request's store blocks, so the store may evict "
+                "what the router credited before the request is scheduled (for comparison)");
   cmd->add_option("--max-model-len", f.max_model_len,
                   "Context length of every worker, as `kvroute sim --max-model-len` (0: the "
                   "profile's; Infera's agentic shape needs 131072)")

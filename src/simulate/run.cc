@@ -147,6 +147,7 @@ std::expected<RunOutput, std::string> RunSimulation(
     base.shared_store = store::StoreOptions{
         .capacity_bytes = f.kv_store_gb * 1e9, .ttl = *ttl, .block_size = f.block_size};
   }
+  base.store_leases = !f.no_store_leases;
   auto think = ParseDuration(f.think_time);
   if (!think) return fail("--think-time: " + think.error());
   auto jitter = ParseDuration(f.turn_jitter);
@@ -246,6 +247,7 @@ std::expected<RunOutput, std::string> RunSimulation(
   if (f.kv_store_gb > 0) {
     report.config.push_back({"kv_store_gb", f.kv_store_gb});
     report.config.push_back({"kv_store_ttl_s", ToSeconds(base.shared_store->ttl)});
+    report.config.push_back({"kv_store_leases", base.store_leases ? 1.0 : 0.0});
   }
   const auto append = [&](std::vector<workload::ConfigEntry> entries) {
     report.config.insert(report.config.end(), entries.begin(), entries.end());

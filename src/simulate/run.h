@@ -33,6 +33,7 @@ struct RunOptions {
   bool async_tier_loads = false;     // EngineConfig::async_tier_loads
   double kv_store_gb = 0;            // the shared store's capacity in GB (0: no store)
   std::string kv_store_ttl = "0";    // its idle TTL (0: none)
+  bool no_store_leases = false;      // SimOptions::store_leases off
   std::uint32_t max_model_len = 0;  // 0: each profile's
   // Router.
   std::string policy = "predicted_latency";

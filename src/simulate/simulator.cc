@@ -20,6 +20,7 @@ std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& sp
   workers.back().spec.config.event_hash = engine::EventHash::kBlockKey;
   workers.back().spec.config.seed = options.seed;
   workers.back().spec.config.shared.store = store;
+  workers.back().spec.config.shared.leases = options.store_leases;
   StartWorker(w);
   // What the router is told about it: the engine's own capacity and CPU-tier bandwidth.
   const engine::EngineConfig& c = workers[w].engine->config();
@@ -56,6 +57,25 @@ std::expected<void, std::string> Simulator::Impl::AddWorker(const WorkerSpec& sp
   return {};
 }
 
+void Simulator::Impl::DeliverKvEvents(WorkerId w, std::vector<kv::KvEvent> events,
+                                      std::uint64_t epoch, Nanos now) {
+  if (events.empty()) return;
+  if (options.event_delay.count() == 0) {
+    for (const kv::KvEvent& e : events) index.ApplyEvent(w, e);
+    return;
+  }
+  std::uint32_t slot;
+  if (free_delivery_slots.empty()) {
+    slot = static_cast<std::uint32_t>(delivery_slots.size());
+    delivery_slots.emplace_back();
+  } else {
+    slot = free_delivery_slots.back();
+    free_delivery_slots.pop_back();
+  }
+  delivery_slots[slot] = KvDelivery{w, std::move(events)};
+  queue.Push(now + options.event_delay, EventKind::kKvDelivery, slot, epoch);
+}
+
 void Simulator::Impl::StartWorker(WorkerId w) {
   WorkerState& ws = workers[w];
   ws.engine = engine::NewEngine(ws.spec.profile, ws.spec.config);
@@ -78,6 +98,7 @@ void Simulator::Impl::StartStep(WorkerId w, Nanos now, bool force) {
     ws.engine->StepInto(now, &ws.pending);  // reuses the result's vectors
   }
   ++result.steps;
+  DrainStoreEvents(now);  // the step's puts (and the evictions they caused) happen now
   const auto& p = ws.pending;
   // Pulls that finished and pins that expired by the step's start are known now.
   if (!p.kv_transfers_done.empty() || !p.pins_expired.empty()) OnTimedResults(w, p, now);
@@ -136,23 +157,8 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
     std::from_chars(rid.data(), rid.data() + rid.size(), id);
     if (live.Find(id) != nullptr) Finish(id, false, "stream", now);
   }
-  if (!r.kv_events.empty()) {
-    if (options.event_delay.count() == 0) {
-      for (const kv::KvEvent& e : r.kv_events) index.ApplyEvent(w, e);
-    } else {
-      std::uint32_t slot;
-      if (free_delivery_slots.empty()) {
-        slot = static_cast<std::uint32_t>(delivery_slots.size());
-        delivery_slots.emplace_back();
-      } else {
-        slot = free_delivery_slots.back();
-        free_delivery_slots.pop_back();
-      }
-      delivery_slots[slot] = KvDelivery{w, std::move(r.kv_events)};
-      queue.Push(now + options.event_delay, EventKind::kKvDelivery, slot, ws.epoch);
-    }
-  }
-  DrainStoreEvents();
+  if (!r.kv_events.empty()) DeliverKvEvents(w, std::move(r.kv_events), ws.epoch, now);
+  DrainStoreEvents(now);
   if (options.on_step_end) options.on_step_end(w, now);
   StartStep(w, now);
 }
@@ -236,6 +242,9 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
     // The request path's keys. Simulated workloads carry no adapter, salt or image, so the
     // extra-keys rule (kv/keys/extra_keys.h) gives no block any, as in the engines' specs below.
     keyer.AppendKeys(a.request.prompt, keyer.Root(), &keys);
+    // What the store stored or evicted since the last drain (steps started since the last
+    // step end, leases taken at Add) is published now (SimOptions::shared_store).
+    DrainStoreEvents(now);
     std::vector<kv::WorkerMatch> matches =
         options.predicted_overlay ? kv::LookupWithPredictions(index, predicted, keys, now)
                                   : index.Lookup(keys);
@@ -331,6 +340,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
     a.request.prompt.clear();
   }
   lr.request = std::move(a.request);
+  spec.arrived_at = now;  // the store lease, if any, is taken now (engine.h)
   if (auto err = workers[w].engine->Add(std::move(spec))) {
     if (result.rejected++ == 0) result.first_rejection = *err;
     live.Insert(id, std::move(lr));
@@ -440,7 +450,9 @@ std::expected<SimResult, std::string> Simulator::Impl::Run() {
         KvDelivery d = std::move(delivery_slots[e.a]);
         delivery_slots[e.a] = {};
         free_delivery_slots.push_back(e.a);
-        if (workers[d.worker].alive && workers[d.worker].epoch == e.b) {
+        // The store has no epoch: its restart is its own AllBlocksCleared.
+        if (d.worker == sched::kSharedStoreWorker ||
+            (workers[d.worker].alive && workers[d.worker].epoch == e.b)) {
           for (const kv::KvEvent& ev : d.events) index.ApplyEvent(d.worker, ev);
         }
         break;

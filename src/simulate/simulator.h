@@ -84,9 +84,13 @@ struct SimOptions {
   // applied when the delay is 0).
   std::function<void(WorkerId, Nanos)> on_step_end;
   // The cluster's shared KV store (src/store/, in process, virtual time), one per level: every
-  // worker writes through to it and reads from it; its events reach the index at once (no
-  // event_delay) under sched::kSharedStoreWorker and count for every worker. Unset: none.
+  // worker writes through to it and reads from it; its events reach the index after
+  // event_delay, as a worker's, under sched::kSharedStoreWorker and count for every worker.
+  // Unset: none.
   std::optional<store::StoreOptions> shared_store;
+  // Whether the engines lease a queued request's store run (engine::EngineConfig::shared.
+  // leases); off: a credited store block may be evicted while its request waits.
+  bool store_leases = true;
   // Issue 20's learned tier bandwidths. The router is seeded with each worker's lower-tier
   // load bandwidths (host, disk, store) × router_tier_bandwidth_scale (1: the engine's own;
   // 4: it believes every tier loads 4x faster than the engine does, 0.25: 4x slower); the

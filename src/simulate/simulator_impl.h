@@ -150,11 +150,14 @@ struct Simulator::Impl {
           first.config.block_size * engine::StepTimeModel(first.profile).KvBytesPerTokenTransfer());
     }
   }
-  // The store's events since the last call, into the index as one more publisher.
-  void DrainStoreEvents() {
-    if (!store) return;
-    for (const kv::KvEvent& e : store->TakeEvents()) index.ApplyEvent(sched::kSharedStoreWorker, e);
+  // The store's events since the last call, to the index as one more publisher (after
+  // event_delay, as a worker's).
+  void DrainStoreEvents(Nanos now) {
+    if (store) DeliverKvEvents(sched::kSharedStoreWorker, store->TakeEvents(), 0, now);
   }
+  // `events` of worker `w` (or kSharedStoreWorker) into the index now, or after event_delay
+  // if the worker's `epoch` is still current then.
+  void DeliverKvEvents(WorkerId w, std::vector<kv::KvEvent> events, std::uint64_t epoch, Nanos now);
 
   std::expected<SimResult, std::string> Run();
   // The end of Run: engine counters, hit rates and the store's counters into `result`

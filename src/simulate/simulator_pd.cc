@@ -113,6 +113,7 @@ std::expected<void, std::string> Simulator::Impl::RoutePd(std::uint64_t id, Arri
   spec.prompt = a.request.prompt;  // the decode leg sends it again
   lr.request = std::move(a.request);
   const WorkerId first = o.prefill;
+  spec.arrived_at = now;
   if (auto err = workers[first].engine->Add(std::move(spec))) {
     if (result.rejected++ == 0) result.first_rejection = *err;
     live.Insert(id, std::move(lr));
@@ -164,6 +165,7 @@ void Simulator::Impl::OnPrefillLegToken(WorkerId p, std::uint64_t id, const engi
   lr.in_decode_leg = true;
   lr.worker = d;
   ++workers[d].routed;
+  spec.arrived_at = now;
   if (auto err = workers[d].engine->Add(std::move(spec))) {
     if (result.rejected++ == 0) result.first_rejection = *err;
     release();

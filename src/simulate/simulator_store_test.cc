@@ -1,7 +1,8 @@
 // The shared store in virtual time: the measurement of shared-store credit that was gone
 // (issue 20's "nothing credited that is gone"). Two workers with a GPU too small to keep the
 // sessions, so later turns are credited from the store; with the store's events applied at
-// once the credit is never stale, with them delayed and a store that evicts it can be.
+// once the credit is never stale, with them delayed and a store that evicts it can be; with
+// events on time, leases keep every credited block until its request is scheduled.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +17,8 @@ namespace {
 using testing::Options;
 using testing::SmallAgentic;
 
-SimResult RunWithStore(double capacity_bytes, Nanos event_delay) {
+SimResult RunWithStore(double capacity_bytes, Nanos event_delay, bool leases = true,
+                       int sessions = 8) {
   SimOptions o = Options(2, "predicted_latency");
   // A GPU that holds about one session's context; no predict-on-route overlay, so that the
   // router's GPU depth is what the engines' events say.
@@ -24,7 +26,8 @@ SimResult RunWithStore(double capacity_bytes, Nanos event_delay) {
   o.predicted_overlay = false;
   o.shared_store = store::StoreOptions{.capacity_bytes = capacity_bytes, .block_size = 16};
   o.event_delay = event_delay;
-  auto r = Simulator(std::move(o), NewAgenticWorkload(SmallAgentic(8, 6))).Run();
+  o.store_leases = leases;
+  auto r = Simulator(std::move(o), NewAgenticWorkload(SmallAgentic(sessions, 6))).Run();
   EXPECT_TRUE(r.has_value()) << (r ? "" : r.error());
   return r ? std::move(*r) : SimResult{};
 }
@@ -36,16 +39,30 @@ TEST(SimulatorStoreTest, FreshStoreCreditIsAlwaysFound) {
 }
 
 TEST(SimulatorStoreTest, StaleCreditForBlocksTheStoreEvictedIsCountedMissing) {
-  // Room for about one session's blocks, and removals reaching the router 30 s late.
-  const SimResult r = RunWithStore(6e8, std::chrono::seconds(30));
+  // 16 sessions, a store that evicts, and its removals reaching the router 5 s late; no
+  // leases, so this checks the measure alone.
+  const SimResult r = RunWithStore(1e9, std::chrono::seconds(5), /*leases=*/false, 16);
   EXPECT_GT(r.store_evicted, 0u);
   EXPECT_GT(r.shared_credited_blocks, 0u);
   EXPECT_GT(r.shared_missing_blocks, 0u);
   EXPECT_LE(r.shared_missing_blocks, r.shared_credited_blocks);
   // The same late events with a store that keeps everything: what is missing above came
   // from the store's evictions, not from the workers' own.
-  const SimResult roomy = RunWithStore(1e12, std::chrono::seconds(30));
+  const SimResult roomy = RunWithStore(1e12, std::chrono::seconds(5), false, 16);
   EXPECT_LT(roomy.shared_missing_blocks, r.shared_missing_blocks);
+}
+
+TEST(SimulatorStoreTest, LeasesKeepEveryCreditedStoreBlockUntilItsRequestIsScheduled) {
+  // Events on time, a store that evicts: without leases some credited blocks are evicted
+  // while their request waits; with them none is, at each fleet load.
+  for (int sessions : {8, 16, 32}) {
+    const SimResult on = RunWithStore(2e9, Nanos(0), true, sessions);
+    const SimResult off = RunWithStore(2e9, Nanos(0), false, sessions);
+    EXPECT_GT(on.store_evicted, 0u) << sessions;
+    EXPECT_GT(on.shared_credited_blocks, 0u) << sessions;
+    EXPECT_EQ(on.shared_missing_blocks, 0u) << sessions;
+    EXPECT_GT(off.shared_missing_blocks, 0u) << sessions << " sessions: nothing for leases to do";
+  }
 }
 
 // Issue 20's learned tier bandwidths in virtual time: the router told the store loads 4x
