@@ -16,12 +16,13 @@ void RegisterStoreCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "store",
       "Run the cluster's shared KV store: the metadata of the shared tier (block hashes, "
-      "sizes, last use) with an LRU capacity and an idle TTL, a match/put HTTP API for "
-      "`kvroute sim --kv-store`, and its own KV events (medium SHARED) over ZMQ with replay, "
+      "sizes, last use) with an LRU capacity and an idle TTL, a match/put/lease HTTP API "
+      "for `kvroute sim --kv-store`, and its own KV events (medium SHARED) over ZMQ with replay, "
       "which `kvroute serve` indexes once for every worker.");
   auto o = std::make_shared<store::StoreServerOptions>();
   auto capacity_gb = std::make_shared<double>(64);
   auto ttl_s = std::make_shared<double>(0);
+  auto lease_ttl_s = std::make_shared<double>(60);
   auto log_level = std::make_shared<std::string>("info");
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "HTTP port; 0 picks a free one (printed when ready)")
@@ -32,6 +33,10 @@ void RegisterStoreCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--ttl", *ttl_s, "Seconds a block may stay unused before it is deleted; 0 = never")
       ->capture_default_str();
+  cmd->add_option("--lease-ttl", *lease_ttl_s,
+                  "Seconds a lease (a sim's hold on a queued request's prefix, released when "
+                  "the request is scheduled) lasts if never released; > 0")
+      ->capture_default_str();
   cmd->add_option("--block-size", o->store.block_size, "Tokens per KV block (the sims' own)")
       ->capture_default_str();
   cmd->add_option("--kv-events-endpoint", o->kv_events_endpoint,
@@ -41,7 +46,7 @@ void RegisterStoreCommand(CLI::App& app, int* exit_code) {
                   "ZMQ ROUTER endpoint for replay (always bound); empty = none");
   cmd->add_option("--log-level", *log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
-  cmd->callback([o, capacity_gb, ttl_s, log_level, exit_code] {
+  cmd->callback([o, capacity_gb, ttl_s, lease_ttl_s, log_level, exit_code] {
     if (!InitLogging(*log_level, "store")) {
       std::cerr << "kvroute store: unknown --log-level '" << *log_level << "'\n";
       *exit_code = 2;
@@ -52,7 +57,13 @@ void RegisterStoreCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
+    if (!(*lease_ttl_s > 0)) {
+      std::cerr << "kvroute store: --lease-ttl must be > 0\n";
+      *exit_code = 2;
+      return;
+    }
     o->store.capacity_bytes = *capacity_gb * 1e9;
+    o->store.lease_ttl = FromSeconds(*lease_ttl_s);
     o->store.ttl = FromSeconds(*ttl_s);
     StopSignals signals;
     auto server = store::StoreServer::Start(*o);
