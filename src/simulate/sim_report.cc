@@ -48,6 +48,9 @@ SimLevelExtras AppendLevel(SimResult result, const std::string& name, workload::
   x.pins_expired = result.pins_expired;
   x.shared_credited_blocks = result.shared_credited_blocks;
   x.shared_missing_blocks = result.shared_missing_blocks;
+  x.store_leases = result.store_leases;
+  x.store_leases_expired = result.store_leases_expired;
+  x.store_refused_full = result.store_refused_full;
   result.level.name = name;
   report->levels.push_back(std::move(result.level));
   return x;
@@ -157,14 +160,18 @@ std::string PdLine(const workload::LevelResult& level, const SimLevelExtras& ext
 
 std::string SharedCreditLine(const SimLevelExtras& extras) {
   if (extras.shared_credited_blocks == 0) return "";
-  char buf[200];
+  char buf[320];
   std::snprintf(buf, sizeof buf,
                 "level %s: shared-store credit %llu blocks on the chosen workers, %llu not found "
-                "at scheduling (%.3f %%, an upper bound)",
+                "at scheduling (%.3f %%, an upper bound); store leases %llu, %llu expired "
+                "before scheduling, %llu blocks refused (all held leased)",
                 extras.level.c_str(), static_cast<unsigned long long>(extras.shared_credited_blocks),
                 static_cast<unsigned long long>(extras.shared_missing_blocks),
                 100.0 * static_cast<double>(extras.shared_missing_blocks) /
-                    static_cast<double>(extras.shared_credited_blocks));
+                    static_cast<double>(extras.shared_credited_blocks),
+                static_cast<unsigned long long>(extras.store_leases),
+                static_cast<unsigned long long>(extras.store_leases_expired),
+                static_cast<unsigned long long>(extras.store_refused_full));
   return buf;
 }
 

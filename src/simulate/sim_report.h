@@ -39,6 +39,9 @@ struct SimLevelExtras {
   std::uint64_t pins_expired = 0;
   std::uint64_t shared_credited_blocks = 0;  // SimResult's shared-store credit
   std::uint64_t shared_missing_blocks = 0;
+  std::uint64_t store_leases = 0;  // SimResult's store lease counters
+  std::uint64_t store_leases_expired = 0;
+  std::uint64_t store_refused_full = 0;
 };
 
 // Moves `result`'s level into `report` (named `name`) and returns the rest.

@@ -176,6 +176,11 @@ struct SimResult {
   // own tiers between the decision and the scheduling counts as missing too.
   std::uint64_t shared_credited_blocks = 0;
   std::uint64_t shared_missing_blocks = 0;
+  // The store's leases (SimOptions::store_leases): granted, ended by lease_ttl before their
+  // request was scheduled, and new blocks refused because everything held was leased.
+  std::uint64_t store_leases = 0;
+  std::uint64_t store_leases_expired = 0;
+  std::uint64_t store_refused_full = 0;
 };
 
 class Simulator {

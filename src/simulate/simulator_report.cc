@@ -73,6 +73,9 @@ void Simulator::Impl::ReportCounters() {
     const store::StoreCounters& sc = store->core().counters();
     result.store_stored = sc.stored;
     result.store_evicted = sc.evicted + sc.expired;
+    result.store_leases = sc.leases;
+    result.store_leases_expired = sc.leases_expired;
+    result.store_refused_full = sc.refused_full;
   }
 }
 
