@@ -31,3 +31,7 @@ $K simulate $COMMON_B $TIERS_B --policy predicted_latency --label b_tiers_pl
 for p in predicted_latency dynamo_cost llmd_sticky round_robin; do
   $K simulate $COMMON_B $TIERS_B --async-tier-loads --policy $p --label b_tiers_async_$p
 done
+# Store leases off (docs/bench/kv-tiers.md "Session 16"): what the leases change.
+$K simulate $COMMON_B $TIERS_B --async-tier-loads --no-store-leases --policy predicted_latency --label b_tiers_async_nolease_pl
+$K simulate $COMMON_B $TIERS_B --async-tier-loads --no-store-leases --policy dynamo_cost --label b_tiers_async_nolease_dynamo
+$K simulate $COMMON_B $TIERS_B --no-store-leases --policy predicted_latency --label b_tiers_nolease_pl
