@@ -4,7 +4,8 @@
 # fleet of infera-aggregated.yaml / infera-pd.yaml, cold sims per run, sped up) with Infera's
 # agentic sessions (20k shared prefix, 10k per session, 2,048 in / 900 out, 3 s jitter, seed
 # 1), Infera's stop rule (mean ITL 40 ms) and goodput per GPU at 30 and 50 tok/s/user.
-# TURNS (default 4, not Infera's 30) bounds the wall time: a 30-turn level takes ~8x longer;
+# TURNS (default 4, not Infera's 30) bounds the wall time: TURNS=30 at c = 4 16 32 64 took
+# 9.5 min on 2 quiet cores (docs/bench/pd-disaggregation.md "Infera's 30 turns live");
 # scripts/pd/infera.sh with the same TURNS runs the same shape in `kvroute simulate`.
 #
 # Usage: scripts/pd/infera_live.sh KVROUTE OUT [CONCURRENCY...]   (default 8 16 32)
