@@ -93,10 +93,11 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
   auto s = std::make_unique<State>(config, tokenizer);
   engine::EngineConfig engine_config = config.ToEngineConfig();
   engine_config.output_vocabulary = BuildOutputPalette(*tokenizer);
+  std::shared_ptr<store::HttpSharedStore> store_client;
   if (!config.kv_store.empty()) {
     // The shared tier: `kvroute store` at --kv-store (README "KV tiers").
     const auto where = ParseHostPort(config.kv_store);
-    engine_config.shared.store = std::make_shared<store::HttpSharedStore>(
+    engine_config.shared.store = store_client = std::make_shared<store::HttpSharedStore>(
         store::HttpSharedStoreOptions{
             .host = where->first,
             .port = where->second,
@@ -205,7 +206,41 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
       (*tiers)[t] = {&blocks.Add(labels), &capacity.Add(labels), &evictions.Add(labels),
                      &hits.Add(labels), &loaded.Add(labels)};
     }
-    loop_options.on_stats = [tiers](const engine::EngineStats& st) {
+    // The store client's own calls and failures (a store that is down or slow shows here
+    // first: its matches fail as misses, its leases as none). Only with --kv-store.
+    struct StoreClientMetrics {
+      std::shared_ptr<store::HttpSharedStore> client;
+      prometheus::Counter *matches, *match_failures, *put_batches, *put_failures,
+          *puts_dropped, *leases, *lease_failures;
+    };
+    std::shared_ptr<StoreClientMetrics> store_metrics;
+    if (store_client) {
+      auto& calls = prometheus::BuildCounter()
+                        .Name("kvroute:kv_store_client_total")
+                        .Help("This sim's calls to its shared KV store, and their failures, by "
+                              "event (a failed match is a miss; a failed lease is none).")
+                        .Register(s->registry);
+      const auto add = [&](const char* event) {
+        auto labels = base;
+        labels["event"] = event;
+        return &calls.Add(labels);
+      };
+      store_metrics = std::make_shared<StoreClientMetrics>(StoreClientMetrics{
+          store_client, add("matches"), add("match_failures"), add("put_batches"),
+          add("put_failures"), add("puts_dropped"), add("leases"), add("lease_failures")});
+    }
+    loop_options.on_stats = [tiers, store_metrics](const engine::EngineStats& st) {
+      if (store_metrics) {
+        const store::HttpSharedStoreCounters c = store_metrics->client->counters();
+        using telemetry::VllmMetrics;
+        VllmMetrics::AdvanceTo(*store_metrics->matches, static_cast<double>(c.matches));
+        VllmMetrics::AdvanceTo(*store_metrics->match_failures, static_cast<double>(c.match_failures));
+        VllmMetrics::AdvanceTo(*store_metrics->put_batches, static_cast<double>(c.put_batches));
+        VllmMetrics::AdvanceTo(*store_metrics->put_failures, static_cast<double>(c.put_failures));
+        VllmMetrics::AdvanceTo(*store_metrics->puts_dropped, static_cast<double>(c.puts_dropped));
+        VllmMetrics::AdvanceTo(*store_metrics->leases, static_cast<double>(c.leases));
+        VllmMetrics::AdvanceTo(*store_metrics->lease_failures, static_cast<double>(c.lease_failures));
+      }
       const double caps[kv::kNumTiers] = {static_cast<double>(st.num_gpu_blocks),
                                           static_cast<double>(st.num_cpu_blocks),
                                           static_cast<double>(st.num_disk_blocks), 0};

@@ -161,6 +161,13 @@ try:
             after = metric_sum(b.metrics(), "kvroute:kv_tier_hit_tokens_total", tier="SHARED")
             check(after - before == cached,
                   "B's SHARED hits grew by %d, cached_tokens %d" % (after - before, cached))
+            # B's own view of its store calls: it asked, and nothing failed.
+            bm = b.metrics()
+            check(metric_sum(bm, "kvroute:kv_store_client_total", event="matches") > 0,
+                  "B counted no store matches")
+            for event in ("match_failures", "put_failures", "lease_failures"):
+                check(metric_sum(bm, "kvroute:kv_store_client_total", event=event) == 0,
+                      "B counted store %s" % event)
         finally:
             t.join(timeout=120)
         check(done and done[0][0] == 200, "filler on A failed: %s" % (done[:1],))
