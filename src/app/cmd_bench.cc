@@ -146,6 +146,8 @@ struct CompareFlags {
   double speedup = 10;
   std::uint32_t max_model_len = 0;
   std::int64_t num_cpu_blocks = 0;
+  std::int64_t num_disk_blocks = 0;
+  double kv_store_gb = 0;
   std::vector<std::string> routers = bench::kDefaultCompareRouters;
   std::vector<std::string> topologies;  // fleet files or presets; empty: --workers sims
   std::string pd_rule = "cost";
@@ -202,6 +204,11 @@ int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   }
   report.config.push_back({"profile", c.profile.empty() ? std::string("default") : c.profile});
   report.config.push_back({"sim_num_cpu_blocks", static_cast<double>(c.num_cpu_blocks)});
+  // Only when set, so reports of runs without them are what they were.
+  if (c.num_disk_blocks > 0) {
+    report.config.push_back({"sim_num_disk_blocks", static_cast<double>(c.num_disk_blocks)});
+  }
+  if (c.kv_store_gb > 0) report.config.push_back({"sim_kv_store_gb", c.kv_store_gb});
   bench::CompareOptions options;
   options.cluster.workers = c.workers;
   options.cluster.profile = c.profile;
@@ -209,6 +216,8 @@ int RunCompareCommand(BenchFlags f, const CompareFlags& c) {
   options.cluster.speedup = c.speedup;
   options.cluster.max_model_len = c.max_model_len;
   options.cluster.num_cpu_blocks = c.num_cpu_blocks;
+  options.cluster.num_disk_blocks = c.num_disk_blocks;
+  options.cluster.kv_store_gb = c.kv_store_gb;
   options.routers = c.routers;
   options.out_dir = f.out_dir;
   options.plots = !f.no_plots;
@@ -359,6 +368,18 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                    "KV blocks of every sim's host-memory (CPU) tier, as vLLM's CPU offload; "
                    "evicted blocks come back from it at the profile's host-to-GPU bandwidth "
                    "(0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  compare
+      ->add_option("--sim-num-disk-blocks", cflags->num_disk_blocks,
+                   "KV blocks of every sim's local disk tier, below the CPU tier (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  compare
+      ->add_option("--sim-kv-store-gb", cflags->kv_store_gb,
+                   "Start a fresh `kvroute store` of this many GB with each router's sims: "
+                   "every sim writes through to it and loads from it, and kvroute serve "
+                   "indexes its events (nginx does not read them) (0: none)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   compare

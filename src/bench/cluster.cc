@@ -134,6 +134,10 @@ std::vector<std::string> SimArgv(const ClusterOptions& options) {
     argv.push_back("--num-cpu-blocks");
     argv.push_back(std::to_string(options.num_cpu_blocks));
   }
+  if (options.num_disk_blocks > 0) {
+    argv.push_back("--num-disk-blocks");
+    argv.push_back(std::to_string(options.num_disk_blocks));
+  }
   return argv;
 }
 
@@ -175,6 +179,17 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions
     if (s.gpus > 0) y << "    gpus: " << s.gpus << "\n";
     if (!s.link.empty()) y << "    link: \"" << s.link << "\"\n";
   }
+  if (!options.kv_store_events.empty()) {
+    // The store binds on loopback ("tcp://127.0.0.1:P"); "tcp://*:P" tells kvroute to
+    // connect to kv_store.host on P.
+    const auto colon = options.kv_store_events.rfind(':');
+    y << "kv_store:\n  host: 127.0.0.1\n  kv_events: {endpoint: \"tcp://*:"
+      << options.kv_store_events.substr(colon + 1) << "\"";
+    if (!options.kv_store_replay.empty()) {
+      y << ", replay_endpoint: \"" << options.kv_store_replay << "\"";
+    }
+    y << "}\n";
+  }
   const bool has_roles = std::any_of(sims.begin(), sims.end(), [](const SimInfo& s) {
     return !s.role.empty() && s.role != "mixed";
   });
@@ -202,10 +217,37 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   if (options_.exe.empty()) options_.exe = SelfExe();
 }
 
+std::expected<void, std::string> Cluster::StartStore() {
+  std::ostringstream gb;
+  gb << options_.kv_store_gb;
+  const std::string log = options_.dir + "/store.log";
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
+  auto child = ChildProcess::Spawn(
+      {options_.exe, "store", "--host", "127.0.0.1", "--port", "0", "--capacity-gb", gb.str(),
+       "--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-replay-endpoint",
+       "tcp://127.0.0.1:*"},
+      log);
+  if (!child) return std::unexpected("store: " + child.error());
+  store_ = std::move(*child);
+  auto line = store_.WaitForLine("kvroute store listening on ", options_.ready_timeout_s);
+  if (!line) return std::unexpected("store: " + line.error());
+  auto url = UrlAfter(*line, "kvroute store listening on ");
+  if (!url) return std::unexpected("store: " + url.error());
+  store_address_ = HostPort(*url);
+  store_events_ = Field(*line, "kv_events");
+  store_replay_ = Field(*line, "kv_replay");
+  if (store_events_.empty()) return std::unexpected("store: no kv_events in " + *line);
+  return {};
+}
+
 std::expected<void, std::string> Cluster::StartSims() {
   std::error_code ec;
   std::filesystem::create_directories(options_.dir, ec);
   if (ec) return std::unexpected("cannot create " + options_.dir + ": " + ec.message());
+  if (options_.kv_store_gb > 0) {
+    if (auto ok = StartStore(); !ok) return ok;
+  }
   // Start all, then wait for all: the sims come up in parallel.
   const int count = options_.launches.empty() ? options_.workers
                                               : static_cast<int>(options_.launches.size());
@@ -213,6 +255,10 @@ std::expected<void, std::string> Cluster::StartSims() {
     const auto at = static_cast<std::size_t>(i);
     std::vector<std::string> argv =
         options_.launches.empty() ? SimArgv(options_) : SimArgv(options_, options_.launches[at]);
+    if (!store_address_.empty()) {
+      argv.push_back("--kv-store");
+      argv.push_back(store_address_);
+    }
     const std::string log = options_.dir + "/sim" + std::to_string(i) + ".log";
     std::filesystem::remove(log, ec);
     auto child = ChildProcess::Spawn(argv, log);
@@ -275,6 +321,8 @@ std::expected<StartedRouter, std::string> Cluster::StartServe(const std::string&
   serve.pd_rule = options_.pd_rule;
   serve.pd_token_cap = options_.pd_token_cap;
   serve.pd_non_cached_tokens = options_.pd_non_cached_tokens;
+  serve.kv_store_events = store_events_;
+  serve.kv_store_replay = store_replay_;
   return SpawnServe(options_.exe, dir, ServeYaml(sims_, serve), options_.ready_timeout_s);
 }
 
@@ -284,12 +332,17 @@ void Cluster::Stop() {
   sim_processes_.clear();
   sims_.clear();
   router_url_.clear();
+  store_.Stop();
+  store_address_.clear();
+  store_events_.clear();
+  store_replay_.clear();
 }
 
 std::vector<pid_t> Cluster::pids() const {
   std::vector<pid_t> out;
   for (const auto& p : sim_processes_) out.push_back(p.pid());
   if (router_.pid() > 0) out.push_back(router_.pid());
+  if (store_.pid() > 0) out.push_back(store_.pid());
   return out;
 }
 

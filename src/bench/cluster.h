@@ -11,7 +11,7 @@
 // (overhead_procs.h) uses them too.
 //
 // Ownership: the Cluster owns its children; Stop() (and the destructor) stops the router
-// first, then the sims. Thread safety: one thread.
+// first, then the sims, then the shared store if there is one. Thread safety: one thread.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,11 @@ struct ClusterOptions {
   // KV blocks of each sim's host-memory (CPU) tier, vLLM's CPU offload; 0: none. Evicted
   // blocks go there and come back at the profile's host-to-GPU bandwidth.
   std::int64_t num_cpu_blocks = 0;
+  // KV blocks of each sim's local disk tier (below the CPU tier); 0: none.
+  std::int64_t num_disk_blocks = 0;
+  // A cluster-wide `kvroute store` of this many GB, started fresh with the sims (each sim
+  // writes through to it and loads from it; serve indexes its events); 0: none.
+  double kv_store_gb = 0;
   // `kvroute serve`'s scheduler.itl_slo_s, wall seconds (the per-user ITL target the ITL
   // guard judges against); 0: not written, the policy's own SLO applies. bench compare sets
   // it to 1 / (first Infera target tokens/s) / speedup: the sims run `speedup` times faster
@@ -110,10 +115,14 @@ struct ServeConfigOptions {
   std::string pd_rule = "cost";
   std::int64_t pd_token_cap = -1;  // pd.token_cap; < 0: not written
   std::int64_t pd_non_cached_tokens = -1;  // pd.non_cached_tokens; < 0: not written
+  // The store's ready-line endpoints (`kv_events=`, `kv_replay=`); empty: no kv_store written.
+  std::string kv_store_events;
+  std::string kv_store_replay;
 };
 // `kvroute serve`'s configuration in front of `sims`: loopback on a port the OS picks,
 // precise mode, one worker per sim (its URL, model, KV events when it publishes them,
-// `profile` when it has one, `profile_speedup` when its speedup is not 1), the policy and seed.
+// `profile` when it has one, `profile_speedup` when its speedup is not 1), the policy and seed,
+// and the shared store's events when there is one.
 std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions& options);
 // The wall-time ITL SLO for a per-user target of `target_tokens_per_s` (model time) on sims
 // running `speedup` times faster; 0 when either is not positive.
@@ -165,7 +174,13 @@ class Cluster {
   std::expected<StartedRouter, std::string> StartServe(const std::string& policy,
                                                        const std::string& dir);
 
+  // The shared store (ClusterOptions::kv_store_gb), started before the sims.
+  std::expected<void, std::string> StartStore();
+
   ClusterOptions options_;
+  ChildProcess store_;
+  std::string store_address_;  // host:port for the sims' --kv-store
+  std::string store_events_, store_replay_;
   std::vector<ChildProcess> sim_processes_;
   std::vector<SimInfo> sims_;
   ChildProcess router_;

@@ -60,6 +60,7 @@ TEST(SimArgvTest, PassesProfileContextLengthAndCpuTier) {
   o.profile = "deepseek-v3-h200";
   o.max_model_len = 131072;
   o.num_cpu_blocks = 48000;
+  o.num_disk_blocks = 96000;
   const auto argv = SimArgv(o);
   const auto after = [&](const std::string& flag) -> std::string {
     for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
@@ -71,6 +72,7 @@ TEST(SimArgvTest, PassesProfileContextLengthAndCpuTier) {
   EXPECT_EQ(after("--profile"), "deepseek-v3-h200");
   EXPECT_EQ(after("--max-model-len"), "131072");
   EXPECT_EQ(after("--num-cpu-blocks"), "48000");
+  EXPECT_EQ(after("--num-disk-blocks"), "96000");
   // Bound by the sim ('*'), loopback only: a plain host:port would make it connect.
   EXPECT_EQ(after("--kv-events-endpoint"), "tcp://127.0.0.1:*");
 }
@@ -79,7 +81,8 @@ TEST(SimArgvTest, DefaultsLeaveTheSimsOwnSettings) {
   ClusterOptions o;
   o.exe = "/bin/kvroute";
   const auto argv = SimArgv(o);
-  for (const char* flag : {"--profile", "--max-model-len", "--num-cpu-blocks"}) {
+  for (const char* flag :
+       {"--profile", "--max-model-len", "--num-cpu-blocks", "--num-disk-blocks", "--kv-store"}) {
     EXPECT_EQ(std::count(argv.begin(), argv.end(), std::string(flag)), 0) << flag;
   }
 }
@@ -115,6 +118,20 @@ TEST(ServeYamlTest, ListsEverySimWithItsKvEventsAndThePolicy) {
   EXPECT_NE(y.find("scheduler: {policy: llmd_sticky, seed: 5}\n"), std::string::npos) << y;
   EXPECT_NE(y.find("mode: precise\n"), std::string::npos) << y;
   EXPECT_TRUE(y.starts_with("listen: {host: 127.0.0.1, port: 0}\n")) << y;
+}
+
+TEST(ServeYamlTest, WritesTheSharedStoreOnlyWhenThereIsOne) {
+  std::vector<SimInfo> sims = {{"http://127.0.0.1:9001", "tcp://127.0.0.1:7001", "m"}};
+  ServeConfigOptions o = Policy("predicted_latency", 1);
+  EXPECT_EQ(ServeYaml(sims, o).find("kv_store"), std::string::npos);
+  // The store's ready-line endpoints: bound on loopback, so serve connects to its host.
+  o.kv_store_events = "tcp://127.0.0.1:7100";
+  o.kv_store_replay = "tcp://127.0.0.1:7101";
+  const std::string y = ServeYaml(sims, o);
+  EXPECT_NE(y.find("kv_store:\n  host: 127.0.0.1\n  kv_events: {endpoint: \"tcp://*:7100\", "
+                   "replay_endpoint: \"tcp://127.0.0.1:7101\"}\n"),
+            std::string::npos)
+      << y;
 }
 
 TEST(ServeYamlTest, EveryWorkerNamesItsSimsProfile) {
