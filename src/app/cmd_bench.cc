@@ -381,7 +381,17 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
                    "every sim writes through to it and loads from it, and kvroute serve "
                    "indexes its events (nginx does not read them) (0: none)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(
+          [](const std::string& v) -> std::string {
+            // CLI::NonNegativeNumber on a double prints the range up to DBL_MAX.
+            double gb = -1;
+            try {
+              gb = std::stod(v);
+            } catch (...) {
+            }
+            return gb >= 0 ? "" : "must be a number >= 0 (GB; 0: no store)";
+          },
+          "NONNEGATIVE");
   compare
       ->add_option("--routers", cflags->routers,
                    "nginx-rr, nginx-lc, kvroute:<preset> (round_robin, random, least_load, "
