@@ -31,6 +31,12 @@ std::expected<std::string, std::string> UrlAfter(const std::string& line,
 
 std::string HostPort(const std::string& url) { return url.substr(std::string("http://").size()); }
 
+// serve's form of an endpoint a child bound on loopback ("tcp://127.0.0.1:P"): "tcp://*:P",
+// which kvroute connects to on the worker's (or kv_store's) host.
+std::string ConnectForm(const std::string& bound) {
+  return "tcp://*:" + bound.substr(bound.rfind(':') + 1);
+}
+
 }  // namespace
 
 std::expected<SimInfo, std::string> ParseSimReadyLine(const std::string& line) {
@@ -170,9 +176,7 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions
     // The sim runs `speedup` times faster than that profile: seed the router for its pace.
     if (s.speedup > 0 && s.speedup != 1) y << "    profile_speedup: " << s.speedup << "\n";
     if (!s.kv_endpoint.empty()) {
-      // The sim binds; "tcp://*:P" tells kvroute to connect to the worker's host on P.
-      const auto colon = s.kv_endpoint.rfind(':');
-      y << "    kv_events: {endpoint: \"tcp://*:" << s.kv_endpoint.substr(colon + 1) << "\"}\n";
+      y << "    kv_events: {endpoint: \"" << ConnectForm(s.kv_endpoint) << "\"}\n";
     }
     if (!s.role.empty()) y << "    role: " << s.role << "\n";
     if (s.tp > 0) y << "    tp: " << s.tp << "\n";
@@ -180,11 +184,8 @@ std::string ServeYaml(const std::vector<SimInfo>& sims, const ServeConfigOptions
     if (!s.link.empty()) y << "    link: \"" << s.link << "\"\n";
   }
   if (!options.kv_store_events.empty()) {
-    // The store binds on loopback ("tcp://127.0.0.1:P"); "tcp://*:P" tells kvroute to
-    // connect to kv_store.host on P.
-    const auto colon = options.kv_store_events.rfind(':');
-    y << "kv_store:\n  host: 127.0.0.1\n  kv_events: {endpoint: \"tcp://*:"
-      << options.kv_store_events.substr(colon + 1) << "\"";
+    y << "kv_store:\n  host: 127.0.0.1\n  kv_events: {endpoint: \""
+      << ConnectForm(options.kv_store_events) << "\"";
     if (!options.kv_store_replay.empty()) {
       y << ", replay_endpoint: \"" << options.kv_store_replay << "\"";
     }

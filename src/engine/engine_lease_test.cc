@@ -69,14 +69,27 @@ EngineConfig SharedConfig(const std::shared_ptr<LeaseRecordingStore>& store,
   return c;
 }
 
+// An engine B sharing the store, with one running seat, so a second request queues.
+std::unique_ptr<Engine> OneSeatEngine(const std::shared_ptr<LeaseRecordingStore>& store,
+                                      const std::vector<TokenId>& stored_prompt,
+                                      bool leases = true) {
+  EngineConfig c = SharedConfig(store, stored_prompt);
+  c.max_num_seqs = 1;
+  c.shared.leases = leases;
+  return NewEngine(TestProfile(), c);
+}
+
+// "busy" (its own tokens, `busy_output` long) takes the seat; "conv" queues behind it.
+void QueueBehindBusy(Engine& b, const std::vector<TokenId>& conv, std::uint32_t busy_output) {
+  EXPECT_FALSE(b.Add(Req("busy", Seq(20, 5000), busy_output)));
+  EXPECT_FALSE(b.Add(Req("conv", conv, 1)));
+}
+
 TEST(EngineLeaseTest, AQueuedRequestLeasesItsStoreRunUntilItIsScheduled) {
   auto store = std::make_shared<LeaseRecordingStore>();
-  EngineConfig c = SharedConfig(store, Seq(64));
-  c.max_num_seqs = 1;  // the second request queues behind the first
-  auto b = NewEngine(TestProfile(), c);
+  auto b = OneSeatEngine(store, Seq(64));
   Trace run;
-  ASSERT_FALSE(b->Add(Req("busy", Seq(20, 5000), 4)));
-  ASSERT_FALSE(b->Add(Req("conv", Seq(64), 1)));
+  QueueBehindBusy(*b, Seq(64), 4);
   StepOnce(*b, &run);
   // "busy" was scheduled at once: no lease. "conv" waits: its 3 creditable blocks (64 tokens,
   // the last recomputed) are leased.
@@ -96,12 +109,9 @@ TEST(EngineLeaseTest, AQueuedRequestLeasesItsStoreRunUntilItIsScheduled) {
 
 TEST(EngineLeaseTest, AnAbortedQueuedRequestReleasesItsLease) {
   auto store = std::make_shared<LeaseRecordingStore>();
-  EngineConfig c = SharedConfig(store, Seq(64));
-  c.max_num_seqs = 1;
-  auto b = NewEngine(TestProfile(), c);
+  auto b = OneSeatEngine(store, Seq(64));
   Trace run;
-  ASSERT_FALSE(b->Add(Req("busy", Seq(20, 5000), 50)));
-  ASSERT_FALSE(b->Add(Req("conv", Seq(64), 1)));
+  QueueBehindBusy(*b, Seq(64), 50);
   StepOnce(*b, &run);
   ASSERT_EQ(store->live.size(), 1u);
   b->Abort("conv");
@@ -112,14 +122,11 @@ TEST(EngineLeaseTest, AnAbortedQueuedRequestReleasesItsLease) {
 
 TEST(EngineLeaseTest, TheWholeCreditablePrefixIsLeasedEvenWhatTheGpuHolds) {
   auto store = std::make_shared<LeaseRecordingStore>();
-  EngineConfig c = SharedConfig(store, Seq(80));
-  c.max_num_seqs = 1;
-  auto b = NewEngine(TestProfile(), c);
+  auto b = OneSeatEngine(store, Seq(80));
   Trace run;
   ASSERT_FALSE(b->Add(Req("first", Seq(32), 1)));  // B's GPU now holds blocks 0 and 1
   Drive(*b, &run);
-  ASSERT_FALSE(b->Add(Req("busy", Seq(20, 5000), 4)));
-  ASSERT_FALSE(b->Add(Req("conv", Seq(80), 1)));
+  QueueBehindBusy(*b, Seq(80), 4);
   StepOnce(*b, &run);
   ASSERT_EQ(store->live.size(), 1u);
   // 80 tokens: 4 creditable blocks. 0 and 1 are on B's GPU but may be evicted while conv
@@ -146,13 +153,9 @@ TEST(EngineLeaseTest, ARequestAddedWithItsArrivalTimeLeasesAtAdd) {
 
 TEST(EngineLeaseTest, LeasesOffTakesNone) {
   auto store = std::make_shared<LeaseRecordingStore>();
-  EngineConfig c = SharedConfig(store, Seq(64));
-  c.max_num_seqs = 1;
-  c.shared.leases = false;
-  auto b = NewEngine(TestProfile(), c);
+  auto b = OneSeatEngine(store, Seq(64), /*leases=*/false);
   Trace run;
-  ASSERT_FALSE(b->Add(Req("busy", Seq(20, 5000), 4)));
-  ASSERT_FALSE(b->Add(Req("conv", Seq(64), 1)));
+  QueueBehindBusy(*b, Seq(64), 4);
   Drive(*b, &run);
   EXPECT_EQ(store->lease_calls, 0);
   EXPECT_EQ(run.cached["conv"], 48u);

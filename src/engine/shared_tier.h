@@ -13,8 +13,8 @@
 // Leases: when a request queues, the engine leases the store's run of its prefix (all of it:
 // a local block evicted while the request waits is then read from the store), and releases
 // it when the request is scheduled (the blocks are read) or dropped, so the blocks the router
-// credited are not evicted while the request queues (store/store_core.h). An implementation without leases returns 0 and ignores
-// releases.
+// credited are not evicted while the request queues (store/store_core.h). An implementation
+// without leases returns 0 and ignores releases.
 //
 // Implementations: store::InProcessSharedStore (the simulator, virtual time) and the sim's
 // TCP client (sim/store_client.h). Thread safety: the engine calls from its owner thread only;

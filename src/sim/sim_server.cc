@@ -208,38 +208,35 @@ std::expected<std::unique_ptr<SimServer>, std::string> SimServer::Create(
     }
     // The store client's own calls and failures (a store that is down or slow shows here
     // first: its matches fail as misses, its leases as none). Only with --kv-store.
-    struct StoreClientMetrics {
-      std::shared_ptr<store::HttpSharedStore> client;
-      prometheus::Counter *matches, *match_failures, *put_batches, *put_failures,
-          *puts_dropped, *leases, *lease_failures;
+    using ClientCount = std::uint64_t store::HttpSharedStoreCounters::*;
+    struct ClientEvent {
+      prometheus::Counter* counter;
+      ClientCount count;
     };
-    std::shared_ptr<StoreClientMetrics> store_metrics;
+    std::vector<ClientEvent> client_events;
     if (store_client) {
       auto& calls = prometheus::BuildCounter()
                         .Name("kvroute:kv_store_client_total")
                         .Help("This sim's calls to its shared KV store, and their failures, by "
                               "event (a failed match is a miss; a failed lease is none).")
                         .Register(s->registry);
-      const auto add = [&](const char* event) {
+      using C = store::HttpSharedStoreCounters;
+      for (auto [event, count] : std::initializer_list<std::pair<const char*, ClientCount>>{
+               {"matches", &C::matches}, {"match_failures", &C::match_failures},
+               {"put_batches", &C::put_batches}, {"put_failures", &C::put_failures},
+               {"puts_dropped", &C::puts_dropped}, {"leases", &C::leases},
+               {"lease_failures", &C::lease_failures}}) {
         auto labels = base;
         labels["event"] = event;
-        return &calls.Add(labels);
-      };
-      store_metrics = std::make_shared<StoreClientMetrics>(StoreClientMetrics{
-          store_client, add("matches"), add("match_failures"), add("put_batches"),
-          add("put_failures"), add("puts_dropped"), add("leases"), add("lease_failures")});
+        client_events.push_back({&calls.Add(labels), count});
+      }
     }
-    loop_options.on_stats = [tiers, store_metrics](const engine::EngineStats& st) {
-      if (store_metrics) {
-        const store::HttpSharedStoreCounters c = store_metrics->client->counters();
-        using telemetry::VllmMetrics;
-        VllmMetrics::AdvanceTo(*store_metrics->matches, static_cast<double>(c.matches));
-        VllmMetrics::AdvanceTo(*store_metrics->match_failures, static_cast<double>(c.match_failures));
-        VllmMetrics::AdvanceTo(*store_metrics->put_batches, static_cast<double>(c.put_batches));
-        VllmMetrics::AdvanceTo(*store_metrics->put_failures, static_cast<double>(c.put_failures));
-        VllmMetrics::AdvanceTo(*store_metrics->puts_dropped, static_cast<double>(c.puts_dropped));
-        VllmMetrics::AdvanceTo(*store_metrics->leases, static_cast<double>(c.leases));
-        VllmMetrics::AdvanceTo(*store_metrics->lease_failures, static_cast<double>(c.lease_failures));
+    loop_options.on_stats = [tiers, store_client, client_events](const engine::EngineStats& st) {
+      if (store_client) {
+        const store::HttpSharedStoreCounters c = store_client->counters();
+        for (const ClientEvent& e : client_events) {
+          telemetry::VllmMetrics::AdvanceTo(*e.counter, static_cast<double>(c.*e.count));
+        }
       }
       const double caps[kv::kNumTiers] = {static_cast<double>(st.num_gpu_blocks),
                                           static_cast<double>(st.num_cpu_blocks),

@@ -64,14 +64,7 @@ void Simulator::Impl::DeliverKvEvents(WorkerId w, std::vector<kv::KvEvent> event
     for (const kv::KvEvent& e : events) index.ApplyEvent(w, e);
     return;
   }
-  std::uint32_t slot;
-  if (free_delivery_slots.empty()) {
-    slot = static_cast<std::uint32_t>(delivery_slots.size());
-    delivery_slots.emplace_back();
-  } else {
-    slot = free_delivery_slots.back();
-    free_delivery_slots.pop_back();
-  }
+  const std::uint32_t slot = internal::TakeSlot(delivery_slots, free_delivery_slots);
   delivery_slots[slot] = KvDelivery{w, std::move(events)};
   queue.Push(now + options.event_delay, EventKind::kKvDelivery, slot, epoch);
 }
@@ -182,14 +175,7 @@ void Simulator::Impl::Schedule(std::optional<Arrival> a, bool from_next) {
   if (options.max_requests > 0 && admitted >= options.max_requests) return;
   if (options.duration.count() > 0 && a->at > options.duration) return;
   ++admitted;
-  std::uint32_t slot;
-  if (free_arrival_slots.empty()) {
-    slot = static_cast<std::uint32_t>(arrival_slots.size());
-    arrival_slots.emplace_back();
-  } else {
-    slot = free_arrival_slots.back();
-    free_arrival_slots.pop_back();
-  }
+  const std::uint32_t slot = internal::TakeSlot(arrival_slots, free_arrival_slots);
   const Nanos at = a->at;
   arrival_slots[slot] = std::move(*a);
   ++pending_arrivals;

@@ -105,6 +105,19 @@ class LiveTable {
   std::size_t size_ = 0;
 };
 
+// A slot of `slots` for a new entry: a freed one if any, else a new one at the end (event
+// payloads live in slots so an event carries only an index).
+template <typename T>
+std::uint32_t TakeSlot(std::vector<T>& slots, std::vector<std::uint32_t>& free_slots) {
+  if (free_slots.empty()) {
+    slots.emplace_back();
+    return static_cast<std::uint32_t>(slots.size() - 1);
+  }
+  const std::uint32_t slot = free_slots.back();
+  free_slots.pop_back();
+  return slot;
+}
+
 struct KvDelivery {
   WorkerId worker = 0;
   std::vector<kv::KvEvent> events;

@@ -1,6 +1,7 @@
 #include "store/store_client.h"
 
 #include <boost/json.hpp>
+#include <optional>
 
 #include "client/blocking_http_client.h"
 #include "store/store_wire.h"
@@ -77,8 +78,10 @@ void HttpSharedStore::Put(std::span<const engine::BlockMeta> blocks, Nanos) {
 std::uint64_t HttpSharedStore::Lease(std::span<const kv::EngineHash> hashes, Nanos) {
   if (hashes.empty()) return 0;
   auto r = client_->Send(Post(options_, "/v1/kv/lease", EncodeMatch(hashes)));
-  auto reply = (r && r->status == 200) ? DecodeLeaseReply(r->body)
-                                        : std::unexpected(std::string("no reply"));
+  std::optional<LeaseReply> reply;
+  if (r && r->status == 200) {
+    if (auto decoded = DecodeLeaseReply(r->body)) reply = *decoded;
+  }
   if (!reply) {
     ++lease_failures_;
     return 0;

@@ -45,6 +45,16 @@ std::string MetricsOf(std::uint16_t port) {
   return reply && reply->status == 200 ? reply->body : "";
 }
 
+// A store on loopback (an OS-picked HTTP port, events bound on one too) with this capacity
+// and block size.
+StoreServerOptions LoopbackStore(double capacity_bytes, std::uint32_t block_size) {
+  StoreServerOptions o;
+  o.port = 0;
+  o.store = {.capacity_bytes = capacity_bytes, .block_size = block_size};
+  o.kv_events_endpoint = "tcp://127.0.0.1:*";
+  return o;
+}
+
 // Waits (bounded) until `done` holds; the test then asserts on state, not on time.
 template <typename F>
 bool WaitFor(F done) {
@@ -75,10 +85,7 @@ std::vector<kv::KvEventBatch> Replay(const std::string& endpoint) {
 }
 
 TEST(StoreServerTest, PutMatchEvictAndTheEventStreamAgree) {
-  StoreServerOptions o;
-  o.port = 0;
-  o.store = {.capacity_bytes = 300, .block_size = 4};
-  o.kv_events_endpoint = "tcp://127.0.0.1:*";
+  StoreServerOptions o = LoopbackStore(300, 4);
   o.kv_events_replay_endpoint = "tcp://127.0.0.1:*";
   o.sweep_interval = std::chrono::hours(1);  // no heartbeat batches in the count below
   auto server = StoreServer::Start(o);
@@ -121,11 +128,7 @@ TEST(StoreServerTest, PutMatchEvictAndTheEventStreamAgree) {
 }
 
 TEST(StoreServerTest, RefusesBadBodiesWithAnOpenAiError) {
-  StoreServerOptions o;
-  o.port = 0;
-  o.store = {.capacity_bytes = 300, .block_size = 4};
-  o.kv_events_endpoint = "tcp://127.0.0.1:*";
-  auto server = StoreServer::Start(o);
+  auto server = StoreServer::Start(LoopbackStore(300, 4));
   ASSERT_TRUE(server.has_value()) << server.error();
   // A client whose block size differs: every put is refused (400), nothing is stored.
   HttpSharedStore client({.port = (*server)->port(), .block_size = 8, .block_bytes = 100,
@@ -141,11 +144,7 @@ TEST(StoreServerTest, RefusesBadBodiesWithAnOpenAiError) {
 }
 
 TEST(StoreServerTest, ALeaseOverTheWireKeepsItsBlocksUntilReleased) {
-  StoreServerOptions o;
-  o.port = 0;
-  o.store = {.capacity_bytes = 100, .block_size = 4};  // room for one block
-  o.kv_events_endpoint = "tcp://127.0.0.1:*";
-  auto server = StoreServer::Start(o);
+  auto server = StoreServer::Start(LoopbackStore(100, 4));  // room for one block
   ASSERT_TRUE(server.has_value()) << server.error();
   HttpSharedStore client(
       {.port = (*server)->port(), .block_size = 4, .block_bytes = 100, .timeout = milliseconds(2000)});
@@ -175,11 +174,7 @@ TEST(StoreServerTest, ALeaseOverTheWireKeepsItsBlocksUntilReleased) {
 // a store process. A request that queues behind another leases its prefix at the store over
 // the wire and releases it when scheduled; it then finds its blocks there.
 TEST(StoreServerTest, AnEngineLeasesAQueuedRequestsPrefixOverTheWire) {
-  StoreServerOptions o;
-  o.port = 0;
-  o.store = {.capacity_bytes = 1e12, .block_size = 16};
-  o.kv_events_endpoint = "tcp://127.0.0.1:*";
-  auto server = StoreServer::Start(o);
+  auto server = StoreServer::Start(LoopbackStore(1e12, 16));
   ASSERT_TRUE(server.has_value()) << server.error();
   auto profile = engine::LoadProfile(engine::kDefaultProfileName);
   ASSERT_TRUE(profile.has_value());
@@ -231,11 +226,7 @@ TEST(StoreServerTest, AnEngineLeasesAQueuedRequestsPrefixOverTheWire) {
 }
 
 TEST(StoreServerTest, MalformedLeaseAndReleaseBodiesAre400s) {
-  StoreServerOptions o;
-  o.port = 0;
-  o.store = {.capacity_bytes = 100, .block_size = 4};
-  o.kv_events_endpoint = "tcp://127.0.0.1:*";
-  auto server = StoreServer::Start(o);
+  auto server = StoreServer::Start(LoopbackStore(100, 4));
   ASSERT_TRUE(server.has_value()) << server.error();
   client::BlockingHttpClient http;
   const auto post = [&](std::string target, std::string body) {
