@@ -130,6 +130,17 @@ inline kv::ExtraKeyInputs ExtraKeyInputsOf(const RequestSpec& spec) {
   return {.lora_name = spec.lora_name, .cache_salt = spec.cache_salt, .mm_items = spec.mm_items};
 }
 
+// Where a request's time in the engine went before its first token (simulated times), for
+// `kvroute simulate`'s decisions report: the time from arrival to `first_commit` is the wait
+// for a place in the batch (token budget, KV memory, the queue ahead); an async tier load
+// then waits `tier_path_queue_s` behind the loads ahead of it on its tier's path and moves
+// for `tier_transfer_s`; the rest is prefill (and any preemption).
+struct TtftParts {
+  Nanos first_commit{0};
+  double tier_path_queue_s = 0;
+  double tier_transfer_s = 0;
+};
+
 struct TokenEvent {
   std::string request_id;
   TokenId token = 0;
@@ -138,6 +149,7 @@ struct TokenEvent {
   // Set on the first token: prompt tokens served from cache (GPU + CPU tier) or, for a
   // decode leg, not computed here (local hit + pulled), as vLLM counts num_cached_tokens.
   std::uint32_t cached_tokens = 0;
+  TtftParts ttft_parts;  // set on the first token
   // The last token of a remote_decode request: the block ids it keeps pinned (what the
   // prefill response names as remote_block_ids). Empty otherwise.
   std::vector<std::int32_t> pinned_block_ids;

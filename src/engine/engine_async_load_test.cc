@@ -4,6 +4,8 @@
 // synchronous load gives.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/step_time.h"
@@ -107,6 +109,44 @@ TEST(EngineAsyncLoadTest, ARunningDecodeKeepsItsStepTimeWhileAnotherRequestLoads
   const double load_s = 16 * StepTimeModel(TestProfile()).KvBytesPerTokenTransfer() / 1e8;
   EXPECT_GT(longest_step(false), load_s);
   EXPECT_LT(longest_step(true), load_s);
+}
+
+TEST(EngineAsyncLoadTest, TheFirstTokenSaysHowLongItsLoadQueuedAndMoved) {
+  // a and d go to the host tier (b and c fill the GPU after them); a2 and d2 repeat them and
+  // arrive together. One host path: d2's load starts when a2's ends, so its first token
+  // reports a2's load time as its queue, and both report their own transfer time.
+  EngineConfig cfg = SlowHostConfig(true);
+  cfg.num_gpu_blocks_override = 8;
+  cfg.num_cpu_blocks = 16;
+  auto engine = NewEngine(TestProfile(), cfg);
+  Trace run;
+  struct Prompt {
+    const char* id;
+    TokenId start;
+    std::size_t tokens;
+  };
+  for (const Prompt& p : {Prompt{"a", 1, 48}, Prompt{"d", 3000, 48}, Prompt{"b", 7000, 112},
+                          Prompt{"c", 9000, 112}}) {
+    ASSERT_FALSE(engine->Add(Req(p.id, Seq(p.tokens, p.start), 1)));
+    Drive(*engine, &run);
+  }
+  ASSERT_FALSE(engine->Add(Req("a2", Seq(48), 1)));
+  ASSERT_FALSE(engine->Add(Req("d2", Seq(48, 3000), 1)));
+  const Nanos arrived = run.now;
+  std::map<std::string, TtftParts> parts;
+  for (int i = 0; i < 50 && (engine->HasWork() || engine->NextTimedEvent()); ++i) {
+    if (!engine->HasWork()) run.now = std::max(run.now, *engine->NextTimedEvent());
+    for (const TokenEvent& t : StepOnce(*engine, &run).tokens)
+      if (t.is_first) parts[t.request_id] = t.ttft_parts;
+  }
+  ASSERT_EQ(parts.size(), 2u);
+  const double load_s = parts["a2"].tier_transfer_s;
+  EXPECT_GT(load_s, 0);
+  EXPECT_EQ(parts["a2"].first_commit, arrived);  // both were given blocks in the first step
+  EXPECT_EQ(parts["d2"].first_commit, arrived);
+  EXPECT_NEAR(parts["d2"].tier_transfer_s, load_s, 1e-9);
+  EXPECT_NEAR(parts["a2"].tier_path_queue_s, 0, 1e-9);
+  EXPECT_NEAR(parts["d2"].tier_path_queue_s, load_s, 1e-9);
 }
 
 TEST(EngineAsyncLoadTest, AbortWhileLoadingFreesItsBlocks) {

@@ -64,6 +64,12 @@ struct Request {
   bool tier_loading = false;
   bool tier_loaded = false;
   Nanos tier_ready{0};
+  // Where its time to first token went (TokenEvent::ttft_parts): when it was first given
+  // blocks (a prefill, an async load or a pull began), and its async load's wait for the
+  // tier paths (behind loads queued ahead of it) and its own transfer time.
+  std::optional<Nanos> first_commit;
+  double tier_path_queue_s = 0;
+  double tier_transfer_s = 0;
   // The shared store's lease on this request's prefix run (SharedKvStore::Lease), held from
   // the first step after it arrived until it is scheduled or dropped; 0 = none.
   std::uint64_t store_lease = 0;

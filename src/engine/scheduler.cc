@@ -250,6 +250,7 @@ void Scheduler::ScheduleWaiting(Nanos now, std::uint32_t* budget, std::vector<Sc
 
     // Commit. The store's blocks are read now: the lease that kept them has done its job.
     ReleaseStoreLease(req, now);
+    if (!req->first_commit) req->first_commit = now;
     // Lower-tier metas are copied now: the allocation below may evict them (a
     // shared block's meta is rebuilt from the request: the store keeps no tokens for us).
     std::vector<BlockMeta> loaded;
@@ -420,6 +421,9 @@ void Scheduler::Step(Nanos now, StepResult* out) {
     tok.is_first = req->num_output == 0;
     if (tok.is_first) {
       tok.cached_tokens = req->cached_tokens.value_or(0);
+      tok.ttft_parts = {.first_commit = req->first_commit.value_or(Nanos{0}),
+                        .tier_path_queue_s = req->tier_path_queue_s,
+                        .tier_transfer_s = req->tier_transfer_s};
       stats_.prompt_tokens += req->num_prompt_tokens;
     }
     req->tokens.push_back(tok.token);

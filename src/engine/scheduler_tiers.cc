@@ -15,13 +15,19 @@ void Scheduler::StartTierLoad(Request* req, const std::array<double, kNumTiers>&
   // parallel one); the paths of different tiers run at the same time, so the request is
   // ready when its slowest tier is done.
   Nanos ready = now;
+  double transfer_s = 0;
   for (int t = 1; t < kNumTiers; ++t) {
     const double s = TierLoadSeconds(t, bytes[t]);
     if (s <= 0) continue;
     const Nanos start = std::max(now, tier_path_free_at_[t]);
     tier_path_free_at_[t] = start + FromSeconds(s);
-    ready = std::max(ready, tier_path_free_at_[t]);
+    if (tier_path_free_at_[t] > ready) {
+      ready = tier_path_free_at_[t];
+      transfer_s = s;  // the tier that finishes last sets both parts
+    }
   }
+  req->tier_transfer_s = transfer_s;
+  req->tier_path_queue_s = std::max(0.0, ToSeconds(ready - now) - transfer_s);
   req->tier_loading = true;
   req->tier_ready = ready;
   tier_loading_.push_back(req);

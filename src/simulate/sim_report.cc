@@ -82,7 +82,8 @@ std::string DecisionsCsv(const workload::RunReport& report,
   std::ostringstream out;
   out << "level,request,worker,at_s,prompt_tokens,predicted_cached_tokens,cached_tokens,"
          "predicted_ttft_s,ttft_s,inflight_at_route,pending_prefill_at_route,ok,predicted_wait_s,"
-         "wait_correction,split,prefill_worker,predicted_prefill_tokens,predicted_itl_s,itl_p50_s\n";
+         "wait_correction,split,prefill_worker,predicted_prefill_tokens,predicted_itl_s,itl_p50_s,"
+         "engine_wait_s,tier_path_queue_s,tier_transfer_s\n";
   for (std::size_t li = 0; li < levels.size() && li < report.levels.size(); ++li) {
     const auto& reqs = report.levels[li].requests;
     for (const DecisionRecord& d : levels[li].decisions) {
@@ -103,7 +104,10 @@ std::string DecisionsCsv(const workload::RunReport& report,
       if (d.predicted_itl_s) out << ShortNumber(*d.predicted_itl_s);
       out << ',';
       if (r.ok && !r.itl_s.empty()) out << ShortNumber(MedianOf(r.itl_s));
-      out << '\n';
+      out << ',';
+      if (d.engine_wait_s) out << ShortNumber(*d.engine_wait_s);
+      out << ',' << ShortNumber(d.tier_path_queue_s) << ',' << ShortNumber(d.tier_transfer_s)
+          << '\n';
     }
   }
   return out.str();

@@ -131,6 +131,12 @@ void Simulator::Impl::OnStepEnd(WorkerId w, Nanos now) {
         result.shared_credited_blocks += lr.credited_shared_blocks;
         result.shared_missing_blocks += std::min(missing, lr.credited_shared_blocks);
       }
+      if (lr.decision_row && !lr.split) {
+        DecisionRecord& d = result.decisions[*lr.decision_row];
+        d.engine_wait_s = ToSeconds(t.ttft_parts.first_commit - lr.arrival);
+        d.tier_path_queue_s = t.ttft_parts.tier_path_queue_s;
+        d.tier_transfer_s = t.ttft_parts.tier_transfer_s;
+      }
       lr.first_token_seen = true;
       router.OnFirstToken(id, now);
     } else {
@@ -297,6 +303,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   if (use_cache && options.predicted_overlay) predicted.Record(w, keys, now);
 
   LiveRequest lr;
+  lr.decision_row = result.decisions.size() - 1;
   lr.worker = w;
   lr.arrival = sent;  // TTFT and E2E count from the client's send, router delay included
   lr.last_token = now;

@@ -122,6 +122,13 @@ struct DecisionRecord {
   WorkerId prefill_worker = 0;
   std::uint64_t predicted_prefill_tokens = 0;
   std::optional<double> predicted_itl_s;
+  // Where the measured TTFT went (engine::TtftParts; unsplit requests that got a first
+  // token): arrival to the engine's first commit (queue, token budget, KV memory), then an
+  // async tier load's wait behind the loads ahead of it on the tier path, and its own
+  // transfer time. The rest of the TTFT is prefill and preemption.
+  std::optional<double> engine_wait_s;
+  double tier_path_queue_s = 0;
+  double tier_transfer_s = 0;
 };
 
 struct WorkerReport {

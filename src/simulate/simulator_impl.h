@@ -63,6 +63,8 @@ struct LiveRequest {
   std::uint32_t credited_blocks = 0;
   std::uint32_t credited_shared_blocks = 0;
   std::uint32_t kv_blocks = 0;
+  // Its row in SimResult::decisions (unsplit routes), to fill in the TTFT parts.
+  std::optional<std::size_t> decision_row;
 };
 
 // The router's booking id of a split request's prefill leg (its decode leg books `id`), and

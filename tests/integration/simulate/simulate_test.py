@@ -62,6 +62,17 @@ def check_run(out, label, levels, workers):
         check(routed == sent, f"routed {routed} == sent {sent}")
     check(len(requests) == total_sent, f"requests.csv rows {len(requests)} == {total_sent}")
     check(len(decisions) == total_sent, "one decision per request")
+    # The TTFT parts are parts: each is non-negative and together they fit in the TTFT
+    # (%g prints 6 significant digits, hence the tolerance).
+    for d in decisions:
+        if d["ok"] != "1" or d["split"] == "1":
+            continue
+        check(d["engine_wait_s"] != "", f"request {d['request']} has its engine wait")
+        parts = [float(d[k]) for k in ("engine_wait_s", "tier_path_queue_s", "tier_transfer_s")]
+        ttft = float(d["ttft_s"])
+        check(min(parts) >= 0, f"request {d['request']}: negative TTFT part {parts}")
+        check(sum(parts) <= ttft * (1 + 1e-5) + 1e-6,
+              f"request {d['request']}: parts {parts} exceed TTFT {ttft}")
     return doc, worker_rows
 
 
