@@ -108,6 +108,17 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--async-tier-loads", f.async_tier_loads,
                "Lower-tier hits load aside while the batch runs (vLLM's offloading connector), "
                "instead of every step waiting for them");
+  cmd->add_option("--disk-read-bandwidth", f.disk_read_bandwidth,
+                  "Disk tier read bytes/s, as `kvroute sim`'s (0: the engine model's 6.5e9, PCIe 4 "
+                  "NVMe)")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-bandwidth", f.kv_store_bandwidth,
+                  "Bytes/s loading from the shared store, as `kvroute sim`'s (0: the engine "
+                  "model's 12.5e9, a 100 Gb/s NIC)")
+      ->capture_default_str();
+  cmd->add_option("--kv-store-latency", f.kv_store_latency_s,
+                  "Seconds per store load (negative: the engine model's 1e-3)")
+      ->capture_default_str();
   cmd->add_option("--kv-store-gb", f.kv_store_gb,
                   "Capacity in GB of the cluster's shared KV store (`kvroute store`, in virtual "
                   "time): every worker writes through to it and loads from it (0: none)")

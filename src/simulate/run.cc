@@ -29,6 +29,12 @@ std::expected<Fleet, std::string> BuildFleet(const RunOptions& f) {
   base.config.num_cpu_blocks = f.num_cpu_blocks;
   base.config.disk.num_blocks = f.num_disk_blocks;
   base.config.async_tier_loads = f.async_tier_loads;
+  if (f.disk_read_bandwidth < 0 || f.kv_store_bandwidth < 0) {
+    return std::unexpected("--disk-read-bandwidth and --kv-store-bandwidth must not be negative");
+  }
+  if (f.disk_read_bandwidth > 0) base.config.disk.read_bytes_per_s = f.disk_read_bandwidth;
+  if (f.kv_store_bandwidth > 0) base.config.shared.read_bytes_per_s = f.kv_store_bandwidth;
+  if (f.kv_store_latency_s >= 0) base.config.shared.latency_s = f.kv_store_latency_s;
   base.config.max_model_len = f.max_model_len;
   Fleet fleet;
   if (!f.fleet_file.empty()) {
@@ -244,6 +250,13 @@ std::expected<RunOutput, std::string> RunSimulation(
     report.config.push_back({"num_disk_blocks", static_cast<double>(f.num_disk_blocks)});
   }
   if (f.async_tier_loads) report.config.push_back({"async_tier_loads", 1.0});
+  if (f.disk_read_bandwidth > 0) {
+    report.config.push_back({"disk_read_bytes_per_s", f.disk_read_bandwidth});
+  }
+  if (f.kv_store_bandwidth > 0) {
+    report.config.push_back({"kv_store_bytes_per_s", f.kv_store_bandwidth});
+  }
+  if (f.kv_store_latency_s >= 0) report.config.push_back({"kv_store_latency_s", f.kv_store_latency_s});
   if (f.kv_store_gb > 0) {
     report.config.push_back({"kv_store_gb", f.kv_store_gb});
     report.config.push_back({"kv_store_ttl_s", ToSeconds(base.shared_store->ttl)});

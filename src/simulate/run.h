@@ -31,6 +31,9 @@ struct RunOptions {
   std::int64_t num_gpu_blocks = 0, num_cpu_blocks = 0;
   std::int64_t num_disk_blocks = 0;  // local disk tier per worker (0: none)
   bool async_tier_loads = false;     // EngineConfig::async_tier_loads
+  // Lower-tier speeds (EngineConfig::disk / shared), as `kvroute sim`'s flags: 0 (bandwidth)
+  // or negative (latency) keeps the engine model's default.
+  double disk_read_bandwidth = 0, kv_store_bandwidth = 0, kv_store_latency_s = -1;
   double kv_store_gb = 0;            // the shared store's capacity in GB (0: no store)
   std::string kv_store_ttl = "0";    // its idle TTL (0: none)
   bool no_store_leases = false;      // SimOptions::store_leases off

@@ -45,5 +45,55 @@ TEST(RunSimulationTest, AnUnusableOptionIsAnErrorNamingItsFlag) {
   EXPECT_NE(out.error().find("--trace"), std::string::npos);
 }
 
+// The lower tiers' speeds are flags here as on `kvroute sim`: a slower store makes the same
+// routing (round robin, so the choices cannot change with the speed) wait longer for the same
+// store hits, and the report says which speeds it ran with.
+TEST(RunSimulationTest, TheStoreBandwidthFlagSlowsItsLoads) {
+  RunOptions o = Small();
+  o.policy = "round_robin";
+  o.concurrency = {4};
+  o.agentic.sessions = 8;
+  o.agentic.turns = 3;
+  o.agentic.common_prefix_tokens = 256;
+  o.agentic.session_prefix_tokens = 512;
+  o.agentic.turn_input_tokens = 128;
+  o.agentic.output_tokens = 16;
+  o.num_gpu_blocks = 128;  // 2,048 tokens: four sessions' contexts leave the GPU between turns
+  o.kv_store_gb = 10;
+  auto run = [](const RunOptions& opts) {
+    auto out = RunSimulation(opts, [](const std::string&) {});
+    EXPECT_TRUE(out.has_value()) << (out ? "" : out.error());
+    return out;
+  };
+  auto mean_ttft = [](const workload::RunReport& r) {
+    double sum = 0;
+    for (const auto& q : r.levels[0].requests) sum += q.result.ttft_s;
+    return sum / static_cast<double>(r.levels[0].requests.size());
+  };
+  auto fast = run(o);
+  o.kv_store_bandwidth = 1e8;  // 125x slower than the default 100 Gb/s NIC
+  o.kv_store_latency_s = 0.05;
+  auto slow = run(o);
+  ASSERT_TRUE(fast && slow);
+  ASSERT_TRUE(fast->report.levels[0].tier_hit_rate.has_value());
+  ASSERT_TRUE(slow->report.levels[0].tier_hit_rate.has_value());
+  EXPECT_GT((*fast->report.levels[0].tier_hit_rate)[3], 0) << "the store serves some prefixes";
+  EXPECT_GT(mean_ttft(slow->report), mean_ttft(fast->report));
+  auto config_value = [](const workload::RunReport& r, const std::string& key) {
+    for (const auto& [k, v] : r.config) {
+      if (k == key) return std::get<double>(v);
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(config_value(slow->report, "kv_store_bytes_per_s"), 1e8);
+  EXPECT_EQ(config_value(slow->report, "kv_store_latency_s"), 0.05);
+  EXPECT_EQ(config_value(fast->report, "kv_store_bytes_per_s"), -1.0) << "absent: the default";
+
+  o.kv_store_bandwidth = -1;
+  auto bad = RunSimulation(o, [](const std::string&) {});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().find("--kv-store-bandwidth"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvroute::simulate
