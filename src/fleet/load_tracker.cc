@@ -13,6 +13,11 @@ void SubClamped(T& v, T d) {
   v = v >= d ? v - d : T{0};
 }
 
+// A request's lower-tier bytes leave its worker's backlog.
+void DropTierLoads(const std::array<std::uint64_t, kNumTiers>& bytes, WorkerLoad* w) {
+  for (int t = 0; t < kNumTiers; ++t) SubClamped(w->pending_tier_load_bytes[t], bytes[t]);
+}
+
 // A usable prediction: finite, the wait part within the whole.
 bool HasPrediction(const RoutedRequest& r) {
   return r.predicted_ttft_s && r.predicted_wait_s && std::isfinite(*r.predicted_ttft_s) &&
@@ -57,6 +62,11 @@ bool LoadTracker::OnRouted(RequestId id, const RoutedRequest& request, Nanos now
     if (auto work = learner_->PrefillWork(request.worker, own, cached)) r.work = *work;
   }
   booked.pending_prefill_work += r.work;
+  for (int t = 0; t < kNumTiers; ++t) {
+    const double bytes = request.tier_load_bytes[t];
+    r.tier_load_bytes[t] = std::isfinite(bytes) && bytes > 0 ? std::llround(bytes) : 0;
+    w.pending_tier_load_bytes[t] += r.tier_load_bytes[t];
+  }
   w.inflight_requests += 1;
   w.pending_prefill_tokens += r.routed.uncached_tokens;
   w.active_kv_blocks += request.kv_blocks;
@@ -183,6 +193,7 @@ std::optional<WorkerId> LoadTracker::OnFirstToken(RequestId id, Nanos now,
   StopWaitingLocked(r, id);
   CalibrateLocked(r, now);
   SubClamped(w.pending_prefill_tokens, r.routed.uncached_tokens);
+  DropTierLoads(r.tier_load_bytes, &w);
   booked.DropWork(r.work);
   booked.prefill_since = now;
   w.decoding_requests += 1;
@@ -255,6 +266,7 @@ void LoadTracker::DropLocked(std::unordered_map<RequestId, Request>::iterator it
       SubClamped(w.active_kv_tokens, r.routed.prompt_tokens + r.generated);
     } else {
       SubClamped(w.pending_prefill_tokens, r.routed.uncached_tokens);
+      DropTierLoads(r.tier_load_bytes, &w);
       wit->second.DropWork(r.work);
     }
     if (w.inflight_requests == 0) {  // exact zero, no drift kept

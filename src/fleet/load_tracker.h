@@ -9,6 +9,11 @@
 //                           a decision sees is that less the work done since the last first
 //                           token at the learned rate (PendingPrefillTokens, View)
 //   active_kv_blocks        blocks the in-flight requests hold (freed at completion)
+//   pending_tier_load_bytes the lower-tier bytes of requests whose first token has not
+//                           arrived, per tier (dropped at first token). Not drained with
+//                           time: a request still queued for KV memory has not started its
+//                           load, and one whose load is done holds the path only for its
+//                           prefill's length
 //   decoding / active_kv_tokens  requests past their first token and the KV tokens they hold
 //                           (prompt + tokens generated so far): the batch of an ITL sample
 //
@@ -81,7 +86,8 @@ struct RoutedRequest {
   // False for a P/D decode leg: its first token waits for the KV pull, not for a prefill, so
   // it must not become a prefill sample (its later tokens still teach the decode model).
   bool observe_prefill = true;
-  // Tier loads (issue 20; fleet/booking.h fills the first four, RouterState::Book the rest):
+  // Tier loads (issue 20; fleet/booking.h fills the first four, RouterState::Book the rest
+  // whenever a prefill loads from a lower tier):
   // the chosen worker's cached prefix per tier as the decision saw it and the request's
   // full blocks and block size; then the bytes each lower tier will load and the predicted
   // load time (sched::PlanLoad at the worker's bandwidths at Book). At the first token they
@@ -120,6 +126,9 @@ struct WorkerLoad {
   std::uint64_t active_kv_blocks = 0;
   std::uint32_t decoding_requests = 0;  // in flight and past their first token
   std::uint64_t active_kv_tokens = 0;   // KV tokens of the decoding requests
+  // Bytes each lower tier loads for the requests whose first token has not arrived
+  // (RoutedRequest::tier_load_bytes; GPU: 0): the backlog on the worker's tier paths.
+  std::array<std::uint64_t, kNumTiers> pending_tier_load_bytes{};
   bool operator==(const WorkerLoad&) const = default;
 };
 
@@ -182,6 +191,7 @@ class LoadTracker {
     // work in the proportion queued_ahead_tokens / booked pending tokens).
     double work = 0;
     double queued_ahead_work = 0;
+    std::array<std::uint64_t, kNumTiers> tier_load_bytes{};  // as booked (whole bytes)
     bool first_token_seen = false;
     Nanos last_token_at{0};
     std::uint64_t generated = 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "fleet/rate_learner.h"
@@ -60,6 +61,27 @@ TEST(LoadTrackerTest, FailureBeforeFirstTokenReleasesPendingPrefill) {
   EXPECT_EQ(l.inflight_requests, 1u);
   EXPECT_EQ(l.pending_prefill_tokens, 100u);
   EXPECT_EQ(l.active_kv_blocks, 7u);
+}
+
+TEST(LoadTrackerTest, LowerTierBytesArePendingUntilTheFirstTokenOrAFailure) {
+  constexpr int kDisk = static_cast<int>(Tier::kDisk);
+  constexpr int kShared = static_cast<int>(Tier::kShared);
+  LoadTracker t;
+  RoutedRequest a = Req(kA, 1000, 100, 63);
+  a.tier_load_bytes[kDisk] = 3e6;
+  a.tier_load_bytes[kShared] = 1e6;
+  RoutedRequest b = Req(kA, 1000, 100, 63);
+  b.tier_load_bytes[kShared] = 2e6;
+  b.tier_load_bytes[kDisk] = std::numeric_limits<double>::quiet_NaN();  // counts as none
+  t.OnRouted(10, a, Ms(0));
+  t.OnRouted(11, b, Ms(0));
+  EXPECT_EQ(t.Load(kA).pending_tier_load_bytes[kDisk], 3000000u);
+  EXPECT_EQ(t.Load(kA).pending_tier_load_bytes[kShared], 3000000u);
+  t.OnFirstToken(10, Ms(50));
+  EXPECT_EQ(t.Load(kA).pending_tier_load_bytes[kDisk], 0u);
+  EXPECT_EQ(t.Load(kA).pending_tier_load_bytes[kShared], 2000000u);
+  t.OnDone(11, Ms(60), false);
+  EXPECT_EQ(t.Load(kA).pending_tier_load_bytes[kShared], 0u);
 }
 
 TEST(LoadTrackerTest, UnknownIdsAndDoubleCompletionAreIgnoredAndCounted) {

@@ -208,8 +208,9 @@ void RouterState::PriceTierLoads(RoutedRequest* booking) const {
 
 bool RouterState::Book(RequestId id, const RoutedRequest& booking, Nanos now) {
   bool booked = false;
-  if (options_.learn_tier_bandwidths && booking.observe_prefill && booking.predicted_ttft_s &&
-      LoadsFromLowerTier(booking)) {
+  // Priced whenever a prefill loads from a lower tier: the bytes are the worker's tier-path
+  // backlog (sched::TtftTerms::tier_queue) as well as the learner's sample.
+  if (booking.observe_prefill && LoadsFromLowerTier(booking)) {
     RoutedRequest priced = booking;
     PriceTierLoads(&priced);
     booked = load_.OnRouted(id, priced, now);
@@ -354,6 +355,9 @@ std::pair<std::uint64_t, bool> RouterState::FillState(WorkerId id, const Entry& 
     s->inflight_requests = l.inflight_requests;
     s->pending_prefill_requests = l.inflight_requests - std::min(l.inflight_requests, l.decoding_requests);
     s->active_kv_blocks = l.active_kv_blocks;
+    for (int t = 0; t < kNumTiers; ++t) {
+      s->pending_tier_load_bytes[t] = static_cast<double>(l.pending_tier_load_bytes[t]);
+    }
     if (!lent) {
       if (auto r = rates_.Estimate(id)) s->decode_step = r->decode;
     }

@@ -130,6 +130,33 @@ TEST(RouterStateTiersTest, RequestsWithoutLowerTierHitsOrPredictionsTeachNothing
   EXPECT_DOUBLE_EQ(*r.Snapshot(now, "m")[w].tier_load_bytes_per_s[kDisk], kDiskSeed);
 }
 
+// The bytes a booked request loads are its worker's tier-path backlog until its first token
+// (sched::TtftTerms::tier_queue), whether or not a prediction came with it and whether or not
+// the router learns bandwidths; a GPU hit adds nothing.
+TEST(RouterStateTiersTest, ABookedLowerTierLoadIsTheWorkersPathBacklogUntilItsFirstToken) {
+  for (bool learn : {true, false}) {
+    RouterStateOptions o;
+    o.learn_tier_bandwidths = learn;
+    RouterState r(o);
+    const WorkerId w = *r.Add(TieredSpec("a"), seconds(0));
+    const Nanos now = seconds(1);
+    const double block_bytes = *r.Snapshot(now, "m")[w].kv_bytes_per_block;
+    sched::RequestProfile disk = Request(w, 300, 20, 280);  // 260 blocks from disk
+    ASSERT_TRUE(r.Book(1, BookingFor(disk, CachedPrefixOn(disk, w), w, nullptr, 1), now));
+    sched::RequestProfile gpu_only = Request(w, 50, 40, 0);
+    ASSERT_TRUE(r.Book(2, BookingFor(gpu_only, CachedPrefixOn(gpu_only, w), w, nullptr, 1), now));
+    auto snap = r.Snapshot(now, "m")[w];
+    EXPECT_DOUBLE_EQ(snap.pending_tier_load_bytes[kDisk], 260 * block_bytes) << learn;
+    EXPECT_EQ(snap.pending_tier_load_bytes[kShared], 0);
+    r.OnFirstToken(1, now + seconds(1));
+    EXPECT_EQ(r.Snapshot(now + seconds(1), "m")[w].pending_tier_load_bytes[kDisk], 0) << learn;
+    // One cancelled before its first token leaves the backlog too.
+    ASSERT_TRUE(r.Book(3, BookingFor(disk, CachedPrefixOn(disk, w), w, nullptr, 1), now));
+    r.Cancel(3, now + seconds(2));
+    EXPECT_EQ(r.Snapshot(now + seconds(2), "m")[w].pending_tier_load_bytes[kDisk], 0) << learn;
+  }
+}
+
 TEST(RouterStateTiersTest, AFirstTokenThatWaitedBehindAnotherRequestsLoadTeachesNothing) {
   // With async loads a request whose load is still on the tier's path has not prefilled yet,
   // however long ago it was routed. The next request queues behind that load; its late first

@@ -75,6 +75,22 @@ bool Loadable(const WorkerSnapshot& worker, int tier) {
          *worker.kv_bytes_per_block >= 0;
 }
 
+// When this request's lower-tier load would end behind the loads already routed to the worker
+// on the same paths, seconds from now: the slowest path's backlog plus its own bytes. Pending
+// bytes that are not a finite non-negative number count as none (the router's own booking;
+// never a caller's input).
+double TierPathSeconds(const LoadPlan& plan, const WorkerSnapshot& worker) {
+  double path_s = 0;
+  for (int t = kGpu + 1; t < kNumTiers; ++t) {
+    if (plan.load_blocks[t] == 0) continue;  // only loadable tiers have load blocks
+    const double pending = worker.pending_tier_load_bytes[t];
+    const double ahead = std::isfinite(pending) && pending > 0 ? pending : 0;
+    path_s = std::max(path_s, Bound((ahead + plan.load_blocks[t] * *worker.kv_bytes_per_block) /
+                                    *worker.tier_load_bytes_per_s[t]));
+  }
+  return path_s;
+}
+
 }  // namespace
 
 std::uint32_t LayeredHits::total() const {
@@ -135,8 +151,8 @@ double HeldKvBlocks(const WorkerSnapshot& worker, std::uint32_t block_size) {
   if (!worker.scraped || !worker.scraped->kv_usage || worker.kv_capacity_blocks == 0) {
     return booked;
   }
-  const double engine = *worker.scraped->kv_usage * static_cast<double>(worker.kv_capacity_blocks) +
-                        static_cast<double>(worker.pending_prefill_tokens) / block_size;
+  double engine = *worker.scraped->kv_usage * static_cast<double>(worker.kv_capacity_blocks) +
+                  static_cast<double>(worker.pending_prefill_tokens) / block_size;
   return std::min(booked, engine);
 }
 
@@ -158,6 +174,12 @@ std::expected<TtftPrediction, std::string> PredictTtft(const RequestProfile& req
   if (!prefill) return std::unexpected(prefill.error());
   p.prefill_s = *prefill;
   p.load_s = Bound(plan.load_s);
+  if (terms.tier_queue > 0 && plan.load_s > 0) {
+    // The prefill queue ahead drains while the loads ahead move: only the path's excess waits.
+    const double queue_raw = static_cast<double>(worker.pending_prefill_tokens) / rate;
+    const double behind = TierPathSeconds(plan, worker) - plan.load_s - queue_raw;
+    if (behind > 0) p.tier_queue_s = Bound(terms.tier_queue * behind);
+  }
   if (terms.decode_load <= 0 && terms.kv_wait <= 0) return p;
 
   const double batch = worker.inflight_requests;

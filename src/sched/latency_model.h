@@ -74,12 +74,19 @@ struct TtftTerms {
   // ahead of this one (an earlier model capped the wait at one turnover, so a worker with
   // hundreds of requests queued for memory looked only one batch away; issue 15).
   double kv_wait = 0;
+  // tier_queue_s: the engine moves a worker's lower-tier loads over one path per tier, one
+  // after another (engine/scheduler_tiers.cc; a NIC or a disk is a shared link), so this
+  // request's load cannot end before the loads routed ahead of it on the paths it reads from
+  // (pending_tier_load_bytes) have moved. The prefill queue drains while they move, so only
+  // the part beyond queue_s waits. Without it a slow store looked as fast on a worker with
+  // forty loads queued on its NIC as on an idle one (docs/bench/kv-tiers.md "Session 18").
+  double tier_queue = 0;
   // Prefill tokens per engine step (vLLM's max_num_batched_tokens; an engine setting, not a
   // rate): how many chunk steps a prefill takes.
   std::uint32_t chunk_tokens = 8192;
 };
 // The terms the default policy's scorer uses (both at weight 1).
-inline constexpr TtftTerms kFullTtftModel{.decode_load = 1, .kv_wait = 1};
+inline constexpr TtftTerms kFullTtftModel{.decode_load = 1, .kv_wait = 1, .tier_queue = 1};
 
 // Blocks the worker holds for its in-flight requests, for the KV term: the router's booking
 // (active_kv_blocks: every request at its final size, a shared prefix counted once per
@@ -104,21 +111,27 @@ std::expected<double, std::string> PrefillSeconds(const WorkerSnapshot& worker,
 //   decode_s  = decode_load · ceil((pending + uncached) / chunk) · (decode_step(B, K) − base)
 //   kv_wait_s = kv_wait · max(0, held + need − capacity) / capacity · output · decode_step(B, K)
 //               (0 with an unknown capacity; need = ceil((prompt + output) / block) − GPU hit)
-// The queue-dependent terms (queue_s, decode_s, kv_wait_s) are multiplied by the worker's
+//   tier_queue_s = tier_queue · max(0, path_s − load_s − pending / rate), path_s = the max,
+//               over the lower tiers this request loads from, of (pending_tier_load_bytes +
+//               its own bytes) / bandwidth: when its load ends behind the loads ahead on the
+//               same path
+// The queue-dependent terms queue_s, decode_s and kv_wait_s are multiplied by the worker's
 // wait_correction (recorded in the prediction); prefill_s and load_s are this request's own
 // work and are not: an idle worker is judged by its rates alone, so a worker that was once
-// slow under load is not shunned once its queue is gone.
+// slow under load is not shunned once its queue is gone. tier_queue_s is a wait (in wait_s)
+// but a transfer time at the learned bandwidth, not the engine model's error: not scaled
+// (scaled by it, fleet B's default lost 11 % on the default store: docs/bench/kv-tiers.md
+// "Session 18").
 struct TtftPrediction {
   double queue_s = 0;
   double prefill_s = 0;
   double load_s = 0;
   double decode_s = 0;
   double kv_wait_s = 0;
+  double tier_queue_s = 0;
   double wait_correction = 1;  // already applied to queue_s, decode_s and kv_wait_s
-  double wait_s() const { return queue_s + decode_s + kv_wait_s; }
-  double total_s() const {
-    return std::min(kMaxPredictedSeconds, queue_s + prefill_s + load_s + decode_s + kv_wait_s);
-  }
+  double wait_s() const { return queue_s + decode_s + kv_wait_s + tier_queue_s; }
+  double total_s() const { return std::min(kMaxPredictedSeconds, prefill_s + load_s + wait_s()); }
 };
 // Error text names the missing input (prefill_tokens_per_s, or decode_step when a term needs
 // it) when the worker has no rate.

@@ -102,7 +102,7 @@ filters:
     if_all_dropped: keep_all
   - {name: prefix_affinity, threshold: 0.20, tau: derived, rivals: no_prefill_queue, chunk_tokens: 8192, if_all_dropped: keep_all}
 scorers:
-  - {name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, chunk_tokens: 8192}
+  - {name: predicted_ttft, decode_load: 1.0, kv_wait: 1.0, tier_queue: 1.0, chunk_tokens: 8192}
   - {name: decode_slowdown, others_share: 0.5, stall: 0}
 picker: {name: softmax, temperature: 0.0}
 )"},

@@ -209,10 +209,13 @@ void RegisterBuiltinScorers(Registry& registry) {
     if (!decode) return Unexpected(decode.error());
     auto kv = p.Number("kv_wait", t.kv_wait, 0, kInf);
     if (!kv) return Unexpected(kv.error());
+    auto tier_queue = p.Number("tier_queue", t.tier_queue, 0, kInf);
+    if (!tier_queue) return Unexpected(tier_queue.error());
     auto chunk = p.Number("chunk_tokens", t.chunk_tokens, 1, 1 << 24);
     if (!chunk) return Unexpected(chunk.error());
     t.decode_load = *decode;
     t.kv_wait = *kv;
+    t.tier_queue = *tier_queue;
     t.chunk_tokens = static_cast<std::uint32_t>(*chunk);
     return NewPredictedTtftScorer(t);
   });

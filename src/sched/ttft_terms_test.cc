@@ -3,8 +3,11 @@
 // predicted the same TTFT as an idle one: on the Mooncake trace the default piled long
 // prefills onto decoding workers (SLO attainment 0.33 vs llmd_sticky's 0.50) and on the
 // shared-prefix workload it filled workers' KV until the engine preempted (TTFT p99 16-33 s).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "sched/latency_model.h"
@@ -174,6 +177,72 @@ TEST(TtftTermsTest, DefaultPrefersRoomOverANearlyFullWorkerEvenWithAPrefixThere)
   EXPECT_GT(after.Find(0)->costs[0], after.Find(1)->costs[0]);
   const Decision before = Decide(**Registry::Builtin().ParsePolicy(kBeforeYaml), r, ws);
   EXPECT_EQ(before.chosen, 0u);
+}
+
+// A worker that moves 1e9 bytes/s from the store, 1e6 bytes a block.
+WorkerSnapshot StoreWorker(WorkerId id) {
+  WorkerSnapshot w = RatedWorker(id);
+  w.kv_bytes_per_block = 1e6;
+  w.tier_load_bytes_per_s[static_cast<int>(Tier::kCpu)] = 1e10;
+  w.tier_load_bytes_per_s[static_cast<int>(Tier::kShared)] = 1e9;
+  return w;
+}
+
+TEST(TtftTermsTest, TierQueueIsThePathBacklogBeyondThePrefillQueue) {
+  constexpr int kShared = static_cast<int>(Tier::kShared);
+  WorkerSnapshot w = StoreWorker(0);
+  RequestProfile r = Request(1616);                   // 101 full blocks
+  const CacheView store_hit = View(0, 0, 0, 0, 100);  // 100 blocks = 1e8 bytes: 0.1 s to load
+  w.pending_tier_load_bytes[kShared] = 5e8;           // 0.5 s of loads ahead on the same path
+  auto p = PredictTtft(r, store_hit, w, kFullTtftModel);
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_NEAR(p->load_s, 0.1, 1e-12);
+  EXPECT_NEAR(p->tier_queue_s, 0.5, 1e-12);  // its load ends at 0.6 s, not 0.1 s
+  EXPECT_NEAR(p->wait_s(), 0.5, 1e-12);      // a wait: the calibration compares it
+  // The prefill queue drains meanwhile: 2,000 tokens at 10,000/s hide 0.2 s of it.
+  w.pending_prefill_tokens = 2000;
+  p = PredictTtft(r, store_hit, w, kFullTtftModel);
+  EXPECT_NEAR(p->queue_s, 0.2, 1e-12);
+  EXPECT_NEAR(p->tier_queue_s, 0.3, 1e-12);
+  // A backlog on a path this request does not read, or the term off: nothing.
+  w.pending_tier_load_bytes = {};
+  w.pending_tier_load_bytes[static_cast<int>(Tier::kCpu)] = 5e9;
+  EXPECT_EQ(PredictTtft(r, store_hit, w, kFullTtftModel)->tier_queue_s, 0);
+  w.pending_tier_load_bytes[kShared] = 5e8;
+  EXPECT_EQ(PredictTtft(r, store_hit, w, TtftTerms{})->tier_queue_s, 0);
+  // A GPU hit loads nothing and waits for no path.
+  EXPECT_EQ(PredictTtft(r, View(0, 100), w, kFullTtftModel)->tier_queue_s, 0);
+  // The backlog is a transfer time, not a model error: the wait correction leaves it as is.
+  w.pending_prefill_tokens = 0;
+  w.wait_correction = 10;
+  EXPECT_NEAR(PredictTtft(r, store_hit, w, kFullTtftModel)->tier_queue_s, 0.5, 1e-12);
+  // Unusable pending bytes count as none; the prediction stays finite.
+  w.pending_tier_load_bytes[kShared] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(PredictTtft(r, store_hit, w, kFullTtftModel)->tier_queue_s, 0);
+  w.pending_tier_load_bytes[kShared] = 1e300;
+  EXPECT_TRUE(std::isfinite(PredictTtft(r, store_hit, w, kFullTtftModel)->total_s()));
+}
+
+TEST(TtftTermsTest, DefaultSendsAStoreHitAwayFromAWorkerWhoseStorePathIsBackedUp) {
+  // Both workers can load the prompt from the store and are otherwise the same; w0 has 3 s
+  // of store loads routed ahead of this one. Without the term both predicted the same TTFT.
+  std::vector<WorkerSnapshot> ws = {StoreWorker(0), StoreWorker(1)};
+  ws[0].pending_tier_load_bytes[static_cast<int>(Tier::kShared)] = 3e9;
+  ws[0].inflight_requests = ws[1].inflight_requests = 3;
+  RequestProfile r = Request(1616);
+  r.cache_views = {View(0, 0, 0, 0, 100), View(1, 0, 0, 0, 100)};
+  const Decision d = Decide(*BuiltinPolicy("predicted_latency").value(), r, ws);
+  EXPECT_EQ(d.chosen, 1u) << RenderDecision(d);
+  auto scored = [&](double tier_queue) {
+    return Decide(**Registry::Builtin().ParsePolicy(
+                      fmt::format("name: p\nscorers: [{{name: predicted_ttft, tier_queue: {}}}]\n"
+                                  "picker: {{name: argmin}}\n",
+                                  tier_queue)),
+                  r, ws);
+  };
+  const Decision on = scored(1), off = scored(0);
+  EXPECT_NEAR(on.Find(0)->costs[0] - on.Find(1)->costs[0], 3.0, 1e-9);  // 3 s of backlog
+  EXPECT_EQ(off.Find(0)->costs[0], off.Find(1)->costs[0]);
 }
 
 TEST(TtftTermsTest, ScorerOptionsAreReadFromYaml) {

@@ -113,6 +113,9 @@ struct WorkerSnapshot {
   // (the GPU entry is unused). Missing: the worker cannot load from that tier.
   std::array<std::optional<double>, kNumTiers> tier_load_bytes_per_s{};
   std::optional<double> kv_bytes_per_block;  // bytes of one KV block, all layers
+  // Router-side: bytes of the lower-tier loads routed here whose first token has not arrived,
+  // per tier (GPU entry unused): the loads ahead of a new one on each tier's path.
+  std::array<double, kNumTiers> pending_tier_load_bytes{};
 
   // P/D (issue 19; sched/pd_decision.h). Tensor-parallel ranks and GPUs of the engine.
   std::uint32_t tp = 1;
