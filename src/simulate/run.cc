@@ -7,6 +7,8 @@
 #include <memory>
 #include <sstream>
 #include <tuple>
+#include <string>
+#include <utility>
 
 #include "common/duration.h"
 #include "sched/registry.h"
@@ -29,8 +31,15 @@ std::expected<Fleet, std::string> BuildFleet(const RunOptions& f) {
   base.config.num_cpu_blocks = f.num_cpu_blocks;
   base.config.disk.num_blocks = f.num_disk_blocks;
   base.config.async_tier_loads = f.async_tier_loads;
-  if (f.disk_read_bandwidth < 0 || f.kv_store_bandwidth < 0) {
-    return std::unexpected("--disk-read-bandwidth and --kv-store-bandwidth must not be negative");
+  for (const auto& [flag, value] : {std::pair{"--disk-read-bandwidth", f.disk_read_bandwidth},
+                                    std::pair{"--kv-store-bandwidth", f.kv_store_bandwidth}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      return std::unexpected(std::string(flag) +
+                             " must be a finite number >= 0 (bytes/s; 0: the engine model's)");
+    }
+  }
+  if (!std::isfinite(f.kv_store_latency_s)) {
+    return std::unexpected("--kv-store-latency must be a finite number of seconds");
   }
   if (f.disk_read_bandwidth > 0) base.config.disk.read_bytes_per_s = f.disk_read_bandwidth;
   if (f.kv_store_bandwidth > 0) base.config.shared.read_bytes_per_s = f.kv_store_bandwidth;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace kvroute::simulate {
 namespace {
 
@@ -93,6 +95,12 @@ TEST(RunSimulationTest, TheStoreBandwidthFlagSlowsItsLoads) {
   auto bad = RunSimulation(o, [](const std::string&) {});
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().find("--kv-store-bandwidth"), std::string::npos);
+  EXPECT_EQ(bad.error().find("--disk-read-bandwidth"), std::string::npos) << bad.error();
+  o.kv_store_bandwidth = 0;
+  o.disk_read_bandwidth = std::numeric_limits<double>::quiet_NaN();
+  bad = RunSimulation(o, [](const std::string&) {});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().find("--disk-read-bandwidth"), std::string::npos);
 }
 
 }  // namespace
