@@ -3,7 +3,8 @@
 # store's or the disk's bandwidth changed, the tier-aware default against dynamo_cost's fixed
 # weights, seeds 1-3; then a table of tok/s/GPU (goodput at 30 tok/s/user).
 # Usage: scripts/kv-tiers/hardware.sh KVROUTE OUT      (resumable: runs whose JSON exists are kept)
-# Env:   SEEDS (default "1 2 3"), POLICIES (default "predicted_latency dynamo_cost")
+# Env:   SEEDS (default "1 2 3"), POLICIES (default "predicted_latency dynamo_cost"; a .yaml
+#        path is a policy file, labelled by its base name)
 set -euo pipefail
 KVROUTE="$(realpath "$1")"
 OUT="$(realpath -m "$2")"
@@ -18,21 +19,24 @@ declare -A HW=(
 )
 for hw in "${!HW[@]}"; do
   for p in $POLICIES; do
+    name="$p"; policy=(--policy "$p")
+    if [[ "$p" == *.yaml ]]; then name="$(basename "$p" .yaml)"; policy=(--policy-file "$p"); fi
     for s in $SEEDS; do
-      label="${hw}_${p}_s${s}"
+      label="${hw}_${name}_s${s}"
       [[ -f "$OUT/$label.json" ]] && continue
       echo "hardware: $label" >&2
       # shellcheck disable=SC2086
       timeout 600 "$KVROUTE" simulate --workers 4 --num-gpu-blocks 6000 --concurrency 96 \
         --sessions 96 --seed "$s" --num-cpu-blocks 12000 --num-disk-blocks 24000 \
-        --kv-store-gb 400 --async-tier-loads --policy "$p" ${HW[$hw]} --out "$OUT" \
+        --kv-store-gb 400 --async-tier-loads "${policy[@]}" ${HW[$hw]} --out "$OUT" \
         --label "$label" --no-plots --no-progress > "$OUT/$label.log" 2>&1 < /dev/null
     done
   done
 done
 python3 - "$OUT" "$SEEDS" "$POLICIES" <<'PY'
 import json, os, sys
-out, seeds, policies = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, seeds = sys.argv[1], sys.argv[2].split()
+policies = [os.path.basename(p)[:-5] if p.endswith(".yaml") else p for p in sys.argv[3].split()]
 def tok(label):
     d = json.load(open(os.path.join(out, label + ".json")))
     return d["goodput"]["infera"][0]["tokens_per_s_per_gpu"]
