@@ -4,9 +4,10 @@
 Goodput at one concurrency is total tokens / makespan (first arrival to last completion). In a
 closed loop whose sessions all start together, that number has two parts that a routing
 policy can move differently:
-  saturated  tokens of the requests completed while at least FULL (default 0.9) of the
-             level's sessions were still running, per second of that phase and per GPU:
-             what the fleet carries when it is full;
+  saturated  tokens of the requests completed from the first arrival until the end of
+             session number n - floor(FULL * n) + 1 in order of ending (n sessions; FULL 0.9:
+             the 11th of 96), per second of that phase and per GPU: what the fleet carries
+             while it is (nearly) full;
   tail       the ideal makespan (all tokens at the saturated rate) / the measured makespan:
              1.0 when every session ends at once, lower when some finish early and the
              fleet runs part-empty while the rest catch up.
@@ -42,7 +43,7 @@ def analyse(out, label, full):
         session_end[s] = max(session_end.get(s, 0.0), end)
     ends = sorted(session_end.values())
     sessions = len(ends)
-    # The phase ends when the running sessions drop below FULL of the level's.
+    # The phase ends with the (n - floor(FULL * n) + 1)-th session to end (module docstring).
     cut_index = sessions - int(full * sessions)
     phase_end = ends[cut_index] if cut_index < sessions else ends[-1]
     phase_tokens = sum(t for e, t in done if e <= phase_end)
