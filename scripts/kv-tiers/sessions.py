@@ -37,6 +37,8 @@ def analyse(out, label):
         if i >= len(requests) or int(d["prompt_tokens"]) != int(requests[i]["prompt_tokens"]):
             raise SystemExit(f"{label}: decision for request {i} does not match the requests CSV")
         worker_of[i] = int(d["worker"])
+    if not worker_of:
+        raise SystemExit(f"{label}: no routed requests in the first level")
     turns = defaultdict(list)  # session -> [(start, end, worker)]
     for i, r in enumerate(requests):
         if i not in worker_of:
