@@ -180,6 +180,10 @@ void RegisterSimCommand(CLI::App& app, int* exit_code) {
                   "Bytes/s loading from the store; 0 = the engine model's 12.5e9 (100 Gb/s)");
   cmd->add_option("--kv-store-latency", c->kv_store_latency_s,
                   "Seconds per store load; negative = the engine model's 1e-3");
+  cmd->add_option("--kv-store-lease-renew", c->kv_store_lease_renew_s,
+                  "Seconds (simulated) after which a queued request renews its store lease; keep "
+                  "it under the store's --lease-ttl. Negative = 20 (a third of the store's "
+                  "default 60), 0 = never");
   cmd->add_option("--max-model-len", c->max_model_len, "Context length; 0 = the profile's")
       ->capture_default_str();
   cmd->add_option("--seed", c->seed, "Output seed for requests without one")->capture_default_str();

@@ -58,6 +58,11 @@ struct EngineConfig {
     // Lease a queued request's store run from its arrival to its scheduling, so the blocks
     // the router credited are not evicted while it waits (store/store_core.h "Leases").
     bool leases = true;
+    // A lease still held this long after it was taken is renewed (a new one taken, then the
+    // old one released) at the next step: a third of the store's default lease TTL (60 s,
+    // `kvroute store --lease-ttl`), so a request queued for minutes behind a full KV cache
+    // keeps its credited blocks while an engine that died still loses its leases. 0: never.
+    Nanos lease_renew_every{std::chrono::seconds(20)};
   } shared;
   // How a lower-tier hit is loaded. false: the step that schedules the request waits for
   // the load (the whole batch pays it). true: as vLLM's offloading connector does (its

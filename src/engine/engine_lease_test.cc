@@ -151,6 +151,38 @@ TEST(EngineLeaseTest, ARequestAddedWithItsArrivalTimeLeasesAtAdd) {
   EXPECT_EQ(store->lease_calls, 1);
 }
 
+// A request queued longer than shared.lease_renew_every renews its lease (a new one, then
+// the old released) at every step past that age, so it always holds exactly one, on the same
+// blocks, until it is scheduled; 0 renews never.
+TEST(EngineLeaseTest, AQueuedRequestRenewsItsLeaseWhileItWaits) {
+  for (Nanos every : {Nanos(0), Nanos(std::chrono::microseconds(1))}) {
+    auto store = std::make_shared<LeaseRecordingStore>();
+    EngineConfig c = SharedConfig(store, Seq(64));
+    c.max_num_seqs = 1;
+    c.shared.lease_renew_every = every;
+    auto b = NewEngine(TestProfile(), c);
+    Trace run;
+    QueueBehindBusy(*b, Seq(64), 20);  // conv waits 20 decode steps for the seat
+    StepOnce(*b, &run);
+    ASSERT_EQ(store->live.size(), 1u);
+    const std::vector<kv::EngineHash> leased = store->live.begin()->second;
+    while (!run.cached.contains("conv") && b->HasWork()) {
+      ASSERT_EQ(store->live.size(), 1u) << "conv waited without a lease";
+      EXPECT_EQ(store->live.begin()->second, leased);
+      StepOnce(*b, &run);
+    }
+    Drive(*b, &run);
+    EXPECT_EQ(run.cached["conv"], 48u);
+    EXPECT_TRUE(store->live.empty());
+    EXPECT_EQ(store->released, store->lease_calls);
+    if (every == Nanos(0)) {
+      EXPECT_EQ(store->lease_calls, 1);
+    } else {
+      EXPECT_GE(store->lease_calls, 10);  // about one per step conv waited
+    }
+  }
+}
+
 TEST(EngineLeaseTest, LeasesOffTakesNone) {
   auto store = std::make_shared<LeaseRecordingStore>();
   auto b = OneSeatEngine(store, Seq(64), /*leases=*/false);

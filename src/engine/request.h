@@ -73,6 +73,7 @@ struct Request {
   // The shared store's lease on this request's prefix run (SharedKvStore::Lease), held from
   // the first step after it arrived until it is scheduled or dropped; 0 = none.
   std::uint64_t store_lease = 0;
+  Nanos store_lease_at{0};  // when it was taken (EngineConfig::SharedTier::lease_renew_every)
 
   Request(RequestSpec s, std::uint64_t arrival_index, std::uint64_t engine_seed);
   std::uint64_t num_tokens() const { return tokens.size(); }

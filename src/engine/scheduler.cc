@@ -394,6 +394,7 @@ void Scheduler::Step(Nanos now, StepResult* out) {
   }
   // After scheduling: a request scheduled in the step it arrived needs no lease.
   LeaseArrivals(now);
+  RenewStoreLeases(now);
   if (scheduled.empty()) return;
 
   std::vector<SeqWork>& work = work_;

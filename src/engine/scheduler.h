@@ -99,7 +99,9 @@ class Scheduler {
   // Shared-store leases (scheduler_tiers.cc): a request leases the store's run of its prefix
   // at Add when it carries `arrived_at`, else at the end of the next
   // step unless that step scheduled it; a lease ends when its request is scheduled or dropped.
+  // A waiting request's lease older than shared.lease_renew_every is renewed each step.
   void LeaseArrivals(Nanos now);
+  void RenewStoreLeases(Nanos now);
   void LeaseStoreRun(Request* req, Nanos now);
   void ReleaseStoreLease(Request* req, Nanos now);
   // Removes a not-running request from waiting_, loading_ or loaded_ (freeing its blocks).

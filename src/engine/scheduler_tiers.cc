@@ -67,6 +67,7 @@ void Scheduler::LeaseStoreRun(Request* req, Nanos now) {
   if (max_blocks == 0) return;
   req->store_lease = config_.shared.store->Lease(
       std::span<const kv::EngineHash>(req->hashes).first(max_blocks), now);
+  req->store_lease_at = now;
 }
 
 void Scheduler::LeaseArrivals(Nanos now) {
@@ -79,6 +80,19 @@ void Scheduler::LeaseArrivals(Nanos now) {
     LeaseStoreRun(req, now);
   }
   to_lease_.clear();
+}
+
+void Scheduler::RenewStoreLeases(Nanos now) {
+  const Nanos every = config_.shared.lease_renew_every;
+  if (every <= Nanos(0)) return;
+  for (Request* req : waiting_) {
+    if (req->store_lease == 0 || now - req->store_lease_at < every) continue;
+    // The new lease first, so the blocks are never without one; a block the store lost
+    // meanwhile (the old lease ended by its TTL) is simply not in the new one.
+    const std::uint64_t old = req->store_lease;
+    LeaseStoreRun(req, now);
+    config_.shared.store->Release(old, now);
+  }
 }
 
 void Scheduler::ReleaseStoreLease(Request* req, Nanos now) {

@@ -20,6 +20,7 @@ engine::EngineConfig SimConfig::ToEngineConfig() const {
   if (disk_latency_s >= 0) c.disk.latency_s = disk_latency_s;
   if (kv_store_bandwidth > 0) c.shared.read_bytes_per_s = kv_store_bandwidth;
   if (kv_store_latency_s >= 0) c.shared.latency_s = kv_store_latency_s;
+  if (kv_store_lease_renew_s >= 0) c.shared.lease_renew_every = FromSeconds(kv_store_lease_renew_s);
   c.max_model_len = max_model_len;
   c.seed = seed;
   c.pinned_kv_timeout = FromSeconds(nixl_abort_request_timeout_s);

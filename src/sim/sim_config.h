@@ -49,6 +49,7 @@ struct SimConfig {
   std::string kv_store;             // HOST:PORT
   double kv_store_bandwidth = 0;    // bytes/s
   double kv_store_latency_s = -1;   // < 0: default
+  double kv_store_lease_renew_s = -1;  // < 0: default (20 s); 0: never renew
   std::uint32_t max_model_len = 0;  // 0: from the profile
   std::uint64_t seed = 0;           // output text when the request has no seed
   double speedup = 1.0;             // simulated time runs this many times faster than real time
