@@ -16,7 +16,7 @@ turns, short contexts) are cheaper per token than the later ones.
 
 Usage: saturation.py OUT LABEL [LABEL ...] [--full 0.9]
 Reads OUT/<label>.json (gpus) and OUT/<label>_requests.csv (kvroute simulate or bench run),
-first level only. Prints a markdown table.
+first level only, without its warm-up requests (--warmup-step). Prints a markdown table.
 """
 import argparse
 import csv
@@ -29,7 +29,7 @@ def analyse(out, label, full):
     gpus = report.get("gpus") or 1
     level = report["levels"][0]["name"]
     rows = [r for r in csv.DictReader(open(os.path.join(out, label + "_requests.csv")))
-            if r["level"] == level and r["ok"] == "1"]
+            if r["level"] == level and r["ok"] == "1" and r.get("warmup", "0") != "1"]
     if not rows:
         raise SystemExit(f"{label}: no successful requests in level {level}")
     session_end = {}

@@ -9,7 +9,9 @@
 # Usage: scripts/pd/infera.sh KVROUTE OUT [CONCURRENCY...]   (default 4 8 16 32 48 64 96)
 #   CONFIGS="pd_cost pd_dynamo" limits the runs (default: all four); EXTRA="--pd-stall 1"
 #   adds flags to the P/D runs; TURNS=4 shortens every session (the live check's shape,
-#   infera_live.sh), default 30; PD_FLEET=FILE another P/D fleet (infera-pd-small.yaml).
+#   infera_live.sh), default 30; PD_FLEET=FILE another P/D fleet (infera-pd-small.yaml);
+#   PROCEDURE="--warmup-step --early-stop" measures as Infera's run_sweep.sh does (vLLM's
+#   multi-turn tool with its warm-up step and default early stop), on every run.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 KVROUTE="$1"
@@ -21,7 +23,7 @@ mkdir -p "$OUT"
 TURNS="${TURNS:-30}"
 SHAPE="--workload agentic --turns $TURNS --common-prefix-tokens 20000 --session-prefix-tokens 10000
   --turn-input-tokens 2048 --output-tokens 900 --turn-jitter 3s --max-model-len 131072
-  --itl-target-tps 30,50 --seed 1 --no-plots --no-progress --out $OUT"
+  --itl-target-tps 30,50 --seed 1 --no-plots --no-progress --out $OUT ${PROCEDURE:-}"
 run() {  # run LABEL C ARGS...
   local label="$1" c="$2"
   shift 2

@@ -93,7 +93,7 @@ bool PrepareRun(BenchFlags& f, workload::RunReport& report) {
   };
   if (f.run.workload == "agentic") {
     append(workload::AgenticConfig(f.run.agentic, f.run.turn_pause.think_time,
-                                   f.run.turn_pause.turn_jitter));
+                                   f.run.turn_pause.turn_jitter, f.run.procedure));
     report.config.push_back({"stop_mean_itl_ms", f.stop_mean_itl_ms});
   } else if (f.run.workload == "shared-prefix") {
     append(workload::SharedPrefixConfig(f.run.shared_prefix,
@@ -269,6 +269,7 @@ void AddBenchFlags(CLI::App* cmd, BenchFlags* flags) {
                          .agentic = &r.agentic,
                          .think_time = &flags->think_time,
                          .turn_jitter = &flags->turn_jitter,
+                         .procedure = &flags->run.procedure,
                          .output_tokens = &flags->output_tokens,
                          .rates = &r.rates,
                          .requests_per_rate = &r.requests_per_rate,

@@ -192,6 +192,7 @@ void RegisterSimulateCommand(CLI::App& app, int* exit_code) {
                          .agentic = &f.agentic,
                          .think_time = &f.think_time,
                          .turn_jitter = &f.turn_jitter,
+                         .procedure = &f.procedure,
                          .output_tokens = &f.output_tokens,
                          .rates = &f.rates,
                          .requests_per_rate = &f.requests_per_rate,

@@ -35,6 +35,14 @@ void AddWorkloadFlags(CLI::App* cmd, const WorkloadFlagTargets& t) {
                   "the same draw in `bench` and `simulate` for a seed, session and turn (breaks "
                   "the lockstep of sessions that start together)")
       ->capture_default_str();
+  cmd->add_flag("--warmup-step", t.procedure->warmup_step,
+                "Agentic: as vLLM's multi-turn benchmark tool (Infera's sweep): every session's "
+                "first turn is sent first and not measured; the measured pass starts at the "
+                "second turns once all are done");
+  cmd->add_flag("--early-stop", t.procedure->early_stop,
+                "Agentic: as vLLM's multi-turn benchmark tool (Infera's sweep): a level ends when "
+                "the first client runs out of sessions; nothing is sent after, requests in "
+                "flight finish and count");
   cmd->add_option("--output-tokens", *t.output_tokens,
                   "max_tokens of every request (default: agentic " +
                       std::to_string(t.agentic->output_tokens) + ", shared-prefix " +

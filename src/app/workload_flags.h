@@ -23,6 +23,7 @@ struct WorkloadFlagTargets {
   workload::AgenticOptions* agentic;
   std::string* think_time;
   std::string* turn_jitter;
+  workload::AgenticProcedure* procedure;  // --warmup-step, --early-stop
   int* output_tokens;  // 0: each workload's default (agentic->output_tokens, shared_prefix's)
   // Shared prefix.
   std::vector<double>* rates;

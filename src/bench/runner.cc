@@ -154,7 +154,8 @@ asio::awaitable<void> Runner::WaitFinished(LevelState& level) {
 
 asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
                                             const std::vector<workload::AgenticSession>& sessions,
-                                            std::uint64_t seed, int& next_session) {
+                                            std::uint64_t seed, int& next_session,
+                                            WarmupAnswers* warmup, const WarmupAnswers* answers) {
   // The pause owed since this worker's previous request ended (keyed by that request's
   // session and turn, as the simulator keys it); the next session is taken at once, as the
   // simulator assigns it when the previous request ends.
@@ -164,7 +165,19 @@ asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
     const int si = next_session++;
     const workload::AgenticSession& session = sessions[si];
     std::vector<Message> messages{{"system", session.system_prompt}};
-    for (std::size_t turn = 0; turn < session.user_turns.size(); ++turn) {
+    std::size_t first = 0;
+    if (answers != nullptr) {  // the warm-up sent turn 0; its reply is the history
+      messages.push_back({"user", session.user_turns[0]});
+      if ((*answers)[si]) messages.push_back({"assistant", *(*answers)[si]});
+      first = 1;
+      // A client's first measured request waits the pause its warm-up turn would have been
+      // followed by; a later session's waits the pause owed by the one before (the simulator's
+      // keys).
+      if (!pause && options_.turn_pause.enabled()) pause = AgenticWallPause(options_, seed, si, 0);
+    }
+    const std::size_t end = warmup != nullptr ? std::min<std::size_t>(1, session.user_turns.size())
+                                              : session.user_turns.size();
+    for (std::size_t turn = first; turn < end; ++turn) {
       if (pause && pause->count() > 0) {
         timer.expires_after(
             std::chrono::duration_cast<std::chrono::steady_clock::duration>(*pause));
@@ -176,14 +189,23 @@ asio::awaitable<void> Runner::AgenticWorker(LevelState& level,
       auto [result, reply] = co_await SendStreamed(
           "/v1/chat/completions", ChatRequestBody(model_, messages, session.output_tokens));
       const bool ok = result.ok;
-      level.Record(workload::RequestRecord{std::move(result), si, static_cast<int>(turn)});
+      workload::RequestRecord rec{std::move(result), si, static_cast<int>(turn)};
+      rec.warmup = warmup != nullptr;
+      level.Record(std::move(rec));
       if (options_.turn_pause.enabled()) {
         pause = AgenticWallPause(options_, seed, si, static_cast<int>(turn));
+      }
+      if (warmup != nullptr) {
+        if (ok) (*warmup)[si] = std::move(reply);
+        break;
       }
       if (!ok) break;  // the history is broken: move on to the next session
       messages.push_back({"assistant", std::move(reply)});
     }
   }
+  // Early stop (vLLM's multi-turn tool): the first client without a session left ends the
+  // level's sending; the others' requests in flight finish and count.
+  if (warmup == nullptr && options_.procedure.early_stop) level.stopped = true;
 }
 
 asio::awaitable<void> Runner::AgenticLevel(LevelState& level, int concurrency, int level_index) {
@@ -193,23 +215,34 @@ asio::awaitable<void> Runner::AgenticLevel(LevelState& level, int concurrency, i
   // level's cache does not serve the next.
   a.seed = options_.seed + 1000003ull * static_cast<std::uint64_t>(level_index);
   const std::vector<workload::AgenticSession> sessions = workload::MakeAgenticSessions(*options_.tokenizer, a);
-  int next_session = 0;
-  int workers = concurrency;
   asio::steady_timer timer(ioc_);
-  for (int w = 0; w < concurrency; ++w) {
-    asio::co_spawn(
-        ioc_,
-        [&]() -> asio::awaitable<void> {
-          co_await AgenticWorker(level, sessions, a.seed, next_session);
-          --workers;
-        },
-        [](std::exception_ptr e) {
-          if (e) std::rethrow_exception(e);
-        });
-  }
-  while (workers > 0) {
-    timer.expires_after(10ms);
-    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  // One pass of `concurrency` clients over every session; the warm-up step is a pass of its
+  // own that ends before the measured one starts (the tool runs them one after the other).
+  WarmupAnswers answers(sessions.size());
+  const auto pass = [&](WarmupAnswers* warmup, const WarmupAnswers* from) -> asio::awaitable<void> {
+    int next_session = 0;
+    int workers = concurrency;
+    for (int w = 0; w < concurrency; ++w) {
+      asio::co_spawn(
+          ioc_,
+          [&]() -> asio::awaitable<void> {
+            co_await AgenticWorker(level, sessions, a.seed, next_session, warmup, from);
+            --workers;
+          },
+          [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+          });
+    }
+    while (workers > 0) {
+      timer.expires_after(10ms);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  };
+  if (options_.procedure.warmup_step) {
+    co_await pass(&answers, nullptr);
+    co_await pass(nullptr, &answers);
+  } else {
+    co_await pass(nullptr, nullptr);
   }
   level.finished = true;
 }

@@ -53,6 +53,8 @@ struct RunnerOptions {
   // the same draws `kvroute simulate --think-time/--turn-jitter` makes); waited in wall time
   // divided by time_scale. Zero (the default): the next request goes out at once.
   workload::TurnPause turn_pause;
+  // Agentic: vLLM's multi-turn tool's warm-up step and early stop (workload/workload.h).
+  workload::AgenticProcedure procedure;
 
   workload::SharedPrefixOptions shared_prefix;
   std::vector<double> rates = {1};

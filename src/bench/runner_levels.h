@@ -57,6 +57,7 @@ struct LevelState {
   int done = 0;
   int errors = 0;
   bool finished = false;  // no more launches and nothing in flight
+  bool stopped = false;   // early stop: a client ran out of sessions, nothing more is sent
   std::optional<double> first_send_s, last_end_s;
 
   double Elapsed() const {
@@ -64,7 +65,7 @@ struct LevelState {
   }
   // Reserves one request slot; false when the level must stop launching.
   bool TryLaunch() {
-    if (launched >= max_requests || Elapsed() >= stop_after_s) return false;
+    if (stopped || launched >= max_requests || Elapsed() >= stop_after_s) return false;
     ++launched;
     ++in_flight;
     return true;
@@ -73,6 +74,10 @@ struct LevelState {
     --in_flight;
     ++done;
     if (!rec.result.ok) ++errors;
+    if (rec.warmup) {  // in the files, not in the level's window
+      result.requests.push_back(std::move(rec));
+      return;
+    }
     const double start = rec.result.start_s;
     const double end = start + rec.result.e2e_s;
     first_send_s = std::min(first_send_s.value_or(start), start);
@@ -125,9 +130,14 @@ class Runner {
   asio::awaitable<void> WaitFinished(LevelState& level);
 
   asio::awaitable<void> AgenticLevel(LevelState& level, int concurrency, int level_index);
+  // One client of a closed loop: takes sessions from `next_session` until none is left.
+  // `warmup` given: sends only each session's first turn and keeps its reply there (nullopt:
+  // it failed); `answers` given: starts each session at its second turn, after that reply.
+  using WarmupAnswers = std::vector<std::optional<std::string>>;
   asio::awaitable<void> AgenticWorker(LevelState& level,
                                       const std::vector<workload::AgenticSession>& sessions,
-                                      std::uint64_t seed, int& next_session);
+                                      std::uint64_t seed, int& next_session,
+                                      WarmupAnswers* warmup, const WarmupAnswers* answers);
   // Open loop: job i is sent at arrivals[i] seconds after the level starts.
   asio::awaitable<void> OpenLoopLevel(LevelState& level, std::vector<double> arrivals,
                                       std::function<std::pair<std::string, std::string>(int)> job,

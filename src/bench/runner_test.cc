@@ -268,6 +268,80 @@ TEST(RunBenchmark, StopRuleBelowItsThresholdRunsEveryLevel) {
   EXPECT_FALSE(report.sweep_stop.has_value());
 }
 
+// vLLM's multi-turn tool with --warmup-step: every session's first turn is sent first and
+// kept out of the level; the measured pass starts each session at its second turn, after the
+// warm-up reply.
+TEST(RunBenchmark, WarmupStepSendsFirstTurnsFirstAndMeasuresFromTheSecond) {
+  FakeOpenAi fake;
+  RunnerOptions o = SmallAgentic(fake);
+  o.concurrency = {2};
+  o.agentic.sessions = 3;
+  o.procedure.warmup_step = true;
+  workload::RunReport report;
+  ASSERT_TRUE(RunBenchmark(o, report).has_value());
+  const auto bodies = fake.bodies();
+  ASSERT_EQ(bodies.size(), 9u);  // 3 sessions x 3 turns: nothing skipped without early stop
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(bodies[i].at("messages").as_array().size(), 2u) << i;  // system, first user turn
+  }
+  const auto& level = report.levels[0];
+  double first_measured = 1e300, last_end = 0, warmup_end = 0;
+  int warmups = 0;
+  for (const auto& rec : level.requests) {
+    const double end = rec.result.start_s + rec.result.e2e_s;
+    EXPECT_EQ(rec.warmup, rec.turn == 0);
+    if (rec.warmup) {
+      ++warmups;
+      warmup_end = std::max(warmup_end, end);
+    } else {
+      first_measured = std::min(first_measured, rec.result.start_s);
+      last_end = std::max(last_end, end);
+    }
+  }
+  EXPECT_EQ(warmups, 3);
+  EXPECT_GE(first_measured, warmup_end);
+  EXPECT_NEAR(level.duration_s, last_end - first_measured, 1e-9);
+  EXPECT_EQ(workload::SummarizeLevel(level, std::nullopt).sent, 6u);
+  // A second turn carries the warm-up's own reply as history.
+  const json::array& second = bodies[3].at("messages").as_array();
+  ASSERT_EQ(second.size(), 4u);  // system, user, assistant, user
+  EXPECT_EQ(second[2].as_object().at("content").as_string(), FakeOpenAi::Reply(5));
+}
+
+// The tool's early stop: once one client has no session left nothing more is sent. Two
+// sessions, one per client, each turn followed by a seeded pause; a seed whose pauses put
+// every send of the slower session far (>= 100 ms, against requests of about a millisecond)
+// from the end of the faster one, so which of its turns go out before that end is known.
+TEST(RunBenchmark, EarlyStopSendsNothingAfterTheFirstClientRunsOut) {
+  FakeOpenAi fake;
+  RunnerOptions o = SmallAgentic(fake);  // 3 turns
+  o.concurrency = {2};
+  o.turn_pause = {std::chrono::milliseconds(0), std::chrono::milliseconds(400)};
+  const auto send_times = [&](std::uint64_t seed, int session) {  // of turns 1 and 2
+    const double p0 = ToSeconds(workload::AgenticTurnPause(o.turn_pause, seed, session, 0));
+    const double p1 = ToSeconds(workload::AgenticTurnPause(o.turn_pause, seed, session, 1));
+    return std::pair(p0, p0 + p1);
+  };
+  std::size_t expected = 0;
+  for (std::uint64_t seed = 1;; ++seed) {
+    const auto a = send_times(seed, 0), b = send_times(seed, 1);
+    const auto& fast = a.second < b.second ? a : b;
+    const auto& slow = a.second < b.second ? b : a;
+    if (std::abs(slow.first - fast.second) < 0.1 || slow.second - fast.second < 0.1) continue;
+    o.seed = seed;
+    // The faster session's 3 turns, the slower one's first (sent at 0) and its second if that
+    // went out before the faster one ended; its third never does.
+    expected = 3 + 1 + (slow.first < fast.second ? 1 : 0);
+    break;
+  }
+  for (bool early_stop : {false, true}) {
+    o.procedure.early_stop = early_stop;
+    workload::RunReport report;
+    ASSERT_TRUE(RunBenchmark(o, report).has_value());
+    EXPECT_EQ(report.levels[0].requests.size(), early_stop ? expected : 6u) << "seed " << o.seed;
+  }
+}
+
 TEST(RunBenchmark, MaxRequestsBoundsALevel) {
   FakeOpenAi fake;
   RunnerOptions o = SmallAgentic(fake);

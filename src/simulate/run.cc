@@ -184,7 +184,7 @@ std::expected<RunOutput, std::string> RunSimulation(
   if (f.workload == "agentic") {
     for (int c : f.concurrency) {
       if (c <= 0) return fail("--concurrency values must be positive");
-      AgenticSimOptions a{f.agentic, c, *think, *jitter};
+      AgenticSimOptions a{f.agentic, c, *think, *jitter, f.procedure};
       plans.push_back({"c=" + std::to_string(c), c, 0, NewAgenticWorkload(a)});
     }
   } else if (f.workload == "shared-prefix") {
@@ -275,7 +275,7 @@ std::expected<RunOutput, std::string> RunSimulation(
     report.config.insert(report.config.end(), entries.begin(), entries.end());
   };
   if (f.workload == "agentic") {
-    append(workload::AgenticConfig(f.agentic, *think, *jitter));
+    append(workload::AgenticConfig(f.agentic, *think, *jitter, f.procedure));
   } else if (f.workload == "shared-prefix") {
     append(workload::SharedPrefixConfig(f.shared_prefix, static_cast<double>(f.requests_per_rate)));
   } else {

@@ -62,6 +62,7 @@ struct RunOptions {
   std::vector<int> concurrency = {8};
   std::string think_time = "0";
   std::string turn_jitter = "0";
+  workload::AgenticProcedure procedure;
   workload::SharedPrefixOptions shared_prefix;
   std::vector<double> rates = {1};
   int requests_per_rate = 0;

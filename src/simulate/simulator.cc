@@ -173,7 +173,7 @@ void Simulator::Impl::Finish(std::uint64_t id, bool ok, const char* error_kind, 
   rec.e2e_s = ToSeconds(now - lr.arrival);
   if (!ok) rec.itl_s.clear();
   last_done = std::max(last_done, now);
-  Schedule(workload->OnDone(lr.request, lr.output, ok, now), false);
+  Schedule(workload->OnDone(lr.request, lr.output, ok, now));
 }
 
 void Simulator::Impl::Schedule(std::optional<Arrival> a, bool from_next) {
@@ -193,9 +193,16 @@ void Simulator::Impl::PullNext() { Schedule(workload->Next(), true); }
 std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, bool from_next,
                                                             bool routed, Nanos now) {
   if (!routed) {
-    // The client's send: the level's clock starts, the next open-loop arrival is pulled, and
-    // the request reaches the engine after the router's delay (same slot, pending still).
-    if (first_arrival.count() < 0) first_arrival = now;
+    if (workload->stopped()) {  // early stop: a client that would send now has stopped
+      arrival_slots[slot] = {};
+      free_arrival_slots.push_back(slot);
+      --pending_arrivals;
+      return {};
+    }
+    // The client's send: the level's clock starts (at its first measured request), the next
+    // open-loop arrival is pulled, and the request reaches the engine after the router's
+    // delay (same slot, pending still).
+    if (first_arrival.count() < 0 && !arrival_slots[slot].request.warmup) first_arrival = now;
     const Nanos delay = RouterDelay(arrival_slots[slot].request);
     if (delay.count() > 0) {
       queue.Push(now + delay, EventKind::kArrival, slot, kRouted);
@@ -214,6 +221,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
   workload::RequestRecord record;
   record.session = a.request.session;
   record.turn = a.request.turn;
+  record.warmup = a.request.warmup;
   record.result.start_s = ToSeconds(sent);
   record.result.prompt_tokens = static_cast<std::uint32_t>(a.request.prompt.size());
   // One allocation for every gap (growing by push_back dominated malloc time at scale).
@@ -277,7 +285,7 @@ std::expected<void, std::string> Simulator::Impl::OnArrival(std::uint32_t slot, 
     workload::RequestResult& rec = result.level.requests[id].result;
     rec.ok = false;
     rec.error_kind = "http_5xx";
-    Schedule(workload->OnDone(a.request, {}, false, now), false);
+    Schedule(workload->OnDone(a.request, {}, false, now));
     return {};
   }
   const WorkerId w = *decision->chosen;

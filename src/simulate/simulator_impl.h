@@ -207,6 +207,9 @@ struct Simulator::Impl {
   void RestartWorker(WorkerId w, Nanos now);
   void Scrape(Nanos now);
   void Schedule(std::optional<Arrival> a, bool from_next);
+  void Schedule(std::vector<Arrival> arrivals) {  // a closed loop's follow-ups
+    for (Arrival& a : arrivals) Schedule(std::move(a), false);
+  }
   void PullNext();
   void Progress(Nanos now, bool final_line);
   bool NeedsScrape() const { return (inputs & sched::kScrapedMetrics) != 0; }

@@ -31,7 +31,7 @@ std::expected<void, std::string> Simulator::Impl::RoutePd(std::uint64_t id, Arri
     workload::RequestResult& rec = result.level.requests[id].result;
     rec.ok = false;
     rec.error_kind = "http_5xx";  // the gateway's 503
-    Schedule(workload->OnDone(a.request, {}, false, now), false);
+    Schedule(workload->OnDone(a.request, {}, false, now));
     return {};
   }
   const sched::PdOption& o = *decision->chosen;

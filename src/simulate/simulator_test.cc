@@ -183,6 +183,44 @@ TEST(SimulatorTest, ZeroEventDelayKeepsTheIndexEqualToTheEngineCachesAfterEveryS
   EXPECT_EQ(IndexMismatches(Nanos(0)), 0u);
 }
 
+// Infera's procedure (vLLM's multi-turn tool with --warmup-step and its early stop): the
+// first turns run first and count nowhere; the level's window opens at the first measured send
+// and nothing is sent once the first session is over.
+TEST(SimulatorTest, WarmupStepAndEarlyStopShapeTheMeasuredWindow) {
+  AgenticSimOptions a = SmallAgentic(4, 10);
+  a.turn_jitter = std::chrono::seconds(1);  // sessions drift apart and end at different times
+  a.procedure = {.warmup_step = true, .early_stop = true};
+  SimResult r = RunOrDie(Options(2, "predicted_latency"), NewAgenticWorkload(a));
+  double warmup_end = 0, first_measured = 1e300, measured_end = 0, first_session_end = 1e300;
+  std::size_t warmups = 0, measured = 0;
+  for (const workload::RequestRecord& rec : r.level.requests) {
+    ASSERT_TRUE(rec.result.ok);
+    const double end = rec.result.start_s + rec.result.e2e_s;
+    if (rec.warmup) {
+      ++warmups;
+      EXPECT_EQ(rec.turn, 0);
+      warmup_end = std::max(warmup_end, end);
+      continue;
+    }
+    ++measured;
+    EXPECT_GE(rec.turn, 1);
+    first_measured = std::min(first_measured, rec.result.start_s);
+    measured_end = std::max(measured_end, end);
+    if (rec.turn == 9) first_session_end = std::min(first_session_end, end);
+  }
+  EXPECT_EQ(warmups, 4u);
+  ASSERT_GT(measured, 0u);
+  EXPECT_LT(measured, 4u * 9);  // the early stop left turns unsent
+  EXPECT_GE(first_measured, warmup_end);
+  EXPECT_NEAR(r.level.duration_s, measured_end - first_measured, 1e-9);
+  for (const workload::RequestRecord& rec : r.level.requests) {
+    if (!rec.warmup) {
+      EXPECT_LE(rec.result.start_s, first_session_end);
+    }
+  }
+  EXPECT_EQ(workload::SummarizeLevel(r.level, std::nullopt).sent, measured);
+}
+
 TEST(SimulatorTest, EventDelayMakesTheIndexLagTheEngines) {
   EXPECT_GT(IndexMismatches(std::chrono::milliseconds(200)), 0u);
 }

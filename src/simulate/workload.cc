@@ -28,38 +28,80 @@ class AgenticWorkload final : public Workload {
   explicit AgenticWorkload(const AgenticSimOptions& o)
       : o_(o),
         total_sessions_(std::max(o.shape.sessions, o.concurrency)),
-        common_(SeededTokens(o.shape.seed, kCommonStream, o.shape.common_prefix_tokens)) {}
+        clients_(std::min(o.concurrency, total_sessions_)),
+        common_(SeededTokens(o.shape.seed, kCommonStream, o.shape.common_prefix_tokens)) {
+    if (o_.procedure.warmup_step) second_turns_.resize(static_cast<std::size_t>(total_sessions_));
+  }
 
   std::string name() const override { return "agentic"; }
   bool wants_output() const override { return true; }
+  bool stopped() const override { return stopped_; }
 
   std::optional<Arrival> Next() override {
-    if (started_ >= std::min(o_.concurrency, total_sessions_)) return std::nullopt;
+    if (started_ >= clients_) return std::nullopt;
     return FirstTurn(started_++, Nanos(0));
   }
 
-  std::optional<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output, bool ok,
-                                Nanos now) override {
+  std::vector<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output, bool ok,
+                              Nanos now) override {
+    if (stopped_) return {};
     const Nanos at = now + workload::AgenticTurnPause({o_.think_time, o_.turn_jitter}, o_.shape.seed,
                                                    done.session, done.turn);
-    if (done.turn + 1 < o_.shape.turns) {
-      Arrival next;
-      next.at = at;
-      next.request.session = done.session;
-      next.request.turn = done.turn + 1;
-      next.request.max_tokens = o_.shape.output_tokens;
-      auto& p = next.request.prompt;
-      p.reserve(done.prompt.size() + output.size() + o_.shape.turn_input_tokens);
-      p = done.prompt;
-      if (ok) p.insert(p.end(), output.begin(), output.end());
-      AppendTurn(done.session, next.request.turn, &p);
-      return next;
+    if (done.warmup) return OnWarmupDone(done, output, ok, now, at);
+    if (done.turn + 1 < o_.shape.turns) return {FollowUp(done, output, ok, at)};
+    // The session is over: this client takes the next one, or has none left.
+    if (o_.procedure.warmup_step) {
+      if (measured_started_ < total_sessions_) return {SecondTurn(measured_started_++, at)};
+    } else if (started_ < total_sessions_) {
+      return {FirstTurn(started_++, at)};
     }
-    if (started_ < total_sessions_) return FirstTurn(started_++, at);
-    return std::nullopt;
+    if (o_.procedure.early_stop) stopped_ = true;
+    return {};
   }
 
  private:
+  // Warm-up: each client sends one session's first turn at a time; when the last one is done,
+  // every client starts the measured pass on its session's second turn, after its own pause.
+  std::vector<Arrival> OnWarmupDone(const SimRequest& done, std::span<const TokenId> output,
+                                    bool ok, Nanos now, Nanos at) {
+    second_turns_[static_cast<std::size_t>(done.session)] = done.turn + 1 < o_.shape.turns
+        ? std::optional(FollowUp(done, output, ok, Nanos(0)))
+        : std::nullopt;
+    ++warmup_done_;
+    if (started_ < total_sessions_) return {FirstTurn(started_++, at)};
+    if (warmup_done_ < total_sessions_) return {};
+    std::vector<Arrival> out;
+    while (measured_started_ < total_sessions_ && static_cast<int>(out.size()) < clients_) {
+      const int s = measured_started_++;
+      if (!second_turns_[static_cast<std::size_t>(s)]) continue;  // one-turn sessions
+      out.push_back(SecondTurn(s, now + workload::AgenticTurnPause({o_.think_time, o_.turn_jitter},
+                                                                  o_.shape.seed, s, 0)));
+    }
+    return out;
+  }
+
+  Arrival SecondTurn(int session, Nanos at) {
+    Arrival a = std::move(*second_turns_[static_cast<std::size_t>(session)]);
+    second_turns_[static_cast<std::size_t>(session)].reset();
+    a.at = at;
+    return a;
+  }
+
+  Arrival FollowUp(const SimRequest& done, std::span<const TokenId> output, bool ok,
+                   Nanos at) const {
+    Arrival next;
+    next.at = at;
+    next.request.session = done.session;
+    next.request.turn = done.turn + 1;
+    next.request.max_tokens = o_.shape.output_tokens;
+    auto& p = next.request.prompt;
+    p.reserve(done.prompt.size() + output.size() + o_.shape.turn_input_tokens);
+    p = done.prompt;
+    if (ok) p.insert(p.end(), output.begin(), output.end());
+    AppendTurn(done.session, next.request.turn, &p);
+    return next;
+  }
+
   void AppendTurn(int session, int turn, std::vector<TokenId>* p) const {
     auto t = SeededTokens(o_.shape.seed,
                           kTurnStream + (static_cast<std::uint64_t>(session) << 16) +
@@ -74,6 +116,7 @@ class AgenticWorkload final : public Workload {
     a.request.session = session;
     a.request.turn = 0;
     a.request.max_tokens = o_.shape.output_tokens;
+    a.request.warmup = o_.procedure.warmup_step;
     auto& p = a.request.prompt;
     p = common_;
     auto s = SeededTokens(o_.shape.seed, kSessionStream + static_cast<std::uint64_t>(session),
@@ -85,7 +128,14 @@ class AgenticWorkload final : public Workload {
 
   AgenticSimOptions o_;
   int total_sessions_;
-  int started_ = 0;
+  int clients_;  // sessions at a time
+  int started_ = 0;  // sessions whose first turn was sent
+  // Warm-up step: each session's second turn (its prompt built from the warm-up answer),
+  // until the measured pass sends it; sessions whose measured pass started.
+  std::vector<std::optional<Arrival>> second_turns_;
+  int warmup_done_ = 0;
+  int measured_started_ = 0;
+  bool stopped_ = false;
   std::vector<TokenId> common_;
 };
 
@@ -129,8 +179,8 @@ class SharedPrefixWorkload final : public Workload {
     return a;
   }
 
-  std::optional<Arrival> OnDone(const SimRequest&, std::span<const TokenId>, bool, Nanos) override {
-    return std::nullopt;
+  std::vector<Arrival> OnDone(const SimRequest&, std::span<const TokenId>, bool, Nanos) override {
+    return {};
   }
 
  private:
@@ -182,8 +232,8 @@ class TraceWorkload final : public Workload {
     return a;
   }
 
-  std::optional<Arrival> OnDone(const SimRequest&, std::span<const TokenId>, bool, Nanos) override {
-    return std::nullopt;
+  std::vector<Arrival> OnDone(const SimRequest&, std::span<const TokenId>, bool, Nanos) override {
+    return {};
   }
 
  private:

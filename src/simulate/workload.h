@@ -5,7 +5,9 @@
 //   agentic        closed loop: `concurrency` sessions at a time; turn k's prompt is turn
 //                  k-1's prompt + the tokens the engine actually generated + new user tokens;
 //                  the next turn arrives when the previous one finishes (+ think time); a
-//                  finished session is replaced by a fresh one until `sessions` have run.
+//                  finished session is replaced by a fresh one until `sessions` have run;
+//                  optionally with the live client's warm-up step and early stop
+//                  (workload::AgenticProcedure).
 //   shared-prefix  open loop: Poisson arrivals at `rate`; groups sharing a system prompt.
 //   trace          open loop: a Mooncake trace (hash ids expanded with workload::ExpandPrompt),
 //                  arrivals divided by `speedup`, optionally `replicas` copies side by side
@@ -40,6 +42,7 @@ struct SimRequest {
   std::uint32_t max_tokens = 1;  // exact output length (ignore_eos, as kvroute bench sends)
   int session = -1;              // agentic: session; shared-prefix: group; trace: -1
   int turn = -1;                 // agentic: turn; otherwise the request's index
+  bool warmup = false;           // agentic: sent in the warm-up step (not measured)
 };
 
 struct Arrival {
@@ -55,9 +58,13 @@ class Workload {
   // in non-decreasing time; nullopt when there are no more.
   virtual std::optional<Arrival> Next() = 0;
   // A request ended at `now` (`ok` false: it failed; `output` empty then). Closed loop
-  // returns the follow-up turn (or a new session's first turn).
-  virtual std::optional<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output,
-                                        bool ok, Nanos now) = 0;
+  // returns the follow-up turn (or a new session's first turn); the end of a warm-up step
+  // returns every client's first measured turn at once.
+  virtual std::vector<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output,
+                                      bool ok, Nanos now) = 0;
+  // Whether the level has stopped sending (AgenticProcedure::early_stop): an arrival that is
+  // due after that is never sent.
+  virtual bool stopped() const { return false; }
   // Whether OnDone needs the generated tokens (the simulator keeps them only then).
   virtual bool wants_output() const = 0;
 };
@@ -73,6 +80,7 @@ struct AgenticSimOptions {
   // in the same engine step, so their prefills always batch together and never overlap
   // another session's decode), which a live cluster never does.
   Nanos turn_jitter{0};
+  workload::AgenticProcedure procedure;  // warm-up step and early stop (workload/workload.h)
 };
 std::unique_ptr<Workload> NewAgenticWorkload(const AgenticSimOptions& options);
 

@@ -10,6 +10,13 @@
 namespace kvroute::simulate {
 namespace {
 
+// OnDone's arrivals when there is at most one (every case but the end of a warm-up step).
+std::optional<Arrival> One(std::vector<Arrival> arrivals) {
+  EXPECT_LE(arrivals.size(), 1u);
+  if (arrivals.empty()) return std::nullopt;
+  return std::move(arrivals.front());
+}
+
 AgenticSimOptions SmallAgentic() {
   AgenticSimOptions o;
   o.shape.sessions = 3;
@@ -28,7 +35,7 @@ TEST(SimWorkloadTest, AgenticNextTurnIsHistoryPlusOutputPlusNewInput) {
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->request.prompt.size(), 64u + 32u + 16u);
   const std::vector<TokenId> output = {7, 8, 9};
-  auto next = w->OnDone(first->request, output, true, Nanos(1000));
+  auto next = One(w->OnDone(first->request, output, true, Nanos(1000)));
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->at, Nanos(1000));
   EXPECT_EQ(next->request.turn, 1);
@@ -48,12 +55,76 @@ TEST(SimWorkloadTest, AgenticStartsConcurrencySessionsThenReplacesFinishedOnes) 
   EXPECT_TRUE(std::equal(s0->request.prompt.begin(), s0->request.prompt.begin() + 64,
                          s1->request.prompt.begin()));
   EXPECT_NE(s0->request.prompt, s1->request.prompt);
-  auto last_turn = w->OnDone(s0->request, {}, true, Nanos(5));
+  auto last_turn = One(w->OnDone(s0->request, {}, true, Nanos(5)));
   ASSERT_TRUE(last_turn.has_value());
-  auto third = w->OnDone(last_turn->request, {}, true, Nanos(9));
+  auto third = One(w->OnDone(last_turn->request, {}, true, Nanos(9)));
   ASSERT_TRUE(third.has_value());
   EXPECT_EQ(third->request.session, 2);
   EXPECT_EQ(third->request.turn, 0);
+}
+
+// vLLM's multi-turn tool with --warmup-step (Infera's sweep): every session's first turn
+// first, `concurrency` at a time and unmeasured; when the last is done every client starts on
+// its session's second turn at once, its prompt built on the warm-up answer.
+TEST(SimWorkloadTest, WarmupStepSendsEveryFirstTurnThenReleasesTheSecondTurnsTogether) {
+  AgenticSimOptions o = SmallAgentic();  // 3 sessions, 2 at a time
+  o.shape.turns = 3;
+  o.procedure.warmup_step = true;
+  auto w = NewAgenticWorkload(o);
+  auto s0 = w->Next();
+  auto s1 = w->Next();
+  ASSERT_TRUE(s0 && s1);
+  EXPECT_FALSE(w->Next().has_value());
+  EXPECT_TRUE(s0->request.warmup && s1->request.warmup);
+  // A client done with its warm-up turn takes the next session's first turn.
+  const std::vector<TokenId> answer = {5, 6};
+  auto s2 = One(w->OnDone(s0->request, answer, true, Nanos(10)));
+  ASSERT_TRUE(s2.has_value());
+  EXPECT_EQ(s2->request.session, 2);
+  EXPECT_EQ(s2->request.turn, 0);
+  EXPECT_TRUE(s2->request.warmup);
+  EXPECT_TRUE(w->OnDone(s1->request, {}, true, Nanos(20)).empty());  // the step is not over
+  std::vector<Arrival> measured = w->OnDone(s2->request, {}, true, Nanos(30));
+  ASSERT_EQ(measured.size(), 2u);  // one per client, both at the end of the step
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(measured[i].request.session, i);
+    EXPECT_EQ(measured[i].request.turn, 1);
+    EXPECT_FALSE(measured[i].request.warmup);
+    EXPECT_EQ(measured[i].at, Nanos(30));
+  }
+  // Session 0's second turn extends its warm-up prompt with the warm-up answer.
+  const auto& p = measured[0].request.prompt;
+  ASSERT_EQ(p.size(), s0->request.prompt.size() + answer.size() + 16);
+  EXPECT_TRUE(std::equal(s0->request.prompt.begin(), s0->request.prompt.end(), p.begin()));
+  EXPECT_EQ(p[s0->request.prompt.size()], 5u);
+  // A client whose session ends takes the third session at its second turn.
+  auto t2 = One(w->OnDone(measured[0].request, {}, true, Nanos(40)));
+  ASSERT_TRUE(t2.has_value());
+  auto next = One(w->OnDone(t2->request, {}, true, Nanos(50)));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->request.session, 2);
+  EXPECT_EQ(next->request.turn, 1);
+  EXPECT_FALSE(w->stopped());
+}
+
+// The tool's default early stop: the first client without a session left stops the level.
+TEST(SimWorkloadTest, EarlyStopEndsTheLevelWhenTheFirstClientRunsOutOfSessions) {
+  for (bool early_stop : {false, true}) {
+    AgenticSimOptions o = SmallAgentic();
+    o.shape.sessions = 2;  // one session per client
+    o.procedure.early_stop = early_stop;
+    auto w = NewAgenticWorkload(o);
+    auto s0 = w->Next();
+    auto s1 = w->Next();
+    ASSERT_TRUE(s0 && s1);
+    auto s0_last = One(w->OnDone(s0->request, {}, true, Nanos(1)));
+    ASSERT_TRUE(s0_last.has_value());
+    EXPECT_FALSE(w->stopped());
+    EXPECT_FALSE(One(w->OnDone(s0_last->request, {}, true, Nanos(2))).has_value());
+    EXPECT_EQ(w->stopped(), early_stop);
+    // Session 1's turn in flight finishes; its follow-up is sent only without early stop.
+    EXPECT_EQ(One(w->OnDone(s1->request, {}, true, Nanos(3))).has_value(), !early_stop);
+  }
 }
 
 TEST(SimWorkloadTest, SharedPrefixGroupsShareTheirSystemPromptAndArrivalsIncrease) {
@@ -91,7 +162,7 @@ TEST(SimWorkloadTest, TurnJitterSpreadsNextTurnsWithinTheBound) {
   const Nanos now = std::chrono::seconds(1);
   std::set<Nanos::rep> times;
   for (const Arrival& a : first) {
-    auto next = w->OnDone(a.request, {}, true, now);
+    auto next = One(w->OnDone(a.request, {}, true, now));
     ASSERT_TRUE(next.has_value());
     EXPECT_GE(next->at, now + o.think_time);
     EXPECT_LT(next->at, now + o.think_time + o.turn_jitter);
@@ -107,7 +178,7 @@ TEST(SimWorkloadTest, ZeroTurnJitterSendsAfterExactlyTheThinkTime) {
   auto a = w->Next();
   ASSERT_TRUE(a.has_value());
   const Nanos now = std::chrono::seconds(1);
-  auto next = w->OnDone(a->request, {}, true, now);
+  auto next = One(w->OnDone(a->request, {}, true, now));
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->at, now + o.think_time);
 }
@@ -130,7 +201,7 @@ TEST(SimWorkloadTest, FollowUpArrivesAfterTheBenchClientsOwnPause) {
     while (!pending.empty() && checked < 100) {
       Arrival a = std::move(pending.back());
       pending.pop_back();
-      auto next = w->OnDone(a.request, {}, true, now);
+      auto next = One(w->OnDone(a.request, {}, true, now));
       if (next) {
         EXPECT_EQ(next->at - now, workload::AgenticTurnPause({o.think_time, o.turn_jitter}, seed,
                                                           a.request.session, a.request.turn))

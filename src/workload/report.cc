@@ -53,6 +53,7 @@ LevelSummary SummarizeLevel(const LevelResult& level, const std::optional<SloTar
   std::vector<RequestResult> all;
   std::uint64_t prompt_for_cache = 0;
   for (const RequestRecord& rec : level.requests) {
+    if (rec.warmup) continue;
     const RequestResult& r = rec.result;
     all.push_back(r);
     ++s.sent;
@@ -246,14 +247,15 @@ std::string LevelsCsv(const RunReport& run) {
 std::string RequestsCsv(const RunReport& run) {
   std::ostringstream out;
   out << "label,level,session,turn,ok,error_kind,start_s,ttft_s,e2e_s,tpot_s,itl_count,"
-         "prompt_tokens,output_tokens,cached_tokens\n";
+         "prompt_tokens,output_tokens,cached_tokens,warmup\n";
   for (const LevelResult& l : run.levels) {
     for (const RequestRecord& rec : l.requests) {
       const RequestResult& r = rec.result;
       out << CsvField(run.label) << ',' << CsvField(l.name) << ',' << rec.session << ',' << rec.turn
           << ',' << (r.ok ? 1 : 0) << ',' << r.error_kind << ',' << ShortNumber(r.start_s) << ','
           << ShortNumber(r.ttft_s) << ',' << ShortNumber(r.e2e_s) << ',' << ShortNumber(Tpot(r)) << ',' << r.itl_s.size()
-          << ',' << r.prompt_tokens << ',' << r.output_tokens << ',' << r.cached_tokens << '\n';
+          << ',' << r.prompt_tokens << ',' << r.output_tokens << ',' << r.cached_tokens << ','
+          << (rec.warmup ? 1 : 0) << '\n';
     }
   }
   return out.str();
@@ -344,8 +346,8 @@ std::expected<void, std::string> WriteRunFiles(const RunReport& run, const std::
 }
 
 std::vector<ConfigEntry> AgenticConfig(const AgenticOptions& a, Nanos think_time,
-                                       Nanos turn_jitter) {
-  return {{"sessions", static_cast<double>(a.sessions)},
+                                       Nanos turn_jitter, const AgenticProcedure& procedure) {
+  std::vector<ConfigEntry> out = {{"sessions", static_cast<double>(a.sessions)},
           {"common_prefix_tokens", static_cast<double>(a.common_prefix_tokens)},
           {"session_prefix_tokens", static_cast<double>(a.session_prefix_tokens)},
           {"turns", static_cast<double>(a.turns)},
@@ -353,6 +355,10 @@ std::vector<ConfigEntry> AgenticConfig(const AgenticOptions& a, Nanos think_time
           {"output_tokens", static_cast<double>(a.output_tokens)},
           {"think_time_s", ToSeconds(think_time)},
           {"turn_jitter_s", ToSeconds(turn_jitter)}};
+  // Named only when on, so the files of runs without them stay as they were.
+  if (procedure.warmup_step) out.push_back({"warmup_step", std::string("on")});
+  if (procedure.early_stop) out.push_back({"early_stop", std::string("on")});
+  return out;
 }
 
 std::vector<ConfigEntry> SharedPrefixConfig(const SharedPrefixOptions& sp,

@@ -43,6 +43,9 @@ struct RequestRecord {
   RequestResult result;
   int session = -1;  // agentic: session index; shared-prefix: group; trace: -1
   int turn = -1;     // agentic: turn index; otherwise the request's index in the level
+  // Sent in the warm-up step (AgenticProcedure): in the requests file, in no summary,
+  // goodput or duration.
+  bool warmup = false;
 };
 
 struct LevelResult {
@@ -64,7 +67,7 @@ using ConfigEntry = std::pair<std::string, ConfigValue>;
 // The report's config entries of a generated workload: the same keys, in the same order, for
 // `kvroute bench` and `kvroute simulate`.
 std::vector<ConfigEntry> AgenticConfig(const AgenticOptions& a, Nanos think_time,
-                                       Nanos turn_jitter);
+                                       Nanos turn_jitter, const AgenticProcedure& procedure = {});
 std::vector<ConfigEntry> SharedPrefixConfig(const SharedPrefixOptions& sp,
                                             double requests_per_rate);
 

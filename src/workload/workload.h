@@ -39,6 +39,21 @@ struct AgenticOptions {
   std::uint64_t seed = 1;
 };
 
+// How a closed-loop level is measured. vLLM's multi-turn benchmark tool
+// (benchmarks/multi_turn/benchmark_serving_multi_turn.py), which Infera's run_sweep.sh drives
+// with --warmup-step and its default early stop, does both; kvroute's own default is neither
+// (every turn of every session counts, the level ends with its last session).
+struct AgenticProcedure {
+  // The first turn of every session is sent first, `concurrency` at a time, and is not
+  // measured; once all of them are done the measured pass starts every client on its
+  // session's second turn (the tool's skip_first_turn).
+  bool warmup_step = false;
+  // The level ends when the first client runs out of sessions (its last session done and
+  // none left to take): no request is sent after that, the ones in flight finish and count.
+  bool early_stop = false;
+  bool any() const { return warmup_step || early_stop; }
+};
+
 struct AgenticSession {
   std::string system_prompt;            // the common prefix, identical in every session
   std::vector<std::string> user_turns;  // turn 0 starts with the session prefix
