@@ -7,7 +7,8 @@
 # saturated-rate / tail split (saturation.py) of each run.
 # Usage: scripts/kv-tiers/infera_full.sh KVROUTE OUT   (resumable; ~7 min on 2 cores)
 # Env:   SEED (default 1), POLICIES (tiered runs; default "predicted_latency dynamo_cost
-#        llmd_sticky round_robin")
+#        llmd_sticky round_robin"), EXTRA (flags for every run, e.g. "--warmup-step
+#        --early-stop --turn-jitter 3s": Infera's measurement procedure, sessions out of lockstep)
 set -euo pipefail
 KVROUTE="$(realpath "$1")"
 OUT="$(realpath -m "$2")"
@@ -21,8 +22,9 @@ run() {  # label, then simulate flags
   local label="$1"; shift
   [[ -f "$OUT/$label.json" ]] && return 0
   echo "infera_full: $label" >&2
+  # shellcheck disable=SC2086  # EXTRA is a list of flags
   timeout 900 "$KVROUTE" simulate --workers 4 --concurrency 64 --sessions 64 --seed "$SEED" \
-    "${SHAPE[@]}" "$@" --out "$OUT" --label "$label" --no-plots --no-progress \
+    "${SHAPE[@]}" ${EXTRA:-} "$@" --out "$OUT" --label "$label" --no-plots --no-progress \
     > "$OUT/$label.log" 2>&1 < /dev/null
 }
 run "notiers_predicted_latency_s$SEED" --policy predicted_latency
