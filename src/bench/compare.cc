@@ -60,6 +60,7 @@ CompareRow CompareRowOf(const workload::RunReport& run) {
   std::uint64_t output_tokens = 0, prompt_tokens = 0, cached_tokens = 0;
   for (const auto& level : run.levels) {
     for (const auto& r : level.requests) {
+      if (r.warmup) continue;  // --warmup-step: in the files, not in the comparison
       ++row.sent;
       if (!r.result.ok) {
         ++row.failed;

@@ -30,10 +30,30 @@ std::optional<std::size_t> UncappedLevelRequests(const RunnerOptions& run, int c
          static_cast<std::size_t>(std::max(run.agentic.turns, 0));
 }
 
+namespace {
+
+std::size_t MeasuredRequests(const workload::LevelResult& level) {
+  return static_cast<std::size_t>(std::ranges::count_if(
+      level.requests, [](const workload::RequestRecord& r) { return !r.warmup; }));
+}
+
+}  // namespace
+
 std::string CompareRunNotes(const std::vector<workload::RunReport>& runs, const RunnerOptions& run) {
   std::string text;
+  if (run.workload == "agentic" && run.procedure.any()) {
+    text += "Measured as Infera's sweep (vLLM's multi-turn tool):";
+    if (run.procedure.warmup_step) {
+      text += " every session's first turn was a warm-up, sent first and not counted;";
+    }
+    if (run.procedure.early_stop) {
+      text += " each level ended when its first client ran out of sessions (--early-stop);";
+    }
+    text.back() = '.';
+  }
   if (run.duration_s > 0) {
-    text += "Each level had " + ShortNumber(run.duration_s) + " s of wall time";
+    text += std::string(text.empty() ? "" : " ") + "Each level had " +
+            ShortNumber(run.duration_s) + " s of wall time";
     if (run.time_scale != 1) {
       text += ", " + ShortNumber(run.duration_s * run.time_scale) + " model seconds at --speedup " +
               ShortNumber(run.time_scale);
@@ -44,10 +64,12 @@ std::string CompareRunNotes(const std::vector<workload::RunReport>& runs, const 
       for (const workload::LevelResult& level : r.levels) {
         ++levels;
         const auto full = UncappedLevelRequests(run, level.concurrency);
-        if (full && level.requests.size() < *full) ++capped;
+        if (full && level.requests.size() < *full) ++capped;  // warm-ups count: they were sent
       }
     }
-    if (run.workload == "agentic" && levels > 0) {
+    // With --early-stop a level ends short of its sessions' turns by design: which levels the
+    // cap ended is then not known from the counts.
+    if (run.workload == "agentic" && levels > 0 && !run.procedure.early_stop) {
       const std::string whole = std::to_string(run.agentic.turns) + " turns";
       if (capped == levels) {
         text +=
@@ -63,7 +85,7 @@ std::string CompareRunNotes(const std::vector<workload::RunReport>& runs, const 
   std::vector<std::pair<std::size_t, std::string>> sent;
   for (const workload::RunReport& r : runs) {
     std::size_t n = 0;
-    for (const workload::LevelResult& level : r.levels) n += level.requests.size();
+    for (const workload::LevelResult& level : r.levels) n += MeasuredRequests(level);
     sent.emplace_back(n, r.label);
   }
   const bool differ = std::ranges::adjacent_find(sent, [](const auto& a, const auto& b) {

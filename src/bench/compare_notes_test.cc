@@ -68,6 +68,21 @@ TEST(CompareRunNotesTest, ALevelThatRanEveryTurnIsNotCalledCapped) {
   EXPECT_EQ(notes.find("closed loop"), std::string::npos) << notes;  // same counts
 }
 
+// --warmup-step --early-stop: the notes say how the levels were measured, count only the
+// measured requests, and call no level capped (the early stop ends levels short by design).
+TEST(CompareRunNotesTest, InferasProcedureIsNamedAndItsWarmupsAreNotCounted) {
+  RunnerOptions r = Demo();
+  r.procedure = {.warmup_step = true, .early_stop = true};
+  workload::RunReport a = RouterRun("a", 2, 40), b = RouterRun("b", 2, 36);
+  a.levels[0].requests[0].warmup = a.levels[0].requests[1].warmup = true;
+  const std::string notes = Flat(CompareRunNotes({a, b}, r));
+  EXPECT_NE(notes.find("Measured as Infera's sweep"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("first turn was a warm-up"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("ran out of sessions (--early-stop)."), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("ended at the cap"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("a 38, b 36."), std::string::npos) << notes;  // a's 2 warm-ups left out
+}
+
 TEST(CompareRunNotesTest, NothingToSayWithoutACapOrADifference) {
   RunnerOptions r = Demo();
   r.duration_s = 0;

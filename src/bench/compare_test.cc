@@ -65,6 +65,20 @@ TEST(CompareRowTest, CountsFailedRequestsOutsideTheLatencies) {
   EXPECT_LT(row.ttft.max, 1.0);
 }
 
+TEST(CompareRowTest, WarmupRequestsAreNotCompared) {
+  workload::RunReport run = Fixture("a", 2, 1.0, 0.01);
+  workload::RequestRecord warm;
+  warm.warmup = true;
+  warm.result.ok = true;
+  warm.result.ttft_s = 100;
+  warm.result.output_tokens = 5000;
+  run.levels[0].requests.push_back(warm);
+  CompareRow row = CompareRowOf(run);
+  EXPECT_EQ(row.sent, 2u);
+  EXPECT_LT(row.ttft.max, 1.0);
+  EXPECT_DOUBLE_EQ(row.output_tokens_per_s, CompareRowOf(Fixture("a", 2, 1.0, 0.01)).output_tokens_per_s);
+}
+
 TEST(CompareRowTest, GoodputIsAbsentWhenTheSpeedTargetIsMissed) {
   // ITL 0.1 s = 10 tokens/s/user: misses both 30 and 50.
   CompareRow row = CompareRowOf(Fixture("slow", 4, 1.0, 0.1));
