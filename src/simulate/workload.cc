@@ -45,8 +45,7 @@ class AgenticWorkload final : public Workload {
   std::vector<Arrival> OnDone(const SimRequest& done, std::span<const TokenId> output, bool ok,
                               Nanos now) override {
     if (stopped_) return {};
-    const Nanos at = now + workload::AgenticTurnPause({o_.think_time, o_.turn_jitter}, o_.shape.seed,
-                                                   done.session, done.turn);
+    const Nanos at = now + Pause(done.session, done.turn);
     if (done.warmup) return OnWarmupDone(done, output, ok, now, at);
     if (done.turn + 1 < o_.shape.turns) return {FollowUp(done, output, ok, at)};
     // The session is over: this client takes the next one, or has none left.
@@ -74,10 +73,14 @@ class AgenticWorkload final : public Workload {
     while (measured_started_ < total_sessions_ && static_cast<int>(out.size()) < clients_) {
       const int s = measured_started_++;
       if (!second_turns_[static_cast<std::size_t>(s)]) continue;  // one-turn sessions
-      out.push_back(SecondTurn(s, now + workload::AgenticTurnPause({o_.think_time, o_.turn_jitter},
-                                                                  o_.shape.seed, s, 0)));
+      out.push_back(SecondTurn(s, now + Pause(s, 0)));
     }
     return out;
+  }
+
+  // The client's pause after turn `turn` of `session` (the live client's own function).
+  Nanos Pause(int session, int turn) const {
+    return workload::AgenticTurnPause({o_.think_time, o_.turn_jitter}, o_.shape.seed, session, turn);
   }
 
   Arrival SecondTurn(int session, Nanos at) {
